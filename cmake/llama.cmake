@@ -1,0 +1,35 @@
+# Imports the pinned llama.cpp built by scripts/setup-llama.sh (shared libraries, cached by
+# commit outside the repo). Defines prefixd::llama (llama + ggml) and prefixd::llama_common.
+if(NOT PREFIXD_LLAMA_BUILD)
+  message(FATAL_ERROR "PREFIXD_LLAMA_BUILD is not set: run scripts/setup-llama.sh and pass its "
+                      "output as -DPREFIXD_LLAMA_BUILD=<dir> (scripts/build.sh does this)")
+endif()
+get_filename_component(PREFIXD_LLAMA_SRC "${PREFIXD_LLAMA_BUILD}/../src" ABSOLUTE)
+set(_llama_bin "${PREFIXD_LLAMA_BUILD}/bin")
+
+function(_prefixd_import name file)
+  if(NOT EXISTS "${file}")
+    message(FATAL_ERROR "llama.cpp library missing: ${file}")
+  endif()
+  add_library(${name} UNKNOWN IMPORTED GLOBAL)
+  set_target_properties(${name} PROPERTIES IMPORTED_LOCATION "${file}")
+endfunction()
+
+_prefixd_import(prefixd_llama_lib "${_llama_bin}/libllama.so")
+_prefixd_import(prefixd_ggml_lib "${_llama_bin}/libggml.so")
+_prefixd_import(prefixd_ggml_base_lib "${_llama_bin}/libggml-base.so")
+file(GLOB _common_lib "${_llama_bin}/libllama-common.so" "${PREFIXD_LLAMA_BUILD}/common/libllama-common.so")
+list(GET _common_lib 0 _common_lib)
+_prefixd_import(prefixd_llama_common_lib "${_common_lib}")
+
+add_library(prefixd_llama INTERFACE)
+target_include_directories(prefixd_llama SYSTEM INTERFACE
+  "${PREFIXD_LLAMA_SRC}/include" "${PREFIXD_LLAMA_SRC}/ggml/include")
+target_link_libraries(prefixd_llama INTERFACE prefixd_llama_lib prefixd_ggml_lib prefixd_ggml_base_lib)
+
+add_library(prefixd_llama_common INTERFACE)
+target_include_directories(prefixd_llama_common SYSTEM INTERFACE
+  "${PREFIXD_LLAMA_SRC}/common")
+target_link_libraries(prefixd_llama_common INTERFACE prefixd_llama_common_lib prefixd_llama)
+
+set(CMAKE_BUILD_RPATH "${_llama_bin};${PREFIXD_LLAMA_BUILD}/common")

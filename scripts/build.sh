@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Sets up everything prefixd needs on a fresh machine, then builds it into build/ (or $BUILD_DIR).
+# Usage: scripts/build.sh [--cuda] [extra cmake -D options]
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$here"
+
+cuda=()
+cmake_extra=()
+for arg in "$@"; do
+  if [[ "$arg" == --cuda ]]; then cuda=(--cuda); cmake_extra+=(-DPREFIXD_CUDA=ON); else cmake_extra+=("$arg"); fi
+done
+
+bash scripts/setup-deps.sh
+llama_build="$(bash scripts/setup-llama.sh "${cuda[@]}" | tail -n 1)"
+build_dir="${BUILD_DIR:-build}"
+generator=()
+if command -v ninja >/dev/null 2>&1 && [[ ! -f "$build_dir/Makefile" ]]; then generator=(-G Ninja); fi
+cmake -S . -B "$build_dir" "${generator[@]}" -DPREFIXD_LLAMA_BUILD="$llama_build" \
+  "${cmake_extra[@]}" >/dev/null
+cmake --build "$build_dir" -j "${PREFIXD_JOBS:-2}"

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian packages prefixd needs (only those missing), with apt-get.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build git pkg-config
+  libssl-dev            # SHA-256 for chain hashes and fingerprints
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev    # JSON for the HTTP server
+  libcpp-httplib-dev    # HTTP server
+  libsqlite3-dev        # disk tier index
+  nodejs npm            # fetching llama.cpp's source package; end-to-end tests with `openai`
+  curl
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if [[ "$p" == npm ]] && command -v npm >/dev/null 2>&1; then continue; fi
+  if [[ "$p" == nodejs ]] && command -v node >/dev/null 2>&1; then continue; fi
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+echo "setup-deps: installing ${missing[*]}" >&2
+sudo_cmd=()
+if [[ "$(id -u)" != 0 ]]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq >&2 || true
+"${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >&2

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Fetches the pinned llama.cpp (from the npm package node-llama-cpp@3.22.1, which ships the
+# source as a git bundle), verifies the commit and builds llama, ggml and llama-common.
+# The build is cached by commit (and backend) under $PREFIXD_DEPS_DIR, so a second run is instant.
+# Prints nothing on a cache hit except the build directory on the last line.
+# Usage: scripts/setup-llama.sh [--cuda]
+set -euo pipefail
+
+LLAMA_NPM_PACKAGE="node-llama-cpp@3.22.1"
+LLAMA_COMMIT="de3ff815ea7d559ee917f063901b8986f038abc6"
+DEPS_DIR="${PREFIXD_DEPS_DIR:-$HOME/.cache/prefixd}"
+JOBS="${PREFIXD_JOBS:-2}"
+
+backend="cpu"
+cmake_backend=(-DGGML_CUDA=OFF)
+if [[ "${1:-}" == "--cuda" ]]; then
+  backend="cuda"
+  cmake_backend=(-DGGML_CUDA=ON)
+fi
+if [[ "$(uname)" == "Darwin" ]]; then
+  cmake_backend+=(-DGGML_METAL=ON)
+fi
+
+root="$DEPS_DIR/llama.cpp-${LLAMA_COMMIT:0:7}"
+src="$root/src"
+build="$root/build-$backend"
+stamp="$build/.prefixd-built"
+
+if [[ -f "$stamp" ]]; then
+  echo "$build"
+  exit 0
+fi
+
+mkdir -p "$root"
+if [[ ! -d "$src/.git" ]]; then
+  tmp="$(mktemp -d "$root/fetch.XXXXXX")"
+  echo "setup-llama: fetching $LLAMA_NPM_PACKAGE" >&2
+  (cd "$tmp" && npm pack --silent "$LLAMA_NPM_PACKAGE" >/dev/null)
+  tar -xzf "$tmp"/node-llama-cpp-*.tgz -C "$tmp" package/llama/gitRelease.bundle
+  git clone --quiet "$tmp/package/llama/gitRelease.bundle" "$tmp/src" 2>/dev/null
+  (cd "$tmp/src" && git -c advice.detachedHead=false checkout --quiet "$LLAMA_COMMIT")
+  rm -rf "$src"
+  mv "$tmp/src" "$src"
+  rm -rf "$tmp"
+fi
+
+actual="$(git -C "$src" rev-parse HEAD)"
+if [[ "$actual" != "$LLAMA_COMMIT" ]]; then
+  echo "setup-llama: llama.cpp is at $actual, expected $LLAMA_COMMIT; refusing to build" >&2
+  exit 1
+fi
+
+echo "setup-llama: building llama.cpp ${LLAMA_COMMIT:0:7} ($backend) in $build" >&2
+cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+  -DBUILD_SHARED_LIBS=ON \
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF \
+  -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=ON \
+  -DLLAMA_OPENSSL=OFF -DLLAMA_SUBPROCESS=OFF -DLLAMA_LLGUIDANCE=OFF \
+  "${cmake_backend[@]}" >&2
+cmake --build "$build" -j "$JOBS" --target llama llama-common ggml >&2
+touch "$stamp"
+echo "$build"

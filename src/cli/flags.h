@@ -1,0 +1,58 @@
+// A small flag parser shared by the subcommands: `--name value`, `--name=value`, `--switch`,
+// and `-x value` short aliases. Each subcommand declares its flags, then Parse() fills them and
+// Help() prints every flag with its description and default.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace prefixd::cli {
+
+class Flags {
+ public:
+  Flags(std::string command, std::string summary);
+
+  // Declares a flag. `names` is "--long" or "-s,--long". The target keeps its current value as
+  // the default. REQUIRES: the target outlives Parse().
+  void String(const std::string& names, std::string* target, const std::string& help);
+  void Int(const std::string& names, int64_t* target, const std::string& help);
+  void Double(const std::string& names, double* target, const std::string& help);
+  void Bool(const std::string& names, bool* target, const std::string& help);  // a switch
+
+  // Parses argv[first..argc). Returns InvalidArgument naming the bad flag. Sets help_requested()
+  // on -h/--help instead of failing.
+  Status Parse(int argc, char** argv, int first = 2);
+  bool help_requested() const { return help_requested_; }
+  std::string Help() const;
+
+ private:
+  enum class Kind { kString, kInt, kDouble, kBool };
+  struct Flag {
+    std::vector<std::string> names;
+    Kind kind;
+    void* target;
+    std::string help;
+    std::string default_text;
+  };
+  const Flag* Find(const std::string& name) const;
+  Status Assign(const Flag& flag, const std::string& name, const std::string& value);
+  void Add(const std::string& names, Kind kind, void* target, const std::string& help,
+           std::string default_text);
+
+  std::string command_;
+  std::string summary_;
+  std::vector<Flag> flags_;
+  bool help_requested_ = false;
+};
+
+// Runs a subcommand's body after parsing: prints help and returns 0 on --help, prints the error
+// and returns 2 on a bad flag, else returns body().
+template <typename Body>
+int RunWithFlags(Flags& flags, int argc, char** argv, Body body);
+
+}  // namespace prefixd::cli
+
+#include "cli/flags_inl.h"

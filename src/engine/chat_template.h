@@ -1,0 +1,38 @@
+// Chat: renders OpenAI-style message lists to prompt text with the model's Jinja template
+// (llama.cpp common's engine), and finds the message boundaries the cache captures at.
+// Thread-safe after construction.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model.h"
+#include "util/status.h"
+
+namespace prefixd::engine {
+
+struct ChatRenderOptions {
+  bool add_generation_prompt = true;
+  std::string tools_json;  // OpenAI "tools" array as JSON text, or ""
+};
+
+class ChatTemplate {
+ public:
+  // Uses the model's template, or `override_template` when not empty.
+  static Result<std::unique_ptr<ChatTemplate>> Create(const Model& model,
+                                                      const std::string& override_template = "");
+  ~ChatTemplate();
+
+  // Renders an OpenAI "messages" array given as JSON text. Bad messages (not an array, unknown
+  // role, wrong types) give InvalidArgument naming the problem.
+  Result<std::string> Render(const std::string& messages_json,
+                             const ChatRenderOptions& options) const;
+
+ private:
+  struct Impl;
+  explicit ChatTemplate(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace prefixd::engine

@@ -1,0 +1,144 @@
+#include "engine/context.h"
+
+#include <thread>
+
+#include "llama.h"
+
+namespace prefixd::engine {
+
+namespace {
+
+Result<ggml_type> ParseCacheType(const std::string& name) {
+  static const std::pair<const char*, ggml_type> kTypes[] = {
+      {"f32", GGML_TYPE_F32}, {"f16", GGML_TYPE_F16}, {"bf16", GGML_TYPE_BF16},
+      {"q8_0", GGML_TYPE_Q8_0}, {"q4_0", GGML_TYPE_Q4_0}};
+  for (const auto& [n, t] : kTypes) {
+    if (name == n) return t;
+  }
+  return Status::InvalidArgument("unknown KV cache type '" + name +
+                                 "' (use f32, f16, bf16, q8_0 or q4_0)");
+}
+
+int DefaultThreads() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 4 : int(n);
+}
+
+// RAII llama_batch.
+struct Batch {
+  explicit Batch(int32_t n) : b(llama_batch_init(n, 0, 1)) {}
+  ~Batch() { llama_batch_free(b); }
+  void Add(Token t, int32_t pos, int32_t seq, bool logits) {
+    int32_t i = b.n_tokens++;
+    b.token[i] = t;
+    b.pos[i] = pos;
+    b.n_seq_id[i] = 1;
+    b.seq_id[i][0] = seq;
+    b.logits[i] = logits;
+  }
+  llama_batch b;
+};
+
+Status DecodeStatus(int32_t rc) {
+  if (rc == 0) return Status::OK();
+  if (rc == 1) return Status::ResourceExhausted("llama_decode: no KV cache slot for the batch");
+  if (rc == 2) return Status::Aborted("llama_decode: aborted");
+  return Status::Internal("llama_decode failed with code " + std::to_string(rc));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Context>> Context::Create(const Model& model,
+                                                 const ContextOptions& options) {
+  PREFIXD_ASSIGN_OR_RETURN(ggml_type type_k, ParseCacheType(options.type_k));
+  PREFIXD_ASSIGN_OR_RETURN(ggml_type type_v, ParseCacheType(options.type_v));
+  llama_context_params p = llama_context_default_params();
+  p.n_seq_max = options.n_seq;
+  p.n_ctx = options.n_ctx_per_seq * options.n_seq;
+  p.n_batch = options.n_batch;
+  p.n_ubatch = options.n_ubatch;
+  p.n_threads = p.n_threads_batch = options.n_threads > 0 ? options.n_threads : DefaultThreads();
+  p.flash_attn_type = options.flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED
+                                         : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  p.type_k = type_k;
+  p.type_v = type_v;
+  p.kv_unified = false;  // one stream per sequence: slots never see each other's cells
+  p.no_perf = true;
+  std::unique_ptr<Context> ctx(new Context(model, options));
+  ctx->ctx_ = llama_init_from_model(model.raw(), p);
+  if (ctx->ctx_ == nullptr) {
+    return Status::ResourceExhausted("cannot create a llama context (n_ctx " +
+                                     std::to_string(p.n_ctx) + ", " +
+                                     std::to_string(options.n_seq) + " sequences)");
+  }
+  return ctx;
+}
+
+Context::~Context() {
+  if (ctx_ != nullptr) llama_free(ctx_);
+}
+
+Status Context::DecodeChunk(int32_t seq, std::span<const Token> tokens, int32_t pos0,
+                            bool want_last_logits) {
+  if (tokens.empty()) return Status::InvalidArgument("DecodeChunk: no tokens");
+  if (tokens.size() > options_.n_batch) {
+    return Status::InvalidArgument("DecodeChunk: " + std::to_string(tokens.size()) +
+                                   " tokens exceed n_batch " + std::to_string(options_.n_batch));
+  }
+  Batch batch(int32_t(tokens.size()));
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    batch.Add(tokens[i], pos0 + int32_t(i), seq, want_last_logits && i + 1 == tokens.size());
+  }
+  return DecodeStatus(llama_decode(ctx_, batch.b));
+}
+
+Status Context::DecodeBatch(std::span<const BatchToken> tokens) {
+  if (tokens.empty()) return Status::InvalidArgument("DecodeBatch: no tokens");
+  Batch batch(int32_t(tokens.size()));
+  for (const BatchToken& t : tokens) batch.Add(t.token, t.pos, t.seq, t.want_logits);
+  return DecodeStatus(llama_decode(ctx_, batch.b));
+}
+
+const float* Context::Logits(int32_t i) const { return llama_get_logits_ith(ctx_, i); }
+
+void Context::SeqClear(int32_t seq) { llama_memory_seq_rm(llama_get_memory(ctx_), seq, -1, -1); }
+
+bool Context::SeqTruncate(int32_t seq, int32_t p0) {
+  return llama_memory_seq_rm(llama_get_memory(ctx_), seq, p0, -1);
+}
+
+int32_t Context::SeqPosMax(int32_t seq) const {
+  return llama_memory_seq_pos_max(llama_get_memory(ctx_), seq);
+}
+
+namespace {
+llama_state_seq_flags FlagsFor(StatePart part) {
+  return part == StatePart::kPartial ? LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY
+                                     : LLAMA_STATE_SEQ_FLAGS_NONE;
+}
+}  // namespace
+
+Result<std::vector<uint8_t>> Context::GetState(int32_t seq, StatePart part) const {
+  const llama_state_seq_flags flags = FlagsFor(part);
+  std::vector<uint8_t> bytes(llama_state_seq_get_size_ext(ctx_, seq, flags));
+  size_t n = llama_state_seq_get_data_ext(ctx_, bytes.data(), bytes.size(), seq, flags);
+  if (n != bytes.size()) {
+    return Status::Internal("llama_state_seq_get_data_ext wrote " + std::to_string(n) +
+                            " bytes, expected " + std::to_string(bytes.size()));
+  }
+  return bytes;
+}
+
+Status Context::SetState(int32_t seq, std::span<const uint8_t> bytes, StatePart part) {
+  if (part == StatePart::kWhole) SeqClear(seq);
+  size_t n = llama_state_seq_set_data_ext(ctx_, bytes.data(), bytes.size(), seq, FlagsFor(part));
+  if (n != bytes.size()) {
+    SeqClear(seq);
+    return Status::Corruption("llama.cpp refused the sequence state (" +
+                              std::to_string(bytes.size()) + " bytes, read " + std::to_string(n) +
+                              ")");
+  }
+  return Status::OK();
+}
+
+}  // namespace prefixd::engine

@@ -1,0 +1,85 @@
+// Context: a llama_context with several sequences (one per Slot) and the primitives the
+// prefill scheduler, the cache and generation are built from: batched decode, logits, sequence
+// removal, and sequence state get/set (whole or partial).
+//
+// Thread-safety: a Context is used by one thread at a time (the engine's scheduler thread);
+// it is not internally synchronized. Owns its llama_context; borrows the Model, which must
+// outlive it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/model.h"
+#include "engine/types.h"
+#include "util/status.h"
+
+struct llama_context;
+
+namespace prefixd::engine {
+
+struct ContextOptions {
+  uint32_t n_ctx_per_seq = 8192;  // context length each sequence gets
+  uint32_t n_seq = 1;             // sequences (slots)
+  uint32_t n_batch = 2048;        // largest logical batch handed to one decode
+  uint32_t n_ubatch = 512;        // physical micro-batch
+  int n_threads = 0;              // 0: all cores
+  bool flash_attn = false;
+  std::string type_k = "f16";     // KV cache types; part of the cache-layout fingerprint
+  std::string type_v = "f16";
+};
+
+// One token of a multi-sequence batch.
+struct BatchToken {
+  Token token;
+  int32_t pos;
+  int32_t seq;
+  bool want_logits;
+};
+
+enum class StatePart { kWhole, kPartial };  // kPartial: only the recurrent / SWA section
+
+class Context {
+ public:
+  static Result<std::unique_ptr<Context>> Create(const Model& model, const ContextOptions& options);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // Decodes `tokens` for `seq` at positions [pos0, pos0 + n) as ONE llama_decode call.
+  // REQUIRES: tokens.size() <= n_batch. Keeps the last token's logits when `want_last_logits`.
+  Status DecodeChunk(int32_t seq, std::span<const Token> tokens, int32_t pos0,
+                     bool want_last_logits);
+  // Decodes a mixed batch of several sequences in one call; logits of tokens marked
+  // want_logits are read afterwards with Logits(i) where i is the index in `batch`.
+  Status DecodeBatch(std::span<const BatchToken> batch);
+  // Logits of the i-th token of the last decode that asked for logits (-1: the last one).
+  const float* Logits(int32_t i = -1) const;
+
+  void SeqClear(int32_t seq);
+  // Removes positions [p0, inf) of `seq`. Returns false when the memory cannot (recurrent).
+  bool SeqTruncate(int32_t seq, int32_t p0);
+  // Highest position held by `seq`, or -1 when empty.
+  int32_t SeqPosMax(int32_t seq) const;
+
+  Result<std::vector<uint8_t>> GetState(int32_t seq, StatePart part) const;
+  // Sets a state into `seq` (cleared first). Fails closed: any refusal by llama.cpp is an error
+  // and leaves `seq` cleared.
+  Status SetState(int32_t seq, std::span<const uint8_t> bytes, StatePart part);
+
+  const Model& model() const { return model_; }
+  const ContextOptions& options() const { return options_; }
+  uint32_t n_batch() const { return options_.n_batch; }
+  llama_context* raw() const { return ctx_; }
+
+ private:
+  Context(const Model& model, const ContextOptions& options) : model_(model), options_(options) {}
+  const Model& model_;
+  ContextOptions options_;
+  llama_context* ctx_ = nullptr;
+};
+
+}  // namespace prefixd::engine

@@ -1,0 +1,42 @@
+#include "engine/generate.h"
+
+#include <algorithm>
+
+namespace prefixd::engine {
+
+Status Prefill(Context& ctx, int32_t seq, std::span<const Token> tokens, int32_t pos0,
+               std::span<const int32_t> chunk_ends,
+               const std::function<Status(int32_t)>& on_chunk_end) {
+  const int32_t end = pos0 + int32_t(tokens.size());
+  size_t next_end = 0;
+  int32_t pos = pos0;
+  while (pos < end) {
+    while (next_end < chunk_ends.size() && chunk_ends[next_end] <= pos) ++next_end;
+    int32_t stop = std::min<int32_t>(end, pos + int32_t(ctx.n_batch()));
+    if (next_end < chunk_ends.size()) stop = std::min(stop, chunk_ends[next_end]);
+    std::span<const Token> chunk = tokens.subspan(pos - pos0, stop - pos);
+    PREFIXD_RETURN_IF_ERROR(ctx.DecodeChunk(seq, chunk, pos, stop == end));
+    pos = stop;
+    if (on_chunk_end) PREFIXD_RETURN_IF_ERROR(on_chunk_end(pos));
+  }
+  return Status::OK();
+}
+
+Result<std::vector<Token>> Generate(Context& ctx, int32_t seq, int32_t pos,
+                                    const GenerateOptions& options) {
+  Sampler sampler(options.sampling);
+  const int n_vocab = ctx.model().n_vocab();
+  std::vector<Token> out;
+  for (int i = 0; i < options.max_tokens; ++i) {
+    Token t = sampler.Sample(ctx.Logits(-1), n_vocab);
+    if (ctx.model().IsEndOfGeneration(t)) break;
+    out.push_back(t);
+    if (options.on_token && !options.on_token(t)) break;
+    if (i + 1 == options.max_tokens) break;
+    Token one[1] = {t};
+    PREFIXD_RETURN_IF_ERROR(ctx.DecodeChunk(seq, one, pos++, true));
+  }
+  return out;
+}
+
+}  // namespace prefixd::engine

@@ -1,0 +1,129 @@
+#include "engine/model.h"
+
+#include <cstdlib>
+#include <mutex>
+
+#include "llama.h"
+
+namespace prefixd::engine {
+
+const char* MemoryLayoutName(MemoryLayout layout) {
+  switch (layout) {
+    case MemoryLayout::kAttention: return "attention";
+    case MemoryLayout::kIswa: return "iswa";
+    case MemoryLayout::kHybrid: return "hybrid";
+    case MemoryLayout::kHybridIswa: return "hybrid-iswa";
+    case MemoryLayout::kRecurrent: return "recurrent";
+  }
+  return "unknown";
+}
+
+namespace {
+
+void QuietLog(ggml_log_level level, const char* text, void* /*user*/) {
+  static const bool verbose = std::getenv("PREFIXD_LLAMA_LOG") != nullptr;
+  if (verbose || level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
+}
+
+MemoryLayout DetectLayout(const llama_model* model) {
+  if (llama_model_is_recurrent(model)) return MemoryLayout::kRecurrent;
+  const bool swa = llama_model_n_swa(model) > 0;
+  if (llama_model_is_hybrid(model)) return swa ? MemoryLayout::kHybridIswa : MemoryLayout::kHybrid;
+  return swa ? MemoryLayout::kIswa : MemoryLayout::kAttention;
+}
+
+}  // namespace
+
+void EnsureBackendInitialized() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llama_log_set(QuietLog, nullptr);
+    llama_backend_init();
+  });
+}
+
+Result<std::unique_ptr<Model>> Model::Load(const ModelOptions& options) {
+  EnsureBackendInitialized();
+  llama_model_params params = llama_model_default_params();
+  params.n_gpu_layers = options.n_gpu_layers < 0 ? 999 : options.n_gpu_layers;
+  llama_model* raw = llama_model_load_from_file(options.path.c_str(), params);
+  if (raw == nullptr) {
+    return Status::InvalidArgument("cannot load model '" + options.path +
+                                   "' (missing, unreadable or not a GGUF model llama.cpp knows)");
+  }
+  std::unique_ptr<Model> model(new Model());
+  model->model_ = raw;
+  model->vocab_ = llama_model_get_vocab(raw);
+  model->path_ = options.path;
+  model->arch_ = model->Meta("general.architecture");
+  model->layout_ = DetectLayout(raw);
+  return model;
+}
+
+Model::~Model() {
+  if (model_ != nullptr) llama_model_free(model_);
+}
+
+std::vector<Token> Model::Tokenize(std::string_view text, bool parse_special) const {
+  const bool add_bos = llama_vocab_get_add_bos(vocab_);
+  int32_t n = -llama_tokenize(vocab_, text.data(), int32_t(text.size()), nullptr, 0, add_bos,
+                              parse_special);
+  std::vector<Token> tokens(n > 0 ? n : 0);
+  if (n > 0) {
+    llama_tokenize(vocab_, text.data(), int32_t(text.size()), tokens.data(), n, add_bos,
+                   parse_special);
+  }
+  return tokens;
+}
+
+std::string Model::TokenPiece(Token token, bool render_special) const {
+  char buf[256];
+  int32_t n = llama_token_to_piece(vocab_, token, buf, sizeof buf, 0, render_special);
+  if (n >= 0) return std::string(buf, n);
+  std::string big(size_t(-n), '\0');
+  n = llama_token_to_piece(vocab_, token, big.data(), int32_t(big.size()), 0, render_special);
+  return n >= 0 ? big.substr(0, n) : std::string();
+}
+
+std::string Model::Detokenize(std::span<const Token> tokens, bool render_special) const {
+  std::string out(tokens.size() * 8 + 16, '\0');
+  int32_t n = llama_detokenize(vocab_, tokens.data(), int32_t(tokens.size()), out.data(),
+                               int32_t(out.size()), false, render_special);
+  if (n < 0) {
+    out.resize(size_t(-n));
+    n = llama_detokenize(vocab_, tokens.data(), int32_t(tokens.size()), out.data(),
+                         int32_t(out.size()), false, render_special);
+  }
+  out.resize(n > 0 ? size_t(n) : 0);
+  return out;
+}
+
+bool Model::IsEndOfGeneration(Token token) const { return llama_vocab_is_eog(vocab_, token); }
+
+Token Model::FindSpecialToken(std::string_view text) const {
+  std::vector<Token> t = Tokenize(text, true);
+  if (t.size() != 1 || TokenPiece(t[0], true) != text) return -1;
+  return t[0];
+}
+
+int Model::n_vocab() const { return llama_vocab_n_tokens(vocab_); }
+int Model::n_ctx_train() const { return llama_model_n_ctx_train(model_); }
+int Model::n_swa() const { return llama_model_n_swa(model_); }
+
+std::string Model::ChatTemplate() const {
+  const char* t = llama_model_chat_template(model_, nullptr);
+  return t ? std::string(t) : std::string();
+}
+
+std::string Model::Meta(const std::string& key) const {
+  char buf[512];
+  int32_t n = llama_model_meta_val_str(model_, key.c_str(), buf, sizeof buf);
+  if (n < 0) return std::string();
+  if (size_t(n) < sizeof buf) return std::string(buf, n);
+  std::string big(size_t(n) + 1, '\0');
+  llama_model_meta_val_str(model_, key.c_str(), big.data(), big.size());
+  big.resize(n);
+  return big;
+}
+
+}  // namespace prefixd::engine

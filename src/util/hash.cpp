@@ -1,0 +1,93 @@
+#include "util/hash.h"
+
+#include <openssl/evp.h>
+
+#include <cstdlib>
+
+namespace prefixd {
+
+struct Sha256::Impl {
+  EVP_MD_CTX* ctx = nullptr;
+};
+
+Sha256::Sha256() : impl_(std::make_unique<Impl>()) {
+  impl_->ctx = EVP_MD_CTX_new();
+  if (impl_->ctx == nullptr || EVP_DigestInit_ex(impl_->ctx, EVP_sha256(), nullptr) != 1) {
+    std::abort();  // OpenSSL without SHA-256 is a broken installation, not a run-time error
+  }
+}
+
+Sha256::~Sha256() { EVP_MD_CTX_free(impl_->ctx); }
+
+void Sha256::Update(const void* data, size_t n) {
+  if (n > 0) EVP_DigestUpdate(impl_->ctx, data, n);
+}
+
+Digest Sha256::Finish() {
+  Digest d{};
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(impl_->ctx, d.data(), &len);
+  return d;
+}
+
+Digest Sha256Of(const void* data, size_t n) {
+  Sha256 h;
+  h.Update(data, n);
+  return h.Finish();
+}
+
+std::string DigestHex(const Digest& d, size_t n_bytes) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  if (n_bytes > d.size()) n_bytes = d.size();
+  out.reserve(n_bytes * 2);
+  for (size_t i = 0; i < n_bytes; ++i) {
+    out.push_back(kHex[d[i] >> 4]);
+    out.push_back(kHex[d[i] & 15]);
+  }
+  return out;
+}
+
+namespace {
+
+struct Crc32cTable {
+  uint32_t t[8][256];
+  Crc32cTable() {
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+      t[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; ++i) {
+      for (int s = 1; s < 8; ++s) t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xff];
+    }
+  }
+};
+
+const Crc32cTable& Table() {
+  static const Crc32cTable table;
+  return table;
+}
+
+}  // namespace
+
+// Slicing-by-8: fast enough that checksumming a restored block costs far less than reading it.
+uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
+  const auto& t = Table().t;
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint32_t c = ~crc;
+  while (n >= 8) {
+    uint32_t lo = c ^ (uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 |
+                       uint32_t(p[3]) << 24);
+    uint32_t hi = uint32_t(p[4]) | uint32_t(p[5]) << 8 | uint32_t(p[6]) << 16 |
+                  uint32_t(p[7]) << 24;
+    c = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^ t[4][lo >> 24] ^
+        t[3][hi & 0xff] ^ t[2][(hi >> 8) & 0xff] ^ t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
+    p += 8;
+    n -= 8;
+  }
+  while (n--) c = t[0][(c ^ *p++) & 0xff] ^ (c >> 8);
+  return ~c;
+}
+
+}  // namespace prefixd

@@ -1,0 +1,54 @@
+// Hashing: SHA-256 (OpenSSL) for content addresses and fingerprints, CRC32C for payload checks.
+// All functions are pure and thread-safe; Sha256 objects are single-threaded.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace prefixd {
+
+using Digest = std::array<uint8_t, 32>;
+
+// Incremental SHA-256. Update() any number of times, then Finish() once.
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+
+  void Update(const void* data, size_t n);
+  void Update(std::string_view s) { Update(s.data(), s.size()); }
+  // Hashes the value's bytes in little-endian order (the only order prefixd runs on).
+  void UpdateU64(uint64_t v) { Update(&v, sizeof v); }
+  Digest Finish();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+Digest Sha256Of(const void* data, size_t n);
+inline Digest Sha256Of(std::string_view s) { return Sha256Of(s.data(), s.size()); }
+
+// Lower-case hex of the digest (64 characters), or of its first `n_bytes` bytes.
+std::string DigestHex(const Digest& d, size_t n_bytes = 32);
+
+// CRC32C (Castagnoli). Extend() continues a running crc.
+uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n);
+inline uint32_t Crc32c(const void* data, size_t n) { return Crc32cExtend(0, data, n); }
+
+// Masked form for storing a crc next to the data it covers (as LevelDB does), so that a crc
+// of data that itself contains crcs stays well distributed.
+inline uint32_t Crc32cMask(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
+inline uint32_t Crc32cUnmask(uint32_t masked) {
+  uint32_t rot = masked - 0xa282ead8u;
+  return (rot >> 17) | (rot << 15);
+}
+
+}  // namespace prefixd
