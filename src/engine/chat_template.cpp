@@ -26,8 +26,10 @@ Result<std::unique_ptr<ChatTemplate>> ChatTemplate::Create(const Model& model,
   return std::unique_ptr<ChatTemplate>(new ChatTemplate(std::move(impl)));
 }
 
-Result<std::string> ChatTemplate::Render(const std::string& messages_json,
-                                         const ChatRenderOptions& options) const {
+namespace {
+
+Result<common_chat_templates_inputs> ParseInputs(const std::string& messages_json,
+                                                 const ChatRenderOptions& options) {
   common_chat_templates_inputs inputs;
   inputs.add_generation_prompt = options.add_generation_prompt;
   inputs.use_jinja = true;
@@ -39,11 +41,43 @@ Result<std::string> ChatTemplate::Render(const std::string& messages_json,
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("messages: ") + e.what());
   }
+  if (inputs.messages.empty()) return Status::InvalidArgument("messages: empty");
+  return inputs;
+}
+
+Result<std::string> Apply(const common_chat_templates* t,
+                          const common_chat_templates_inputs& inputs) {
   try {
-    return common_chat_templates_apply(impl_->templates.get(), inputs).prompt;
+    return common_chat_templates_apply(t, inputs).prompt;
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("chat template failed: ") + e.what());
   }
+}
+
+}  // namespace
+
+Result<std::string> ChatTemplate::Render(const std::string& messages_json,
+                                         const ChatRenderOptions& options) const {
+  PREFIXD_ASSIGN_OR_RETURN(common_chat_templates_inputs inputs,
+                           ParseInputs(messages_json, options));
+  return Apply(impl_->templates.get(), inputs);
+}
+
+Result<std::vector<std::string>> ChatTemplate::RenderPrefixes(
+    const std::string& messages_json, const ChatRenderOptions& options) const {
+  PREFIXD_ASSIGN_OR_RETURN(common_chat_templates_inputs full,
+                           ParseInputs(messages_json, options));
+  std::vector<std::string> out;
+  const size_t n = full.messages.size();
+  const size_t last = options.add_generation_prompt ? n : n - 1;
+  for (size_t i = 1; i <= last; ++i) {
+    common_chat_templates_inputs part = full;
+    part.messages.resize(i);
+    part.add_generation_prompt = false;
+    auto rendered = Apply(impl_->templates.get(), part);
+    if (rendered.ok()) out.push_back(std::move(rendered).value());  // a template may refuse
+  }                                                                 // a prefix: skip it
+  return out;
 }
 
 }  // namespace prefixd::engine

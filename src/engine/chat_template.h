@@ -29,6 +29,11 @@ class ChatTemplate {
   Result<std::string> Render(const std::string& messages_json,
                              const ChatRenderOptions& options) const;
 
+  // Renders messages[:i] without a generation prompt for i = 1 .. n-1 and i = n when the full
+  // render adds one (the tail). Used to find message boundaries.
+  Result<std::vector<std::string>> RenderPrefixes(const std::string& messages_json,
+                                                  const ChatRenderOptions& options) const;
+
  private:
   struct Impl;
   explicit ChatTemplate(std::unique_ptr<Impl> impl);

@@ -1,0 +1,47 @@
+// CacheIo: the engine's side of the prompt cache — restore a Slot's prefix from the cache and
+// capture what its prefill produced. Fails closed: a restore that any check refuses leaves the
+// sequence empty and the request prefills cold; nothing is published before its bytes are
+// complete. Used only by the scheduler thread; owns nothing but its counters.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "cache/prefix_cache.h"
+#include "engine/context.h"
+#include "engine/job.h"
+
+namespace prefixd::engine {
+
+struct CacheIoOptions {
+  uint32_t block_size = 256;
+  bool has_rows = true;
+  bool needs_snapshot = false;
+};
+
+class CacheIo {
+ public:
+  // REQUIRES: ctx and cache outlive this object.
+  CacheIo(Context& ctx, cache::PrefixCache& cache, const CacheIoOptions& options);
+  ~CacheIo();
+
+  // Looks up slot.job's prompt, restores the longest restorable prefix into slot.seq and sets
+  // slot.restored / slot.pos and slot.result.cache. Then plans slot.captures.
+  void Restore(Slot& slot);
+  // Runs after the prefill chunk that ended at `point.pos`: takes the Snapshot there.
+  Status Capture(Slot& slot, const CapturePoint& point);
+  // Runs once the prompt is fully decoded: slices the new Blocks from one whole state and
+  // publishes them, then the Snapshots and Tails taken during prefill.
+  Status Publish(Slot& slot);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Plans where a prefill must end chunks: the prompt's capture points, the branch point, and
+// (for models with non-sliceable state) every Block boundary, all inside (restored, n].
+std::vector<CapturePoint> PlanCaptures(const Prompt& prompt, int32_t restored, int32_t branch,
+                                       const CacheIoOptions& options);
+
+}  // namespace prefixd::engine

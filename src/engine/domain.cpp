@@ -1,0 +1,55 @@
+#include "engine/domain.h"
+
+#include <filesystem>
+
+#include "cache/chain_hash.h"
+#include "cache/fingerprint.h"
+
+namespace prefixd::engine {
+
+namespace {
+
+// Bump when the rows payload or snapshot byte format changes: old entries stop matching.
+constexpr uint64_t kCodecVersion = 1;
+
+Digest LayoutFingerprint(const Model& model, const ContextOptions& ctx) {
+  Sha256 h;
+  h.Update("prefixd-layout");
+  h.UpdateU64(kCodecVersion);
+  h.Update(model.arch());
+  h.Update(MemoryLayoutName(model.layout()));
+  h.Update(ctx.type_k);
+  h.Update(ctx.type_v);
+  h.UpdateU64(ctx.flash_attn ? 1 : 0);  // decides the V layout (transposed or not)
+  h.UpdateU64(uint64_t(model.n_swa()));
+  for (const char* key : {"rope.freq_base", "rope.scaling.type", "rope.scaling.factor"}) {
+    h.Update(model.Meta(model.arch() + "." + key));
+    h.Update("|");
+  }
+  return h.Finish();
+}
+
+}  // namespace
+
+Result<DomainFingerprints> ComputeFingerprints(const Model& model, const ContextOptions& ctx,
+                                               const EngineOptions& options) {
+  DomainFingerprints fp;
+  std::string memo_path;
+  if (!options.cache_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.cache_dir, ec);
+    memo_path = options.cache_dir + "/fingerprints.tsv";
+  } else {
+    memo_path = std::filesystem::temp_directory_path() / "prefixd-fingerprints.tsv";
+  }
+  cache::FingerprintMemo memo(memo_path);
+  PREFIXD_ASSIGN_OR_RETURN(fp.model, cache::FileFingerprint(model.path(), memo));
+  fp.layout = LayoutFingerprint(model, ctx);
+  return fp;
+}
+
+Digest DomainFor(const DomainFingerprints& fp, const std::string& tenant_salt) {
+  return cache::DomainRoot({fp.model, fp.layout, tenant_salt});
+}
+
+}  // namespace prefixd::engine

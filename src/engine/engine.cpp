@@ -1,0 +1,71 @@
+#include "engine/engine.h"
+
+#include "engine/chat_template.h"
+#include "engine/capture_points.h"
+#include "engine/scheduler.h"
+
+namespace prefixd::engine {
+
+struct Engine::Impl {
+  EngineOptions options;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<ChatTemplate> chat;
+  std::unique_ptr<Scheduler> scheduler;
+};
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
+  if (options.n_slots == 0 || options.block_size == 0 || options.n_ctx_per_slot < 16) {
+    return Status::InvalidArgument("engine: slots, block size and context must be positive");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  PREFIXD_ASSIGN_OR_RETURN(impl->model, Model::Load({options.model_path, options.n_gpu_layers}));
+  auto chat = ChatTemplate::Create(*impl->model);
+  if (chat.ok()) impl->chat = std::move(chat).value();  // a model without a template serves
+                                                        // completions only
+  PREFIXD_ASSIGN_OR_RETURN(impl->scheduler, Scheduler::Create(*impl->model, options));
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Result<Prompt> Engine::PrepareChat(const std::string& messages_json, const std::string& tools_json,
+                                   bool add_generation_prompt) const {
+  if (!impl_->chat) return Status::InvalidArgument("this model has no chat template");
+  ChatRenderOptions ro;
+  ro.add_generation_prompt = add_generation_prompt;
+  ro.tools_json = tools_json;
+  PREFIXD_ASSIGN_OR_RETURN(std::string text, impl_->chat->Render(messages_json, ro));
+  Prompt prompt;
+  prompt.tokens = impl_->model->Tokenize(text, true);
+  auto points = ChatCapturePoints(*impl_->model, *impl_->chat, messages_json, prompt.tokens);
+  if (points.ok()) prompt.capture_points = std::move(points).value();
+  return prompt;
+}
+
+Result<Prompt> Engine::PrepareText(const std::string& text) const {
+  Prompt prompt;
+  prompt.tokens = impl_->model->Tokenize(text, true);
+  prompt.capture_points = TextCapturePoints(*impl_->model, prompt.tokens);
+  return prompt;
+}
+
+Result<CompletionResult> Engine::Complete(CompletionRequest request) {
+  return impl_->scheduler->Submit(std::move(request));
+}
+
+std::vector<Token> Engine::Tokenize(const std::string& text) const {
+  return impl_->model->Tokenize(text, true);
+}
+
+std::string Engine::Detokenize(const std::vector<Token>& tokens) const {
+  return impl_->model->Detokenize(tokens, true);
+}
+
+const std::string& Engine::model_name() const { return impl_->options.model_path; }
+uint32_t Engine::n_ctx_per_slot() const { return impl_->options.n_ctx_per_slot; }
+EngineStats Engine::GetStats() const { return impl_->scheduler->GetStats(); }
+Status Engine::ClearCache() { return impl_->scheduler->ClearCache(); }
+
+}  // namespace prefixd::engine

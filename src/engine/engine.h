@@ -1,0 +1,136 @@
+// Engine: the cache-aware inference pipeline the server and the CLI talk to.
+//
+// A request's way through (DESIGN.md): mark capture points, look up the longest restorable
+// prefix (RAM tier, then disk), restore it into a free Slot, prefill the rest in chunks that end
+// exactly at capture points (taking snapshots there and slicing new blocks from one whole
+// state at the end), generate, publish. Any failed check drops the entry and prefills cold.
+//
+// Thread-safety: every public method may be called from any thread. Complete() blocks the
+// calling thread until its request finishes; requests run concurrently on n_slots slots with
+// continuous batching on one scheduler thread that owns the llama context. Owns the Model,
+// the Context, the PrefixCache and the DiskStore.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "engine/types.h"
+#include "util/status.h"
+
+namespace prefixd::engine {
+
+struct EngineOptions {
+  std::string model_path;
+  std::string cache_dir;             // "" = no disk tier
+  uint64_t ram_budget_bytes = 2ull << 30;
+  uint64_t disk_quota_bytes = 20ull << 30;
+  uint32_t block_size = 256;
+  uint32_t n_slots = 1;
+  uint32_t n_ctx_per_slot = 8192;
+  uint32_t n_batch = 2048;
+  uint32_t n_ubatch = 512;
+  int n_threads = 0;                 // 0: all cores
+  bool cache_enabled = true;         // false: --no-cache, the cache fully off
+  int n_gpu_layers = 0;
+  size_t max_queue = 64;             // requests waiting for a slot beyond this are refused
+};
+
+// A tokenized prompt and where its capture points are (absolute token positions).
+struct Prompt {
+  std::vector<Token> tokens;
+  std::vector<int32_t> capture_points;  // message boundaries: system end, user starts, tail
+};
+
+struct Usage {
+  int32_t prompt_tokens = 0;
+  int32_t cached_tokens = 0;      // restored from the cache
+  int32_t evaluated_tokens = 0;   // prompt tokens actually decoded
+  int32_t completion_tokens = 0;
+  double prefill_ms = 0;
+  double decode_ms = 0;
+  double queue_ms = 0;
+};
+
+// What the cache did for one request, for logs and metrics.
+struct CacheOutcome {
+  std::string tier = "none";      // "ram", "disk" or "none"
+  std::string miss_reason;        // "" on a hit; else no_entry, diverged, no_snapshot, …
+  int32_t diverged_at = -1;       // first token that differs from the longest cached path
+  int32_t reusable_tokens = 0;    // longest prefix shared with anything cached (before -1)
+};
+
+struct CompletionRequest {
+  Prompt prompt;
+  int max_tokens = 256;
+  SamplingOptions sampling;
+  std::vector<std::string> stop;  // stop strings (not included in the output)
+  std::string tenant_salt;        // chosen by the server per API key, never by the client
+  // Streaming: called on the scheduler thread with each new text piece; return false to cancel
+  // (client gone). Keep it cheap.
+  std::function<bool(const std::string& piece)> on_piece;
+};
+
+struct CompletionResult {
+  std::vector<Token> tokens;
+  std::string text;
+  std::string finish_reason;      // "stop", "length" or "cancelled"
+  Usage usage;
+  CacheOutcome cache;
+};
+
+// Counters since start, for /metrics. A plain copy; reading it takes a short lock.
+struct EngineStats {
+  uint64_t requests = 0;
+  uint64_t prompt_tokens = 0;
+  uint64_t cached_tokens = 0;
+  uint64_t evaluated_tokens = 0;
+  uint64_t generated_tokens = 0;
+  uint64_t hits_ram = 0;
+  uint64_t hits_disk = 0;
+  uint64_t misses = 0;
+  std::map<std::string, uint64_t> misses_by_reason;
+  std::map<std::string, uint64_t> bytes_by_tier;     // "ram", "disk"
+  std::map<std::string, uint64_t> evictions_by_tier;
+  uint32_t slots_busy = 0;
+  uint32_t queue_depth = 0;
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> Create(const EngineOptions& options);
+  ~Engine();
+
+  // Renders an OpenAI messages array (JSON text) with the chat template and marks the
+  // message boundaries as capture points.
+  Result<Prompt> PrepareChat(const std::string& messages_json, const std::string& tools_json,
+                             bool add_generation_prompt = true) const;
+  // Tokenizes raw completion text (special tokens parsed); the chat format's special tokens
+  // (<|im_start|>, <|im_end|>) mark the capture points.
+  Result<Prompt> PrepareText(const std::string& text) const;
+
+  // Runs one request to completion. ResourceExhausted when the queue is full (the server
+  // answers 503), InvalidArgument when the prompt does not fit the context.
+  Result<CompletionResult> Complete(CompletionRequest request);
+
+  std::vector<Token> Tokenize(const std::string& text) const;
+  std::string Detokenize(const std::vector<Token>& tokens) const;
+  const std::string& model_name() const;
+  uint32_t n_ctx_per_slot() const;
+  // requested by server: the vocabulary size, so that token ids from clients (/detokenize,
+  // /v1/completions with a token-array prompt) are checked before they reach llama.cpp.
+  int32_t n_vocab() const;
+  EngineStats GetStats() const;
+  Status ClearCache();
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace prefixd::engine

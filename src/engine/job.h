@@ -1,0 +1,64 @@
+// Job and Slot: the engine's internal bookkeeping for one request and the sequence it runs on.
+// Owned and touched only by the scheduler thread, except Job::done which the submitting
+// thread waits on.
+#pragma once
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "cache/types.h"
+#include "engine/engine.h"
+#include "engine/sampler.h"
+#include "engine/text_stream.h"
+
+namespace prefixd::engine {
+
+using Clock = std::chrono::steady_clock;
+
+inline double MillisSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+struct Job {
+  CompletionRequest request;
+  std::promise<Result<CompletionResult>> done;
+  Clock::time_point submitted = Clock::now();
+};
+
+// A point where the prefill ends a chunk and the cache takes a Snapshot (or a Tail).
+struct CapturePoint {
+  int32_t pos;
+  cache::SnapshotKind kind;
+};
+
+// A Snapshot taken during prefill, published once the rows it depends on are published.
+struct PendingSnapshot {
+  int32_t pos;
+  cache::SnapshotKind kind;
+  std::vector<uint8_t> partial;  // empty for pure attention (a Tail of rows only)
+};
+
+enum class Phase { kIdle, kPrefill, kGenerate };
+
+struct Slot {
+  int32_t seq = 0;
+  Phase phase = Phase::kIdle;
+  std::unique_ptr<Job> job;
+  Digest domain{};
+  int32_t pos = 0;                 // next position to decode
+  int32_t restored = 0;            // P restored from the cache
+  std::vector<CapturePoint> captures;  // ascending, inside (restored, prompt size]
+  size_t next_capture = 0;
+  std::vector<PendingSnapshot> pending;
+  std::unique_ptr<Sampler> sampler;
+  std::optional<TextStream> stream;
+  Token next_token = -1;           // sampled, not yet decoded
+  CompletionResult result;
+  Clock::time_point started;
+  Clock::time_point decode_started;
+};
+
+}  // namespace prefixd::engine

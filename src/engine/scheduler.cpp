@@ -1,0 +1,307 @@
+#include "engine/scheduler.h"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "cache/chain_hash.h"
+#include "cache/prefix_cache.h"
+#include "engine/cache_io.h"
+#include "engine/context.h"
+#include "engine/domain.h"
+#include "engine/job.h"
+
+namespace prefixd::engine {
+
+struct Scheduler::Impl {
+  const Model& model;
+  EngineOptions options;
+  std::unique_ptr<Context> ctx;
+  std::unique_ptr<cache::PrefixCache> cache;  // null with --no-cache
+  std::unique_ptr<CacheIo> cache_io;
+  DomainFingerprints fingerprints;
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::unique_ptr<Job>> queue;
+  bool stopping = false;
+  EngineStats stats;
+  std::vector<Slot> slots;  // sized once; never reallocated
+  std::thread worker;
+  size_t next_prefill = 0;
+
+  Impl(const Model& m, const EngineOptions& o) : model(m), options(o) {}
+
+  void Loop();
+  bool Admit();
+  void Start(Slot& slot, std::unique_ptr<Job> job);
+  void PrefillStep(Slot& slot);
+  void GenerateStep();
+  void Accept(Slot& slot, Token t);
+  void Finish(Slot& slot, const std::string& reason);
+  void Fail(Slot& slot, const Status& st);
+  void CountRequest(const CompletionResult& r);
+};
+
+Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<Scheduler>> Scheduler::Create(const Model& model,
+                                                     const EngineOptions& options) {
+  auto impl = std::make_unique<Impl>(model, options);
+  ContextOptions copt;
+  copt.n_ctx_per_seq = options.n_ctx_per_slot;
+  copt.n_seq = options.n_slots;
+  copt.n_batch = options.n_batch;
+  copt.n_ubatch = options.n_ubatch;
+  copt.n_threads = options.n_threads;
+  PREFIXD_ASSIGN_OR_RETURN(impl->ctx, Context::Create(model, copt));
+  impl->slots.resize(options.n_slots);
+  for (uint32_t i = 0; i < options.n_slots; ++i) impl->slots[i].seq = int32_t(i);
+  if (options.cache_enabled) {
+    PREFIXD_ASSIGN_OR_RETURN(impl->fingerprints, ComputeFingerprints(model, copt, options));
+    CacheIoOptions io;
+    io.block_size = options.block_size;
+    io.has_rows = LayoutHasRows(model.layout());
+    io.needs_snapshot = LayoutNeedsSnapshot(model.layout());
+    cache::PrefixCache::Options co;
+    co.block_size = options.block_size;
+    co.ram_budget_bytes = options.ram_budget_bytes;
+    co.has_rows = io.has_rows;
+    co.needs_snapshot = io.needs_snapshot;
+    impl->cache = std::make_unique<cache::PrefixCache>(co);
+    impl->cache_io = std::make_unique<CacheIo>(*impl->ctx, *impl->cache, io);
+  }
+  Impl* raw = impl.get();
+  impl->worker = std::thread([raw] { raw->Loop(); });
+  return std::unique_ptr<Scheduler>(new Scheduler(std::move(impl)));
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->cv.notify_all();
+  impl_->worker.join();
+}
+
+Result<CompletionResult> Scheduler::Submit(CompletionRequest request) {
+  const size_t n = request.prompt.tokens.size();
+  if (n == 0) return Status::InvalidArgument("the prompt is empty");
+  if (n + 1 > impl_->options.n_ctx_per_slot) {
+    return Status::InvalidArgument("the prompt has " + std::to_string(n) +
+                                   " tokens; the context holds " +
+                                   std::to_string(impl_->options.n_ctx_per_slot));
+  }
+  auto job = std::make_unique<Job>();
+  job->request = std::move(request);
+  auto done = job->done.get_future();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->stopping) return Status::Aborted("the engine is shutting down");
+    if (impl_->queue.size() >= impl_->options.max_queue) {
+      return Status::ResourceExhausted("the request queue is full (" +
+                                       std::to_string(impl_->options.max_queue) + " waiting)");
+    }
+    impl_->queue.push_back(std::move(job));
+  }
+  impl_->cv.notify_all();
+  return done.get();
+}
+
+EngineStats Scheduler::GetStats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  EngineStats s = impl_->stats;
+  s.queue_depth = uint32_t(impl_->queue.size());
+  if (impl_->cache) {
+    cache::Stats cs = impl_->cache->GetStats();
+    s.bytes_by_tier["ram"] = cs.ram.total();
+    s.evictions_by_tier["ram"] = cs.evictions;
+  }
+  return s;
+}
+
+Status Scheduler::ClearCache() {
+  if (impl_->cache) impl_->cache->Clear();
+  return Status::OK();
+}
+
+void Scheduler::Impl::Loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] {
+        if (stopping || !queue.empty()) return true;
+        for (const Slot& s : slots) {
+          if (s.phase != Phase::kIdle) return true;
+        }
+        return false;
+      });
+      if (stopping) break;
+    }
+    Admit();
+    Slot* prefill = nullptr;
+    for (size_t i = 0; i < slots.size() && prefill == nullptr; ++i) {
+      Slot& s = slots[(next_prefill + i) % slots.size()];
+      if (s.phase == Phase::kPrefill) prefill = &s;
+    }
+    if (prefill != nullptr) {
+      next_prefill = (size_t(prefill->seq) + 1) % slots.size();
+      PrefillStep(*prefill);
+    }
+    GenerateStep();
+  }
+  for (Slot& s : slots) {
+    if (s.phase != Phase::kIdle) Finish(s, "cancelled");
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  for (auto& job : queue) job->done.set_value(Status::Aborted("the engine is shutting down"));
+  queue.clear();
+}
+
+bool Scheduler::Impl::Admit() {
+  bool admitted = false;
+  for (Slot& slot : slots) {
+    if (slot.phase != Phase::kIdle) continue;
+    std::unique_ptr<Job> job;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (queue.empty()) break;
+      job = std::move(queue.front());
+      queue.pop_front();
+      stats.slots_busy++;
+    }
+    Start(slot, std::move(job));
+    admitted = true;
+  }
+  return admitted;
+}
+
+void Scheduler::Impl::Start(Slot& slot, std::unique_ptr<Job> job) {
+  slot.job = std::move(job);
+  slot.result = CompletionResult{};
+  slot.result.usage.queue_ms = MillisSince(slot.job->submitted);
+  slot.result.usage.prompt_tokens = int32_t(slot.job->request.prompt.tokens.size());
+  slot.started = Clock::now();
+  slot.sampler = std::make_unique<Sampler>(slot.job->request.sampling);
+  slot.stream.emplace(slot.job->request.stop);
+  slot.pending.clear();
+  slot.next_capture = 0;
+  slot.phase = Phase::kPrefill;
+  ctx->SeqClear(slot.seq);
+  if (cache_io) {
+    slot.domain = DomainFor(fingerprints, slot.job->request.tenant_salt);
+    cache_io->Restore(slot);
+  } else {
+    slot.restored = slot.pos = 0;
+    slot.captures.clear();
+  }
+  slot.result.usage.cached_tokens = slot.restored;
+}
+
+void Scheduler::Impl::PrefillStep(Slot& slot) {
+  const auto& tokens = slot.job->request.prompt.tokens;
+  const int32_t n = int32_t(tokens.size());
+  int32_t stop = std::min<int32_t>(n, slot.pos + int32_t(ctx->n_batch()));
+  while (slot.next_capture < slot.captures.size() &&
+         slot.captures[slot.next_capture].pos <= slot.pos) {
+    ++slot.next_capture;
+  }
+  if (slot.next_capture < slot.captures.size()) {
+    stop = std::min(stop, slot.captures[slot.next_capture].pos);
+  }
+  std::span<const Token> chunk(tokens.data() + slot.pos, size_t(stop - slot.pos));
+  Status st = ctx->DecodeChunk(slot.seq, chunk, slot.pos, stop == n);
+  if (!st.ok()) return Fail(slot, st);
+  slot.result.usage.evaluated_tokens += int32_t(chunk.size());
+  slot.pos = stop;
+  if (cache_io && slot.next_capture < slot.captures.size() &&
+      slot.captures[slot.next_capture].pos == stop) {
+    Status cst = cache_io->Capture(slot, slot.captures[slot.next_capture]);
+    (void)cst;  // a failed capture costs reuse later, never correctness now
+  }
+  if (stop < n) return;
+  if (cache_io) (void)cache_io->Publish(slot);
+  slot.result.usage.prefill_ms = MillisSince(slot.started);
+  slot.decode_started = Clock::now();
+  slot.phase = Phase::kGenerate;
+  Accept(slot, slot.sampler->Sample(ctx->Logits(-1), model.n_vocab()));
+}
+
+// Takes the token sampled for `slot`: ends the request or queues the token for decoding.
+void Scheduler::Impl::Accept(Slot& slot, Token t) {
+  const CompletionRequest& req = slot.job->request;
+  if (model.IsEndOfGeneration(t)) return Finish(slot, "stop");
+  slot.result.tokens.push_back(t);
+  std::string piece = slot.stream->Push(model.TokenPiece(t, false));
+  if (!piece.empty() && req.on_piece && !req.on_piece(piece)) return Finish(slot, "cancelled");
+  if (slot.stream->stopped()) return Finish(slot, "stop");
+  if (int(slot.result.tokens.size()) >= req.max_tokens) return Finish(slot, "length");
+  if (slot.pos + 1 >= int32_t(options.n_ctx_per_slot)) return Finish(slot, "length");
+  slot.next_token = t;
+}
+
+void Scheduler::Impl::GenerateStep() {
+  std::vector<BatchToken> batch;
+  std::vector<Slot*> owners;
+  for (Slot& s : slots) {
+    if (s.phase != Phase::kGenerate) continue;
+    batch.push_back({s.next_token, s.pos, s.seq, true});
+    owners.push_back(&s);
+  }
+  if (batch.empty()) return;
+  Status st = ctx->DecodeBatch(batch);
+  for (size_t i = 0; i < owners.size(); ++i) {
+    Slot& s = *owners[i];
+    if (!st.ok()) {
+      Fail(s, st);
+      continue;
+    }
+    s.pos++;
+    Accept(s, s.sampler->Sample(ctx->Logits(int32_t(i)), model.n_vocab()));
+  }
+}
+
+void Scheduler::Impl::Finish(Slot& slot, const std::string& reason) {
+  std::string tail = slot.stream->Finish();
+  const CompletionRequest& req = slot.job->request;
+  if (!tail.empty() && reason != "cancelled" && req.on_piece) req.on_piece(tail);
+  CompletionResult& r = slot.result;
+  r.finish_reason = reason;
+  r.text = slot.stream->text();
+  r.usage.completion_tokens = int32_t(r.tokens.size());
+  if (slot.phase == Phase::kGenerate) r.usage.decode_ms = MillisSince(slot.decode_started);
+  CountRequest(r);
+  slot.job->done.set_value(std::move(r));
+  slot.job.reset();
+  slot.phase = Phase::kIdle;
+  ctx->SeqClear(slot.seq);
+}
+
+void Scheduler::Impl::Fail(Slot& slot, const Status& st) {
+  slot.job->done.set_value(st);
+  slot.job.reset();
+  slot.phase = Phase::kIdle;
+  ctx->SeqClear(slot.seq);
+  std::lock_guard<std::mutex> lock(mu);
+  stats.slots_busy--;
+}
+
+void Scheduler::Impl::CountRequest(const CompletionResult& r) {
+  std::lock_guard<std::mutex> lock(mu);
+  stats.slots_busy--;
+  stats.requests++;
+  stats.prompt_tokens += r.usage.prompt_tokens;
+  stats.cached_tokens += r.usage.cached_tokens;
+  stats.evaluated_tokens += r.usage.evaluated_tokens;
+  stats.generated_tokens += r.usage.completion_tokens;
+  if (r.cache.tier == "ram") stats.hits_ram++;
+  if (r.cache.tier == "disk") stats.hits_disk++;
+  if (r.cache.tier == "none") {
+    stats.misses++;
+    stats.misses_by_reason[r.cache.miss_reason.empty() ? "disabled" : r.cache.miss_reason]++;
+  }
+}
+
+}  // namespace prefixd::engine

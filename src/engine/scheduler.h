@@ -1,0 +1,35 @@
+// Scheduler: owns the llama context, the slots and the prompt cache, and runs every request on
+// one worker thread with continuous batching: each step decodes one prefill chunk of one slot
+// (chunks end at capture points) or one token for every generating slot in a single batch.
+//
+// Thread-safety: Submit(), GetStats() and ClearCache() may be called from any thread. The
+// worker thread is the only one touching the context, the slots and the sequences.
+#pragma once
+
+#include <memory>
+
+#include "engine/engine.h"
+#include "engine/model.h"
+
+namespace prefixd::engine {
+
+class Scheduler {
+ public:
+  // REQUIRES: model outlives the scheduler.
+  static Result<std::unique_ptr<Scheduler>> Create(const Model& model,
+                                                   const EngineOptions& options);
+  ~Scheduler();  // finishes queued and running requests as cancelled, joins the worker
+
+  // Blocks until the request finishes. ResourceExhausted when the queue is full,
+  // InvalidArgument when the prompt is empty or does not fit a slot's context.
+  Result<CompletionResult> Submit(CompletionRequest request);
+  EngineStats GetStats() const;
+  Status ClearCache();
+
+ private:
+  struct Impl;
+  explicit Scheduler(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace prefixd::engine
