@@ -1,0 +1,178 @@
+// State codec: takes the bytes of llama_state_seq_get_data apart and puts them back together.
+//
+// A sequence state (pinned llama.cpp, see docs/state-codec.md) is a header {u32 magic,
+// i32 seq_id} followed by the memory's sections:
+//   kAttention   kv
+//   kIswa        kv(base) kv(swa)
+//   kHybrid      kv       recurrent
+//   kHybridIswa  kv(base) kv(swa) recurrent
+//   kRecurrent   recurrent
+// The attention rows (the first kv section) are sliceable by position; everything after it is
+// the *partial section*: exactly what GetState(StatePart::kPartial) returns after its own
+// header (for kAttention and kRecurrent llama.cpp ignores the flag and returns the whole state).
+//
+// The codec cuts attention rows of a token range into a ROWS PAYLOAD (our own format, see
+// docs/state-codec.md) and assembles a whole state from payloads covering [0, P) plus a partial
+// taken at exactly P. Every size, count and position is checked: malformed or mismatched input
+// gives a Status naming what is wrong, never a crash, an unbounded allocation or a silently
+// wrong state. A layout the codec cannot slice gives NotSupported; the caller then keeps
+// whole-state snapshots.
+//
+// Thread-safety: all functions are pure; distinct objects may be used from distinct threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/types.h"
+#include "util/status.h"
+
+namespace prefixd::engine {
+
+// The magic llama.cpp writes at the start of every sequence state.
+inline constexpr uint32_t kSeqStateMagic = 0xaf143cd8;
+
+// [offset, offset + size) inside ParsedState::bytes.
+struct ByteRange {
+  size_t offset = 0;
+  size_t size = 0;
+};
+
+// One cell of a kv section: its position, its sequence ids (a flat slice of
+// KvStream::seq_ids) and, when the cache has a cell ext (M-RoPE or PLE), the 12-byte ext.
+struct KvCell {
+  int32_t pos = 0;
+  uint32_t n_seq_id = 0;
+  uint32_t seq_id_begin = 0;  // index into KvStream::seq_ids
+  int32_t ext[3] = {0, 0, 0};  // {x, y, tok}; meaningful only when KvSection::cell_ext
+};
+
+// One layer's K or V tensor in a stream. Row-major (K, and V when !v_trans): `row_size` bytes
+// per cell, `data` = n_cells rows. Transposed V: `el_size` bytes per element, `n_embd` rows of
+// el_size * n_cells bytes each; row_size is then el_size * n_embd (bytes per cell).
+struct KvTensor {
+  int32_t type = 0;  // ggml_type
+  uint64_t row_size = 0;
+  uint32_t el_size = 0;  // transposed V only
+  uint32_t n_embd = 0;   // transposed V only
+  ByteRange data;
+};
+
+struct KvStream {
+  std::vector<KvCell> cells;  // in the order llama.cpp wrote them (cell index order)
+  std::vector<int32_t> seq_ids;
+  bool v_trans = false;       // meaningful only when !cells.empty()
+  std::vector<KvTensor> k;    // one per layer; empty when the stream has no cells
+  std::vector<KvTensor> v;
+};
+
+// A kv-cache section: u32 n_stream, then per stream its cells and layers.
+struct KvSection {
+  bool cell_ext = false;
+  std::vector<KvStream> streams;
+  ByteRange bytes;  // the whole section
+};
+
+// The recurrent section's cell metadata (its tensors stay opaque: their count depends on
+// model hyperparameters the bytes do not carry).
+struct RecurrentSection {
+  std::vector<int32_t> cell_pos;
+  std::vector<uint32_t> cell_n_seq_id;
+  std::vector<int32_t> seq_ids;
+  uint32_t s_trans = 0;
+  uint32_t n_layer = 0;
+  ByteRange tensors;  // the opaque per-layer tensors after n_layer, to the end of the state
+  ByteRange bytes;    // the whole section, to the end of the state
+};
+
+// A parsed state. Borrows `bytes`: the buffer must outlive the ParsedState.
+struct ParsedState {
+  std::span<const uint8_t> bytes;
+  MemoryLayout layout = MemoryLayout::kAttention;
+  int32_t seq_id = 0;
+  bool has_rows = false;  // true when `kv` holds the attention rows (every layout but kRecurrent)
+  KvSection kv;           // attention rows (the base cache for iswa layouts)
+  bool has_swa = false;
+  KvSection swa;          // the sliding-window cache (iswa layouts), part of the partial section
+  bool has_recurrent = false;
+  RecurrentSection recurrent;  // part of the partial section
+  ByteRange partial;           // the partial section: everything after `kv` (empty for kAttention)
+};
+
+// Parses a whole state (GetState(kWhole)) of a model whose memory is `layout`.
+// Returns Corruption naming the first inconsistency for malformed bytes.
+Result<ParsedState> ParseState(std::span<const uint8_t> bytes, MemoryLayout layout);
+
+// Parses a partial state (GetState(kPartial)): the header and the partial section only.
+// For kAttention (no partial section) this is InvalidArgument.
+Result<ParsedState> ParsePartialState(std::span<const uint8_t> bytes, MemoryLayout layout);
+
+// Writes `state` back; for a state from ParseState the result is byte-identical to its input.
+Result<std::vector<uint8_t>> EmitState(const ParsedState& state);
+
+// Per-layer signature of the attention rows.
+struct LayerShape {
+  int32_t k_type = 0;
+  uint64_t k_row_size = 0;
+  int32_t v_type = 0;
+  uint64_t v_row_size = 0;  // bytes per cell (el_size * n_embd when transposed)
+  uint32_t v_el_size = 0;   // transposed V only
+  uint32_t v_n_embd = 0;    // transposed V only
+  bool operator==(const LayerShape&) const = default;
+};
+
+// What AssembleState needs to know about a model + context, learned once from a reference
+// state with at least one token (StateShapeOf). Part of the cache-layout fingerprint.
+struct StateShape {
+  MemoryLayout layout = MemoryLayout::kAttention;
+  int32_t seq_id = 0;     // written into the header and the cells (llama.cpp ignores both)
+  uint32_t n_stream = 1;  // streams per kv section (n_seq with kv_unified=false)
+  uint32_t stream = 0;    // the stream the rows are written into
+  bool cell_ext = false;
+  bool v_trans = false;
+  std::vector<LayerShape> layers;      // attention rows
+  bool swa_v_trans = false;            // iswa layouts
+  std::vector<LayerShape> swa_layers;  // iswa layouts
+  uint64_t recurrent_bytes = 0;        // size of a one-cell recurrent section (0: none)
+};
+
+// Learns the shape from a parsed state. REQUIRES a state with at least one token (the layer
+// signature is only written for non-empty streams). NotSupported when the state cannot be
+// sliced (rows in several streams, several recurrent cells, ...).
+Result<StateShape> StateShapeOf(const ParsedState& state);
+
+// Cuts the attention rows of [p0, p1) into a rows payload. REQUIRES `state` taken at Q >= p1
+// whose rows are in one stream with positions 0..Q-1 in cell order; otherwise InvalidArgument /
+// NotSupported naming what is wrong.
+Result<std::vector<uint8_t>> EncodeRows(const ParsedState& state, int32_t p0, int32_t p1);
+
+// The header of a rows payload, checked against the payload's size.
+struct RowsInfo {
+  int32_t p0 = 0;
+  uint32_t n_tokens = 0;
+  bool v_trans = false;
+  bool cell_ext = false;
+  std::vector<LayerShape> layers;
+};
+Result<RowsInfo> ReadRowsInfo(std::span<const uint8_t> payload);
+
+// The first `n_tokens_used` tokens of a rows payload.
+struct RowsRef {
+  std::span<const uint8_t> payload;
+  uint32_t n_tokens_used = 0;
+};
+
+// Assembles whole-state bytes for Context::SetState(seq, bytes, StatePart::kWhole) from rows
+// covering [0, P) in order (each payload must start where the previous used part ended; any
+// may be used partially) and `partial` = GetState(kPartial) taken at exactly P (empty for
+// kAttention). For kRecurrent there are no rows and the partial is returned as is.
+// `expected_p` >= 0 additionally requires P == expected_p (the only way to check a kRecurrent
+// partial's position). Checks every payload against `shape`, the partial's size and sections,
+// and that the partial's last position is P-1; a mismatch is InvalidArgument or Corruption.
+Result<std::vector<uint8_t>> AssembleState(std::span<const RowsRef> rows,
+                                           std::span<const uint8_t> partial,
+                                           const StateShape& shape, int32_t expected_p = -1);
+
+}  // namespace prefixd::engine
