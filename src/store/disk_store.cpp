@@ -1,0 +1,781 @@
+#include "store/disk_store.h"
+
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "store/index_log.h"
+
+namespace prefixd::store {
+
+namespace {
+
+constexpr char kIndexName[] = "index.log";
+constexpr char kRecordsDir[] = "records";
+constexpr char kLockName[] = "LOCK";
+constexpr char kTempSuffix[] = ".tmp";
+constexpr size_t kMaxReportedDrops = 100;
+constexpr auto kIdleWake = std::chrono::seconds(1);
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string FanoutName(const Key& key) { return DigestHex(key, 1); }
+
+int FanoutIndex(const std::string& name) {
+  if (name.size() != 2) return -1;
+  int v = 0;
+  for (char c : name) {
+    int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+// Reads and verifies the front of a record file of `file_bytes` bytes.
+Result<DecodedFront> ReadFront(const RandomAccessFile& file, uint64_t file_bytes) {
+  std::vector<uint8_t> front(kPrefixBytes);
+  PREFIXD_ASSIGN_OR_RETURN(size_t n, file.Read(0, front.size(), front.data()));
+  front.resize(n);
+  PREFIXD_ASSIGN_OR_RETURN(uint32_t h, DecodePrefix(front));
+  front.resize(kPrefixBytes + h + 12);
+  PREFIXD_ASSIGN_OR_RETURN(n, file.Read(0, front.size(), front.data()));
+  front.resize(n);
+  return DecodeRecordFront(front, file_bytes);
+}
+
+// Reads a whole record file and verifies every check, including that it holds record `id`.
+Result<Record> ReadRecordFile(Env* env, const std::string& path, const RecordId& id) {
+  PREFIXD_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
+  PREFIXD_ASSIGN_OR_RETURN(uint64_t size, env->FileSize(path));
+  PREFIXD_ASSIGN_OR_RETURN(DecodedFront front, ReadFront(*file, size));
+  if (IdOf(front.meta) != id) {
+    return Status::Corruption("key/kind in header do not match the file name");
+  }
+  Record rec;
+  rec.meta = std::move(front.meta);
+  uint64_t n = rec.meta.payload_bytes;
+  uint64_t offset = size - n - 4;
+  rec.payload.resize(n + 4);
+  PREFIXD_ASSIGN_OR_RETURN(size_t got, file->Read(offset, rec.payload.size(), rec.payload.data()));
+  if (got != rec.payload.size()) return Status::Corruption("truncated payload");
+  const uint8_t* c = rec.payload.data() + n;
+  uint32_t stored = uint32_t{c[0]} | uint32_t{c[1]} << 8 | uint32_t{c[2]} << 16 | uint32_t{c[3]} << 24;
+  rec.payload.resize(n);
+  if (stored != PayloadCrc(n, rec.payload)) return Status::Corruption("payload checksum mismatch");
+  return rec;
+}
+
+// Reads only the header of a record file (recovery).
+Result<IndexEntry> ReadIndexEntry(Env* env, const std::string& path, const RecordId& id,
+                                  uint64_t file_bytes) {
+  PREFIXD_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
+  PREFIXD_ASSIGN_OR_RETURN(DecodedFront front, ReadFront(*file, file_bytes));
+  if (IdOf(front.meta) != id) {
+    return Status::Corruption("key/kind in header do not match the file name");
+  }
+  IndexEntry e;
+  e.meta = std::move(front.meta);
+  e.file_bytes = file_bytes;
+  e.created_ms = front.created_ms;
+  e.meta.last_access_unix_ms = front.created_ms;
+  return e;
+}
+
+struct WriteJob {
+  RecordMeta meta;
+  std::shared_ptr<const std::vector<uint8_t>> payload;
+  uint64_t ticket = 0;
+};
+
+// The disk store. Invariants (under mu_):
+//   - every index_ entry names a record file that was durable when it was inserted;
+//   - lru_ holds exactly one (last access, seq) key per index_ entry;
+//   - used_ = sum of index_ file_bytes + the reservation of the record being written;
+//   - pending_ holds the ids queued or being written; a Remove/Clear erases them (cancel).
+class DiskStoreImpl : public DiskStore {
+ public:
+  DiskStoreImpl(const Options& o, Env* env, std::unique_ptr<FileLock> lock)
+      : options_(o),
+        env_(env),
+        lock_(std::move(lock)),
+        records_dir_(JoinPath(o.dir, kRecordsDir)),
+        index_path_(JoinPath(o.dir, kIndexName)) {
+    fanout_known_.fill(false);
+  }
+
+  ~DiskStoreImpl() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    if (writer_.joinable()) writer_.join();
+    FlushTouches();
+  }
+
+  Status Recover();
+  void StartWriter() { writer_ = std::thread([this] { WriterLoop(); }); }
+
+  bool PutAsync(RecordMeta meta, std::shared_ptr<const std::vector<uint8_t>> payload) override;
+  Result<std::vector<uint8_t>> Get(const Key& key, RecordKind kind) override {
+    PREFIXD_ASSIGN_OR_RETURN(Record rec, Read(key, kind));
+    return std::move(rec.payload);
+  }
+  Result<Record> Read(const Key& key, RecordKind kind) override;
+  std::vector<RecordMeta> List(std::optional<Digest> domain) override;
+  Status Remove(const Key& key, RecordKind kind) override;
+  Status Clear(std::optional<Digest> domain) override;
+  void Flush() override;
+  VerifyReport Verify() override;
+  Stats GetStats() override;
+
+ private:
+  struct Entry {
+    IndexEntry ie;
+    uint64_t lru_seq = 0;
+    uint64_t gen = 0;  // tells a re-inserted record from the one a reader saw
+  };
+  struct Pending {
+    uint64_t ticket;
+    Digest domain;
+  };
+  using Index = std::map<RecordId, Entry>;
+  using LruKey = std::pair<uint64_t, uint64_t>;  // (last access ms, seq)
+
+  std::string FanoutDir(const Key& key) const { return JoinPath(records_dir_, FanoutName(key)); }
+  std::string RecordPath(const RecordId& id) const {
+    return JoinPath(FanoutDir(id.key), RecordFileName(id));
+  }
+
+  // Index maintenance. REQUIRES: mu_ held.
+  void InsertLocked(IndexEntry e);
+  void EraseLocked(Index::iterator it);
+  void TouchLocked(Entry& e, uint64_t now);
+  void EvictLocked(uint64_t need, std::vector<RecordId>* evicted);
+  void DeleteLocked(Index::iterator it, std::vector<RecordId>* removed);
+  bool StillPendingLocked(const RecordId& id, uint64_t ticket) const;
+
+  // Recovery steps.
+  void ScanFanout(const std::string& sub, LogReplay* log, bool* dirty);
+  void ScanFile(const std::string& sub, const std::string& name, LogReplay* log, bool* dirty);
+  void NoteDrop(const std::string& rel, const std::string& why);
+  void OpenLog(bool rewrite);
+
+  // Writer thread.
+  void WriterLoop();
+  void WriteOne(const WriteJob& job);
+  Status Publish(const WriteJob& job, uint64_t created_ms, bool* cancelled);
+  Status WriteTemp(const WriteJob& job, uint64_t created_ms, const std::string& tmp);
+  Status EnsureFanout(const Key& key);
+  void FlushTouches();
+  void MaybeCompact();
+
+  // Index log appends (take log_mu_; never called with mu_ held).
+  void LogAdd(const IndexEntry& e);
+  void LogRemoves(const std::vector<RecordId>& ids);
+  void NoteLogResult(const Status& st);
+
+  // Drops the entry `id` if it is still generation `gen`; deletes the file when `unlink`.
+  void DropEntry(const RecordId& id, uint64_t gen, bool unlink);
+
+  const Options options_;
+  Env* const env_;
+  std::unique_ptr<FileLock> lock_;
+  const std::string records_dir_;
+  const std::string index_path_;
+  std::array<bool, 256> fanout_known_;  // writer thread (and Recover) only
+
+  std::mutex mu_;
+  std::condition_variable work_cv_;  // the writer waits for work
+  std::condition_variable done_cv_;  // Flush waits for the writer
+  Index index_;
+  std::set<std::pair<LruKey, RecordId>> lru_;
+  std::map<RecordId, uint64_t> touched_;  // last-access times not yet in the log
+  std::map<RecordId, Pending> pending_;
+  std::deque<WriteJob> queue_;
+  uint64_t used_ = 0;
+  uint64_t lru_counter_ = 0;
+  uint64_t gen_counter_ = 0;
+  uint64_t next_ticket_ = 1;
+  uint64_t completed_ticket_ = 0;
+  bool stop_ = false;
+  Stats stats_;
+  std::thread writer_;
+
+  std::mutex log_mu_;  // lock order: log_mu_ before mu_
+  std::unique_ptr<IndexLog> log_;
+  bool log_needs_rewrite_ = false;
+};
+
+// ----- index -------------------------------------------------------------------------------
+
+void DiskStoreImpl::InsertLocked(IndexEntry e) {
+  RecordId id = IdOf(e.meta);
+  Entry entry;
+  entry.lru_seq = ++lru_counter_;
+  entry.gen = ++gen_counter_;
+  lru_.insert({{e.meta.last_access_unix_ms, entry.lru_seq}, id});
+  used_ += e.file_bytes;
+  entry.ie = std::move(e);
+  index_[id] = std::move(entry);
+}
+
+void DiskStoreImpl::EraseLocked(Index::iterator it) {
+  const Entry& e = it->second;
+  lru_.erase({{e.ie.meta.last_access_unix_ms, e.lru_seq}, it->first});
+  used_ -= e.ie.file_bytes;
+  touched_.erase(it->first);
+  index_.erase(it);
+}
+
+void DiskStoreImpl::TouchLocked(Entry& e, uint64_t now) {
+  RecordId id = IdOf(e.ie.meta);
+  lru_.erase({{e.ie.meta.last_access_unix_ms, e.lru_seq}, id});
+  e.ie.meta.last_access_unix_ms = std::max(now, e.ie.meta.last_access_unix_ms);
+  e.lru_seq = ++lru_counter_;
+  lru_.insert({{e.ie.meta.last_access_unix_ms, e.lru_seq}, id});
+  touched_[id] = e.ie.meta.last_access_unix_ms;
+}
+
+void DiskStoreImpl::DeleteLocked(Index::iterator it, std::vector<RecordId>* removed) {
+  env_->RemoveFile(RecordPath(it->first));  // NotFound is fine; other errors: nothing better to do
+  removed->push_back(it->first);
+  EraseLocked(it);
+}
+
+void DiskStoreImpl::EvictLocked(uint64_t need, std::vector<RecordId>* evicted) {
+  while (used_ + need > options_.quota_bytes && !lru_.empty()) {
+    DeleteLocked(index_.find(lru_.begin()->second), evicted);
+    ++stats_.evictions;
+  }
+}
+
+bool DiskStoreImpl::StillPendingLocked(const RecordId& id, uint64_t ticket) const {
+  auto it = pending_.find(id);
+  return it != pending_.end() && it->second.ticket == ticket;
+}
+
+void DiskStoreImpl::DropEntry(const RecordId& id, uint64_t gen, bool unlink) {
+  std::vector<RecordId> removed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = index_.find(id);
+    if (it == index_.end() || it->second.gen != gen) return;
+    if (unlink) {
+      DeleteLocked(it, &removed);
+    } else {
+      removed.push_back(id);
+      EraseLocked(it);
+    }
+  }
+  LogRemoves(removed);
+}
+
+// ----- recovery ----------------------------------------------------------------------------
+
+void DiskStoreImpl::NoteDrop(const std::string& rel, const std::string& why) {
+  RecoveryReport& r = stats_.recovery;
+  if (r.dropped.size() < kMaxReportedDrops) r.dropped.push_back(rel + ": " + why);
+}
+
+void DiskStoreImpl::ScanFile(const std::string& sub, const std::string& name, LogReplay* log,
+                             bool* dirty) {
+  RecoveryReport& r = stats_.recovery;
+  const std::string rel = std::string(kRecordsDir) + "/" + sub + "/" + name;
+  const std::string path = JoinPath(JoinPath(records_dir_, sub), name);
+  if (EndsWith(name, kTempSuffix)) {
+    env_->RemoveFile(path);
+    ++r.dropped_temp;
+    NoteDrop(rel, "torn write (temp file) deleted");
+    return;
+  }
+  std::optional<RecordId> id = ParseRecordFileName(name);
+  auto size = env_->FileSize(path);
+  if (!id || FanoutName(id->key) != sub || !size.ok()) {
+    ++r.unknown_files;
+    return;
+  }
+  auto logged = log->entries.find(*id);
+  if (logged != log->entries.end() && logged->second.file_bytes == *size) {
+    InsertLocked(std::move(logged->second));
+    log->entries.erase(logged);
+    return;
+  }
+  *dirty = true;
+  auto entry = ReadIndexEntry(env_, path, *id, *size);
+  if (entry.ok()) {
+    if (logged != log->entries.end()) {
+      entry->meta.last_access_unix_ms = logged->second.meta.last_access_unix_ms;
+      log->entries.erase(logged);
+    }
+    InsertLocked(std::move(*entry));
+    ++r.rebuilt_from_files;
+  } else if (entry.status().code() == Status::Code::kNotSupported) {
+    ++r.unknown_files;  // a newer format: leave it for the binary that wrote it
+  } else {
+    env_->RemoveFile(path);
+    ++r.dropped_bad;
+    NoteDrop(rel, entry.status().message());
+  }
+}
+
+void DiskStoreImpl::ScanFanout(const std::string& sub, LogReplay* log, bool* dirty) {
+  int idx = FanoutIndex(sub);
+  auto names = env_->ListDir(JoinPath(records_dir_, sub));
+  if (idx < 0 || !names.ok()) {
+    ++stats_.recovery.unknown_files;
+    return;
+  }
+  fanout_known_[static_cast<size_t>(idx)] = true;
+  for (const std::string& name : *names) ScanFile(sub, name, log, dirty);
+}
+
+Status DiskStoreImpl::Recover() {
+  auto t0 = std::chrono::steady_clock::now();
+  RecoveryReport& r = stats_.recovery;
+  std::lock_guard<std::mutex> lock(mu_);  // not shared yet; taken for the REQUIRES of helpers
+  auto replay = IndexLog::Replay(env_, index_path_);
+  LogReplay log;
+  if (replay.ok()) {
+    log = std::move(*replay);
+  } else {
+    log.missing = true;
+    r.index_torn_reason = replay.status().ToString();
+  }
+  r.index_missing = log.missing || log.bad_version;
+  r.index_torn_bytes = log.torn_bytes;
+  if (!log.torn_reason.empty()) r.index_torn_reason = log.torn_reason;
+  bool dirty = r.index_missing || log.torn_bytes > 0;
+
+  if (!env_->FileExists(records_dir_) && env_->CreateDir(records_dir_).ok()) {
+    env_->SyncDir(options_.dir);
+  }
+  auto subs = env_->ListDir(records_dir_);
+  if (!subs.ok() && !subs.status().IsNotFound()) return subs.status().WithContext("recovery");
+  if (subs.ok()) {
+    for (const std::string& sub : *subs) ScanFanout(sub, &log, &dirty);
+  }
+  for (const auto& [id, e] : log.entries) {
+    ++r.dropped_missing;
+    NoteDrop(std::string(kRecordsDir) + "/" + FanoutName(id.key) + "/" + RecordFileName(id),
+             "in the index but the file is gone");
+    dirty = true;
+  }
+  std::vector<RecordId> evicted;
+  EvictLocked(0, &evicted);
+  r.evicted_over_quota = evicted.size();
+  stats_.evictions = 0;  // evictions at open are reported in the recovery report
+  dirty = dirty || !evicted.empty();
+  r.records_kept = index_.size();
+  OpenLog(dirty || log.n_entries > 2 * index_.size() + 1024);
+  r.open_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return Status::OK();
+}
+
+void DiskStoreImpl::OpenLog(bool rewrite) {
+  // Called from Recover with mu_ held and no other thread running: log_mu_ is not needed.
+  Result<std::unique_ptr<IndexLog>> log = Status::Internal("unset");
+  if (rewrite) {
+    std::vector<const IndexEntry*> entries;
+    entries.reserve(index_.size());
+    for (const auto& [key, id] : lru_) entries.push_back(&index_.at(id).ie);
+    log = IndexLog::Rewrite(env_, index_path_, entries);
+  } else {
+    log = IndexLog::OpenForAppend(env_, index_path_, index_.size());
+  }
+  if (log.ok()) {
+    log_ = std::move(*log);
+  } else {
+    ++stats_.index_write_errors;  // e.g. a read-only dir: reads still work
+  }
+}
+
+// ----- writes ------------------------------------------------------------------------------
+
+bool DiskStoreImpl::PutAsync(RecordMeta meta, std::shared_ptr<const std::vector<uint8_t>> payload) {
+  assert(payload != nullptr);
+  RecordId id = IdOf(meta);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return false;
+    if (index_.count(id) || pending_.count(id)) {
+      ++stats_.puts_deduped;
+      ++stats_.puts_accepted;
+      return true;
+    }
+    if (queue_.size() >= options_.writer_queue_depth) {
+      ++stats_.put_fail_queue_full;
+      return false;
+    }
+    meta.payload_bytes = payload->size();
+    uint64_t ticket = next_ticket_++;
+    pending_[id] = Pending{ticket, meta.domain};
+    queue_.push_back(WriteJob{std::move(meta), std::move(payload), ticket});
+    ++stats_.puts_accepted;
+  }
+  work_cv_.notify_one();
+  return true;
+}
+
+void DiskStoreImpl::WriterLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    work_cv_.wait_for(lock, kIdleWake, [&] { return stop_ || !queue_.empty(); });
+    if (!queue_.empty()) {
+      WriteJob job = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      WriteOne(job);
+      lock.lock();
+      completed_ticket_ = job.ticket;
+      done_cv_.notify_all();
+      continue;
+    }
+    if (stop_) break;
+    lock.unlock();
+    FlushTouches();
+    MaybeCompact();
+    lock.lock();
+  }
+}
+
+void DiskStoreImpl::WriteOne(const WriteJob& job) {
+  const RecordId id = IdOf(job.meta);
+  const uint64_t need = RecordFileBytes(job.meta);
+  std::vector<RecordId> evicted;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!StillPendingLocked(id, job.ticket)) {
+      ++stats_.puts_cancelled;
+      return;
+    }
+    if (need > options_.quota_bytes) {
+      ++stats_.put_fail_too_large;
+      pending_.erase(id);
+      return;
+    }
+    EvictLocked(need, &evicted);
+    used_ += need;  // reserved for the temp file from here on
+  }
+  LogRemoves(evicted);
+  const uint64_t created_ms = env_->NowUnixMillis();
+  bool cancelled = false;
+  Status st = Publish(job, created_ms, &cancelled);
+  IndexEntry entry;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    used_ -= need;
+    if (st.ok() && !cancelled && !StillPendingLocked(id, job.ticket)) {
+      env_->RemoveFile(RecordPath(id));  // removed or cleared while being published
+      cancelled = true;
+    }
+    if (StillPendingLocked(id, job.ticket)) pending_.erase(id);
+    if (!st.ok()) {
+      ++(st.code() == Status::Code::kResourceExhausted ? stats_.put_fail_no_space
+                                                       : stats_.put_fail_io);
+      return;
+    }
+    if (cancelled) {
+      ++stats_.puts_cancelled;
+      return;
+    }
+    entry.meta = job.meta;
+    entry.meta.last_access_unix_ms = created_ms;
+    entry.file_bytes = need;
+    entry.created_ms = created_ms;
+    InsertLocked(entry);
+    ++stats_.puts_written;
+  }
+  LogAdd(entry);
+}
+
+Status DiskStoreImpl::WriteTemp(const WriteJob& job, uint64_t created_ms, const std::string& tmp) {
+  std::vector<uint8_t> front = EncodeRecordFront(job.meta, created_ms);
+  uint32_t crc = PayloadCrc(job.payload->size(), *job.payload);
+  uint8_t trailer[4] = {static_cast<uint8_t>(crc), static_cast<uint8_t>(crc >> 8),
+                        static_cast<uint8_t>(crc >> 16), static_cast<uint8_t>(crc >> 24)};
+  PREFIXD_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env_->NewWritableFile(tmp));
+  PREFIXD_RETURN_IF_ERROR(file->Append(front));
+  PREFIXD_RETURN_IF_ERROR(file->Append(*job.payload));
+  PREFIXD_RETURN_IF_ERROR(file->Append(std::span<const uint8_t>(trailer, 4)));
+  PREFIXD_RETURN_IF_ERROR(file->Sync());
+  return file->Close();
+}
+
+Status DiskStoreImpl::EnsureFanout(const Key& key) {
+  uint8_t idx = key[0];
+  if (fanout_known_[idx]) return Status::OK();
+  PREFIXD_RETURN_IF_ERROR(env_->CreateDir(records_dir_));
+  PREFIXD_RETURN_IF_ERROR(env_->CreateDir(FanoutDir(key)));
+  PREFIXD_RETURN_IF_ERROR(env_->SyncDir(records_dir_));
+  fanout_known_[idx] = true;
+  return Status::OK();
+}
+
+// temp file, fsync, rename, dir fsync. On failure nothing is left behind (best effort).
+Status DiskStoreImpl::Publish(const WriteJob& job, uint64_t created_ms, bool* cancelled) {
+  const RecordId id = IdOf(job.meta);
+  const std::string path = RecordPath(id);
+  const std::string tmp = path + kTempSuffix;
+  PREFIXD_RETURN_IF_ERROR(EnsureFanout(id.key));
+  Status st = WriteTemp(job, created_ms, tmp);
+  if (st.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    *cancelled = !StillPendingLocked(id, job.ticket);
+    if (!*cancelled) st = env_->Rename(tmp, path);
+  }
+  if (!st.ok() || *cancelled) {
+    env_->RemoveFile(tmp);
+    return st;
+  }
+  st = env_->SyncDir(FanoutDir(id.key));
+  if (!st.ok()) env_->RemoveFile(path);  // not known durable: never index it
+  return st;
+}
+
+// ----- index log ---------------------------------------------------------------------------
+
+void DiskStoreImpl::NoteLogResult(const Status& st) {
+  if (st.ok()) return;
+  log_needs_rewrite_ = true;
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.index_write_errors;
+}
+
+void DiskStoreImpl::LogAdd(const IndexEntry& e) {
+  std::lock_guard<std::mutex> lock(log_mu_);
+  NoteLogResult(log_ ? log_->AppendAdd(e) : Status::IOError("no index log"));
+}
+
+void DiskStoreImpl::LogRemoves(const std::vector<RecordId>& ids) {
+  if (ids.empty()) return;
+  std::lock_guard<std::mutex> lock(log_mu_);
+  for (const RecordId& id : ids) {
+    NoteLogResult(log_ ? log_->AppendRemove(id) : Status::IOError("no index log"));
+  }
+}
+
+void DiskStoreImpl::FlushTouches() {
+  std::map<RecordId, uint64_t> touched;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    touched.swap(touched_);
+  }
+  if (touched.empty()) return;
+  std::lock_guard<std::mutex> lock(log_mu_);
+  if (!log_) return;
+  for (const auto& [id, ms] : touched) NoteLogResult(log_->AppendTouch(id, ms));
+}
+
+void DiskStoreImpl::MaybeCompact() {
+  std::lock_guard<std::mutex> log_lock(log_mu_);
+  if (!log_) return;
+  std::vector<IndexEntry> copies;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!log_needs_rewrite_ && log_->n_entries() <= 2 * index_.size() + 1024) return;
+    copies.reserve(index_.size());
+    for (const auto& [key, id] : lru_) copies.push_back(index_.at(id).ie);
+    touched_.clear();  // the copies carry the latest access times
+  }
+  std::vector<const IndexEntry*> ptrs;
+  ptrs.reserve(copies.size());
+  for (const IndexEntry& e : copies) ptrs.push_back(&e);
+  log_.reset();  // close before replacing
+  auto log = IndexLog::Rewrite(env_, index_path_, ptrs);
+  if (log.ok()) {
+    log_ = std::move(*log);
+    log_needs_rewrite_ = false;
+  } else {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.index_write_errors;  // log_ stays null: the next open rebuilds from the files
+  }
+}
+
+// ----- reads -------------------------------------------------------------------------------
+
+Result<Record> DiskStoreImpl::Read(const Key& key, RecordKind kind) {
+  const RecordId id{key, kind};
+  const std::string path = RecordPath(id);
+  uint64_t gen = 0;
+  uint64_t last_access = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.gets;
+    auto it = index_.find(id);
+    if (it == index_.end()) {
+      ++stats_.get_not_found;
+      return Status::NotFound("no record " + RecordFileName(id));
+    }
+    gen = it->second.gen;
+    TouchLocked(it->second, env_->NowUnixMillis());
+    last_access = it->second.ie.meta.last_access_unix_ms;
+  }
+  Result<Record> rec = ReadRecordFile(env_, path, id);
+  if (rec.ok()) {
+    rec->meta.last_access_unix_ms = last_access;
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.get_hits;
+    return rec;
+  }
+  const Status& st = rec.status();
+  if (st.IsNotFound()) {
+    DropEntry(id, gen, /*unlink=*/false);
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.get_not_found;
+    return Status::NotFound(path + " was deleted behind the store's back");
+  }
+  if (st.IsCorruption()) {
+    DropEntry(id, gen, /*unlink=*/true);
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.get_corrupt;
+    ++stats_.quarantined;
+    return Status::Corruption(path + ": " + st.message() + " (quarantined)");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.get_io_errors;
+  return st;
+}
+
+VerifyReport DiskStoreImpl::Verify() {
+  std::vector<std::pair<RecordId, uint64_t>> ids;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, e] : index_) ids.emplace_back(id, e.gen);
+  }
+  VerifyReport report;
+  for (const auto& [id, gen] : ids) {
+    ++report.checked;
+    Result<Record> rec = ReadRecordFile(env_, RecordPath(id), id);
+    if (rec.ok()) continue;
+    ++report.bad;
+    report.problems.push_back(RecordFileName(id) + ": " + rec.status().ToString());
+    bool corrupt = rec.status().IsCorruption();
+    if (corrupt || rec.status().IsNotFound()) DropEntry(id, gen, /*unlink=*/corrupt);
+    if (corrupt) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.quarantined;
+    }
+  }
+  return report;
+}
+
+std::vector<RecordMeta> DiskStoreImpl::List(std::optional<Digest> domain) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<RecordMeta> out;
+  out.reserve(index_.size());
+  for (const auto& [lru_key, id] : lru_) {
+    const RecordMeta& m = index_.at(id).ie.meta;
+    if (!domain || m.domain == *domain) out.push_back(m);
+  }
+  return out;
+}
+
+// ----- removal -----------------------------------------------------------------------------
+
+Status DiskStoreImpl::Remove(const Key& key, RecordKind kind) {
+  const RecordId id{key, kind};
+  std::vector<RecordId> removed;
+  bool found = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    found = pending_.erase(id) > 0;
+    auto it = index_.find(id);
+    if (it != index_.end()) {
+      DeleteLocked(it, &removed);
+      found = true;
+    }
+    if (found) ++stats_.removes;
+  }
+  LogRemoves(removed);
+  return found ? Status::OK() : Status::NotFound("no record " + RecordFileName(id));
+}
+
+Status DiskStoreImpl::Clear(std::optional<Digest> domain) {
+  std::vector<RecordId> removed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      it = (!domain || it->second.domain == *domain) ? pending_.erase(it) : std::next(it);
+    }
+    for (auto it = index_.begin(); it != index_.end();) {
+      auto next = std::next(it);
+      if (!domain || it->second.ie.meta.domain == *domain) DeleteLocked(it, &removed);
+      it = next;
+    }
+    stats_.removes += removed.size();
+  }
+  LogRemoves(removed);
+  return Status::OK();
+}
+
+void DiskStoreImpl::Flush() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    uint64_t target = next_ticket_ - 1;
+    done_cv_.wait(lock, [&] { return completed_ticket_ >= target; });
+  }
+  FlushTouches();
+  MaybeCompact();
+}
+
+Stats DiskStoreImpl::GetStats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stats s = stats_;
+  s.records = index_.size();
+  s.bytes = 0;
+  for (const auto& [id, e] : index_) s.bytes += e.ie.file_bytes;
+  s.quota_bytes = options_.quota_bytes;
+  s.queue_depth = queue_.size();
+  return s;
+}
+
+}  // namespace
+
+std::string RecoveryReport::ToString() const {
+  std::string s = "kept " + std::to_string(records_kept) + " records";
+  auto add = [&](uint64_t n, const char* what) {
+    if (n > 0) s += "; " + std::to_string(n) + " " + what;
+  };
+  add(rebuilt_from_files, "rebuilt from their headers");
+  add(dropped_bad, "bad records dropped");
+  add(dropped_temp, "torn writes dropped");
+  add(dropped_missing, "index entries without a file dropped");
+  add(evicted_over_quota, "evicted over quota");
+  add(unknown_files, "unknown files left alone");
+  if (index_missing) s += "; index missing, rebuilt";
+  if (index_torn_bytes > 0) {
+    s += "; index torn (" + std::to_string(index_torn_bytes) + " bytes: " + index_torn_reason + ")";
+  }
+  char ms[32];
+  std::snprintf(ms, sizeof ms, "%.1f", open_ms);
+  return s + "; opened in " + ms + " ms";
+}
+
+Result<std::unique_ptr<DiskStore>> DiskStore::Open(const Options& options) {
+  if (options.dir.empty()) return Status::InvalidArgument("DiskStore: empty cache dir");
+  if (options.quota_bytes == 0) return Status::InvalidArgument("DiskStore: quota_bytes is 0");
+  if (options.writer_queue_depth == 0) {
+    return Status::InvalidArgument("DiskStore: writer_queue_depth is 0");
+  }
+  Env* env = options.env ? options.env : Env::Default();
+  Status st = env->CreateDir(options.dir);
+  if (!st.ok() && !env->FileExists(options.dir)) return st.WithContext("cache dir");
+  PREFIXD_ASSIGN_OR_RETURN(std::unique_ptr<FileLock> lock,
+                           env->LockFile(JoinPath(options.dir, kLockName),
+                                         "cache dir " + options.dir));
+  auto store = std::make_unique<DiskStoreImpl>(options, env, std::move(lock));
+  PREFIXD_RETURN_IF_ERROR(store->Recover());
+  store->StartWriter();
+  return std::unique_ptr<DiskStore>(std::move(store));
+}
+
+}  // namespace prefixd::store

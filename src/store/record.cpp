@@ -1,0 +1,188 @@
+#include "store/record.h"
+
+#include <cstring>
+
+namespace prefixd::store {
+
+namespace {
+
+void PutU16(std::vector<uint8_t>* out, uint16_t v) {
+  out->push_back(static_cast<uint8_t>(v));
+  out->push_back(static_cast<uint8_t>(v >> 8));
+}
+void PutU32(std::vector<uint8_t>* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+void PutU64(std::vector<uint8_t>* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+void PutDigest(std::vector<uint8_t>* out, const Digest& d) {
+  out->insert(out->end(), d.begin(), d.end());
+}
+
+uint64_t GetLE(const uint8_t* p, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+uint16_t GetU16(const uint8_t* p) { return static_cast<uint16_t>(GetLE(p, 2)); }
+uint32_t GetU32(const uint8_t* p) { return static_cast<uint32_t>(GetLE(p, 4)); }
+uint64_t GetU64(const uint8_t* p) { return GetLE(p, 8); }
+Digest GetDigest(const uint8_t* p) {
+  Digest d;
+  std::memcpy(d.data(), p, d.size());
+  return d;
+}
+
+bool ParseHex(std::string_view hex, Digest* out) {
+  if (hex.size() != 64) return false;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < 32; ++i) {
+    int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    (*out)[i] = static_cast<uint8_t>(hi * 16 + lo);
+  }
+  return true;
+}
+
+}  // namespace
+
+const char* RecordKindName(RecordKind kind) {
+  switch (kind) {
+    case RecordKind::kBlockRows: return "rows";
+    case RecordKind::kSnapshot: return "snap";
+    case RecordKind::kTail: return "tail";
+  }
+  return "?";
+}
+
+std::optional<RecordKind> ParseRecordKind(std::string_view name) {
+  for (RecordKind k : {RecordKind::kBlockRows, RecordKind::kSnapshot, RecordKind::kTail}) {
+    if (name == RecordKindName(k)) return k;
+  }
+  return std::nullopt;
+}
+
+std::string RecordFileName(const RecordId& id) {
+  return DigestHex(id.key) + "." + RecordKindName(id.kind);
+}
+
+std::optional<RecordId> ParseRecordFileName(std::string_view name) {
+  if (name.size() < 66 || name[64] != '.') return std::nullopt;
+  RecordId id;
+  if (!ParseHex(name.substr(0, 64), &id.key)) return std::nullopt;
+  std::optional<RecordKind> kind = ParseRecordKind(name.substr(65));
+  if (!kind) return std::nullopt;
+  id.kind = *kind;
+  return id;
+}
+
+void AppendHeaderBody(const RecordMeta& meta, uint64_t created_ms, std::vector<uint8_t>* out) {
+  out->reserve(out->size() + HeaderBodyBytes(meta.tokens.size()));
+  PutDigest(out, meta.key);
+  PutDigest(out, meta.parent);
+  PutDigest(out, meta.domain);
+  out->push_back(static_cast<uint8_t>(meta.kind));
+  out->push_back(meta.snapshot_kind);
+  PutU16(out, 0);
+  PutU32(out, meta.position);
+  PutU64(out, created_ms);
+  PutU32(out, static_cast<uint32_t>(meta.tokens.size()));
+  for (int32_t t : meta.tokens) PutU32(out, static_cast<uint32_t>(t));
+}
+
+Result<RecordMeta> DecodeHeaderBody(std::span<const uint8_t> body, uint64_t* created_ms) {
+  if (body.size() < kHeaderFixedBytes) {
+    return Status::Corruption("header body of " + std::to_string(body.size()) +
+                              " bytes is shorter than " + std::to_string(kHeaderFixedBytes));
+  }
+  const uint8_t* p = body.data();
+  RecordMeta m;
+  m.key = GetDigest(p);
+  m.parent = GetDigest(p + 32);
+  m.domain = GetDigest(p + 64);
+  m.kind = static_cast<RecordKind>(p[96]);
+  if (RecordKindName(m.kind)[0] == '?') {
+    return Status::Corruption("unknown record kind " + std::to_string(p[96]));
+  }
+  m.snapshot_kind = p[97];
+  m.position = GetU32(p + 100);
+  *created_ms = GetU64(p + 104);
+  uint32_t n_tokens = GetU32(p + 112);
+  if (n_tokens > kMaxTokensPerRecord || body.size() != HeaderBodyBytes(n_tokens)) {
+    return Status::Corruption("header body of " + std::to_string(body.size()) +
+                              " bytes does not hold " + std::to_string(n_tokens) + " tokens");
+  }
+  m.tokens.resize(n_tokens);
+  for (uint32_t i = 0; i < n_tokens; ++i) {
+    m.tokens[i] = static_cast<int32_t>(GetU32(p + kHeaderFixedBytes + 4 * i));
+  }
+  return m;
+}
+
+std::vector<uint8_t> EncodeRecordFront(const RecordMeta& meta, uint64_t created_ms) {
+  std::vector<uint8_t> out;
+  size_t h = HeaderBodyBytes(meta.tokens.size());
+  out.reserve(kPrefixBytes + h + 12);
+  PutU32(&out, kRecordMagic);
+  PutU16(&out, kRecordVersion);
+  PutU16(&out, 0);
+  PutU32(&out, static_cast<uint32_t>(h));
+  AppendHeaderBody(meta, created_ms, &out);
+  PutU32(&out, Crc32cMask(Crc32c(out.data(), out.size())));
+  PutU64(&out, meta.payload_bytes);
+  return out;
+}
+
+uint32_t PayloadCrc(uint64_t payload_len, std::span<const uint8_t> payload) {
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(payload_len >> (8 * i));
+  uint32_t crc = Crc32cExtend(Crc32c(len, sizeof len), payload.data(), payload.size());
+  return Crc32cMask(crc);
+}
+
+Result<uint32_t> DecodePrefix(std::span<const uint8_t> prefix) {
+  if (prefix.size() < kPrefixBytes) {
+    return Status::Corruption("file of " + std::to_string(prefix.size()) +
+                              " bytes is shorter than the record prefix");
+  }
+  uint32_t magic = GetU32(prefix.data());
+  if (magic != kRecordMagic) return Status::Corruption("bad magic");
+  uint16_t version = GetU16(prefix.data() + 4);
+  if (version != kRecordVersion) {
+    return Status::NotSupported("unsupported record version " + std::to_string(version));
+  }
+  uint32_t h = GetU32(prefix.data() + 8);
+  if (h < kHeaderFixedBytes || h > HeaderBodyBytes(kMaxTokensPerRecord)) {
+    return Status::Corruption("implausible header length " + std::to_string(h));
+  }
+  return h;
+}
+
+Result<DecodedFront> DecodeRecordFront(std::span<const uint8_t> front, uint64_t file_bytes) {
+  PREFIXD_ASSIGN_OR_RETURN(uint32_t h, DecodePrefix(front));
+  if (front.size() < kPrefixBytes + h + 12) {
+    return Status::Corruption("truncated header: " + std::to_string(front.size()) + " of " +
+                              std::to_string(kPrefixBytes + h + 12) + " bytes");
+  }
+  const uint8_t* p = front.data();
+  uint32_t stored = Crc32cUnmask(GetU32(p + kPrefixBytes + h));
+  if (stored != Crc32c(p, kPrefixBytes + h)) return Status::Corruption("header checksum mismatch");
+  DecodedFront out;
+  PREFIXD_ASSIGN_OR_RETURN(out.meta, DecodeHeaderBody(front.subspan(kPrefixBytes, h),
+                                                      &out.created_ms));
+  out.meta.payload_bytes = GetU64(p + kPrefixBytes + h + 4);
+  uint64_t expected = RecordFileBytes(out.meta);
+  if (out.meta.payload_bytes > file_bytes || expected != file_bytes) {
+    return Status::Corruption("file size " + std::to_string(file_bytes) + " != 28 + " +
+                              std::to_string(h) + " + " +
+                              std::to_string(out.meta.payload_bytes) + " (truncated or torn)");
+  }
+  return out;
+}
+
+}  // namespace prefixd::store
