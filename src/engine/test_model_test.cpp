@@ -1,0 +1,258 @@
+#include "engine/test_model.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chat.h"
+#include "llama.h"
+
+namespace prefixd::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char kEnglish[] =
+    "The quick brown fox jumps over the lazy dog. You are a helpful assistant: please "
+    "answer the question about the weather in Paris, and think step by step. 12345 "
+    "{\"name\": \"search\", \"arguments\": {\"query\": \"hello world\"}}\n  indented\ttab";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+struct ModelFree {
+  void operator()(llama_model* m) const { llama_model_free(m); }
+};
+struct ContextFree {
+  void operator()(llama_context* c) const { llama_free(c); }
+};
+
+void QuietLog(ggml_log_level level, const char* text, void*) {
+  if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
+}
+
+// One tiny model per arch, generated once for the whole binary.
+class TestModels {
+ public:
+  static TestModels& Get() {
+    static TestModels* models = new TestModels();
+    return *models;
+  }
+  const std::string& dir() const { return dir_; }
+  std::string Path(const std::string& arch) {
+    auto it = paths_.find(arch);
+    if (it != paths_.end()) return it->second;
+    const std::string path = dir_ + "/" + arch + ".gguf";
+    Status st = MakeTestModel({arch, "tiny", 1}, path);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return paths_[arch] = path;
+  }
+  llama_model* Model(const std::string& arch) {
+    auto it = models_.find(arch);
+    if (it != models_.end()) return it->second.get();
+    llama_model_params params = llama_model_default_params();
+    params.n_gpu_layers = 0;
+    llama_model* m = llama_model_load_from_file(Path(arch).c_str(), params);
+    models_[arch].reset(m);
+    return m;
+  }
+
+ private:
+  TestModels() {
+    llama_log_set(QuietLog, nullptr);
+    llama_backend_init();
+    char tmpl[] = "/tmp/prefixd-test-models-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  std::string dir_;
+  std::map<std::string, std::string> paths_;
+  std::map<std::string, std::unique_ptr<llama_model, ModelFree>> models_;
+};
+
+std::vector<llama_token> Tokenize(const llama_vocab* vocab, const std::string& text,
+                                  bool parse_special) {
+  std::vector<llama_token> out(text.size() + 8);
+  const int n = llama_tokenize(vocab, text.data(), int32_t(text.size()), out.data(),
+                               int32_t(out.size()), /*add_special=*/true, parse_special);
+  out.resize(n < 0 ? 0 : n);
+  return out;
+}
+
+std::string Detokenize(const llama_vocab* vocab, const std::vector<llama_token>& tokens) {
+  std::string out(tokens.size() * 32 + 16, '\0');
+  const int n = llama_detokenize(vocab, tokens.data(), int32_t(tokens.size()), out.data(),
+                                 int32_t(out.size()), /*remove_special=*/false,
+                                 /*unparse_special=*/true);
+  out.resize(n < 0 ? 0 : n);
+  return out;
+}
+
+class TestModelArchTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  llama_model* model() { return TestModels::Get().Model(GetParam()); }
+  const llama_vocab* vocab() { return llama_model_get_vocab(model()); }
+};
+
+TEST_P(TestModelArchTest, LoadsWithMetadata) {
+  ASSERT_NE(model(), nullptr);
+  char buf[256];
+  ASSERT_GT(llama_model_meta_val_str(model(), "general.architecture", buf, sizeof(buf)), 0);
+  EXPECT_EQ(std::string(buf), GetParam());
+  EXPECT_EQ(llama_model_n_ctx_train(model()), 65536);
+  EXPECT_NE(llama_model_chat_template(model(), nullptr), nullptr);
+  EXPECT_GT(llama_model_size(model()), 0u);
+  EXPECT_LT(fs::file_size(TestModels::Get().Path(GetParam())), 16u << 20);
+}
+
+TEST_P(TestModelArchTest, TextRoundTripsAndCompresses) {
+  ASSERT_NE(model(), nullptr);
+  const std::vector<llama_token> tokens = Tokenize(vocab(), kEnglish, false);
+  ASSERT_FALSE(tokens.empty());
+  EXPECT_EQ(Detokenize(vocab(), tokens), kEnglish);
+  const double chars_per_token = double(sizeof(kEnglish) - 1) / double(tokens.size());
+  EXPECT_GT(chars_per_token, 2.0) << tokens.size() << " tokens";
+  EXPECT_FALSE(llama_vocab_get_add_bos(vocab()));
+}
+
+TEST_P(TestModelArchTest, SpecialTokensAreSingleTokens) {
+  ASSERT_NE(model(), nullptr);
+  for (const char* special : {"<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>",
+                              "</think>", "<tool_call>", "</tool_call>"}) {
+    const std::vector<llama_token> t = Tokenize(vocab(), special, true);
+    ASSERT_EQ(t.size(), 1u) << special;
+    EXPECT_EQ(Detokenize(vocab(), t), special);
+  }
+  const llama_token im_end = Tokenize(vocab(), "<|im_end|>", true)[0];
+  EXPECT_EQ(llama_vocab_eos(vocab()), im_end);
+  EXPECT_TRUE(llama_vocab_is_eog(vocab(), im_end));
+  // Control tokens stay text without parse_special; <think> is user-defined and always one.
+  EXPECT_GT(Tokenize(vocab(), "<|im_start|>", false).size(), 1u);
+  EXPECT_EQ(Tokenize(vocab(), "<think>", false).size(), 1u);
+}
+
+TEST_P(TestModelArchTest, DecodeGivesFiniteVaryingLogits) {
+  ASSERT_NE(model(), nullptr);
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = 256;
+  cp.n_batch = 64;
+  cp.n_ubatch = 64;
+  cp.n_threads = cp.n_threads_batch = 2;
+  std::unique_ptr<llama_context, ContextFree> ctx(llama_init_from_model(model(), cp));
+  ASSERT_NE(ctx, nullptr);
+  std::string text;
+  while (Tokenize(vocab(), text, false).size() < 64) text += kEnglish;
+  std::vector<llama_token> tokens = Tokenize(vocab(), text, false);
+  tokens.resize(64);
+  llama_batch batch = llama_batch_get_one(tokens.data(), int32_t(tokens.size()));
+  ASSERT_EQ(llama_decode(ctx.get(), batch), 0);
+  const float* logits = llama_get_logits_ith(ctx.get(), -1);
+  ASSERT_NE(logits, nullptr);
+  const int n_vocab = llama_vocab_n_tokens(vocab());
+  float lo = logits[0], hi = logits[0];
+  for (int i = 0; i < n_vocab; ++i) {
+    ASSERT_TRUE(std::isfinite(logits[i])) << "logit " << i;
+    lo = std::min(lo, logits[i]);
+    hi = std::max(hi, logits[i]);
+  }
+  EXPECT_GT(hi - lo, 0.1f);
+}
+
+TEST_P(TestModelArchTest, SameSeedSameBytesOtherSeedOtherBytes) {
+  const std::string& dir = TestModels::Get().dir();
+  const std::string a = TestModels::Get().Path(GetParam());
+  const std::string b = dir + "/" + GetParam() + "-again.gguf";
+  const std::string c = dir + "/" + GetParam() + "-seed2.gguf";
+  ASSERT_TRUE(MakeTestModel({GetParam(), "tiny", 1}, b).ok());
+  ASSERT_TRUE(MakeTestModel({GetParam(), "tiny", 2}, c).ok());
+  const std::string bytes_a = ReadFile(a);
+  EXPECT_TRUE(bytes_a == ReadFile(b));
+  const std::string bytes_c = ReadFile(c);
+  EXPECT_EQ(bytes_a.size(), bytes_c.size());
+  EXPECT_FALSE(bytes_a == bytes_c);
+  fs::remove(b);
+  fs::remove(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllArchs, TestModelArchTest, ::testing::ValuesIn(TestModelArchs()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           for (char& ch : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return name;
+                         });
+
+TEST(TestModelTest, RejectsUnknownArchAndShapeNamingValidOnes) {
+  const std::string out = TestModels::Get().dir() + "/bad.gguf";
+  Status st = MakeTestModel({"gpt2000", "tiny", 1}, out);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("qwen35"), std::string::npos) << st.message();
+  st = MakeTestModel({"llama", "huge", 1}, out);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("medium"), std::string::npos) << st.message();
+  EXPECT_FALSE(fs::exists(out));
+}
+
+common_chat_msg Msg(const std::string& role, const std::string& content,
+                    const std::string& reasoning = "") {
+  common_chat_msg m;
+  m.role = role;
+  m.content = content;
+  m.reasoning_content = reasoning;
+  return m;
+}
+
+std::string Render(llama_model* model, const std::vector<common_chat_msg>& messages,
+                   bool add_generation_prompt) {
+  common_chat_templates_ptr tmpls = common_chat_templates_init(model, "");
+  common_chat_templates_inputs in;
+  in.messages = messages;
+  in.add_generation_prompt = add_generation_prompt;
+  in.use_jinja = true;
+  return common_chat_templates_apply(tmpls.get(), in).prompt;
+}
+
+TEST(TestModelTest, ChatTemplateStripsReasoningOfEarlierTurns) {
+  llama_model* model = TestModels::Get().Model("llama");
+  ASSERT_NE(model, nullptr);
+  const std::vector<common_chat_msg> turns = {
+      Msg("system", "You are terse."),
+      Msg("user", "Q1"),
+      Msg("assistant", "A1", "R1"),
+      Msg("user", "Q2"),
+      Msg("assistant", "<think>\nR2\n</think>\n\nA2"),
+  };
+  // Before the last user message: the reasoning is gone, the answer stays.
+  const std::vector<common_chat_msg> three(turns.begin(), turns.begin() + 4);
+  const std::string p3 = Render(model, three, true);
+  EXPECT_EQ(p3,
+            "<|im_start|>system\nYou are terse.<|im_end|>\n"
+            "<|im_start|>user\nQ1<|im_end|>\n"
+            "<|im_start|>assistant\nA1<|im_end|>\n"
+            "<|im_start|>user\nQ2<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  // After the last user message: the reasoning is kept, from either field.
+  const std::string p4 = Render(model, turns, false);
+  EXPECT_NE(p4.find("<|im_start|>assistant\n<think>\nR2\n</think>\n\nA2<|im_end|>\n"),
+            std::string::npos)
+      << p4;
+  EXPECT_EQ(p4.find("R1"), std::string::npos) << p4;
+  const std::vector<common_chat_msg> two = {Msg("user", "Q1"), Msg("assistant", "A1", "R1")};
+  EXPECT_EQ(Render(model, two, false),
+            "<|im_start|>user\nQ1<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\nR1\n</think>\n\nA1<|im_end|>\n");
+}
+
+}  // namespace
+}  // namespace prefixd::engine
