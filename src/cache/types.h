@@ -1,0 +1,56 @@
+// Vocabulary types of the prompt cache: tokens, chain hashes, payloads, snapshot kinds and
+// miss reasons. Plain values; safe to copy and share between threads.
+//
+// Ownership: a Payload is immutable once published. The cache and every caller that restores
+// from it share it through a PayloadRef; the bytes are freed when the last reference goes.
+// The bytes are opaque to the cache (the engine's serialized KV rows or snapshot); only their
+// size counts against a Tier's budget.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "util/hash.h"
+
+namespace prefixd::cache {
+
+using Token = int32_t;
+
+// h_k = SHA-256("block" || h_{k-1} || tokens of Block k); h_{-1} is the domain root.
+using ChainHash = prefixd::Digest;
+
+struct Payload {
+  std::vector<uint8_t> bytes;
+};
+using PayloadRef = std::shared_ptr<const Payload>;
+
+inline size_t PayloadBytes(const PayloadRef& p) { return p ? p->bytes.size() : 0; }
+
+// Why a Snapshot was taken. Every kind above kBlockBoundary has a higher retention value:
+// the retention policy thins kBlockBoundary Snapshots first and never drops the others before
+// them.
+enum class SnapshotKind : uint8_t {
+  kBlockBoundary = 0,  // end of a Block, taken only to make restores dense
+  kMessage = 1,        // end of the system prompt, start of a user message
+  kTail = 2,           // end of the last message, before the generation prompt
+  kBranch = 3,         // where this request diverged from the longest cached path
+  kGenerationEnd = 4,  // end of a generation
+};
+inline constexpr size_t kSnapshotKindCount = 5;
+const char* SnapshotKindName(SnapshotKind kind);
+
+// Why a Lookup did not restore more. kNone: it restored everything asked for.
+enum class MissReason : uint8_t {
+  kNone = 0,
+  kNoEntry,             // nothing is stored past the restorable prefix
+  kDiverged,            // stored entries continue, but differ from the request at diverged_at
+  kNoSnapshot,          // tokens matched further, but no Snapshot at a later restorable point
+  kEvicted,             // the next Block was stored once and has been evicted
+  kVerificationFailed,  // a chain hash matched but the stored tokens did not: not served
+};
+inline constexpr size_t kMissReasonCount = 6;
+const char* MissReasonName(MissReason reason);
+
+}  // namespace prefixd::cache
