@@ -55,7 +55,12 @@ Result<DecodedFront> ReadFront(const RandomAccessFile& file, uint64_t file_bytes
 Result<Record> ReadRecordFile(Env* env, const std::string& path, const RecordId& id) {
   PREFIXD_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
   PREFIXD_ASSIGN_OR_RETURN(uint64_t size, env->FileSize(path));
-  PREFIXD_ASSIGN_OR_RETURN(DecodedFront front, ReadFront(*file, size));
+  Result<DecodedFront> front_or = ReadFront(*file, size);
+  if (front_or.status().code() == Status::Code::kNotSupported) {
+    // The index took this file for ours: another version here is a damaged one.
+    return Status::Corruption(front_or.status().message());
+  }
+  PREFIXD_ASSIGN_OR_RETURN(DecodedFront front, std::move(front_or));
   if (IdOf(front.meta) != id) {
     return Status::Corruption("key/kind in header do not match the file name");
   }
@@ -311,11 +316,11 @@ void DiskStoreImpl::ScanFile(const std::string& sub, const std::string& name, Lo
   }
   *dirty = true;
   auto entry = ReadIndexEntry(env_, path, *id, *size);
+  if (logged != log->entries.end()) {
+    if (entry.ok()) entry->meta.last_access_unix_ms = logged->second.meta.last_access_unix_ms;
+    log->entries.erase(logged);
+  }
   if (entry.ok()) {
-    if (logged != log->entries.end()) {
-      entry->meta.last_access_unix_ms = logged->second.meta.last_access_unix_ms;
-      log->entries.erase(logged);
-    }
     InsertLocked(std::move(*entry));
     ++r.rebuilt_from_files;
   } else if (entry.status().code() == Status::Code::kNotSupported) {

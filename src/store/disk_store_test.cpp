@@ -1,0 +1,286 @@
+#include "store/disk_store.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "store/store_test_util.h"
+#include "util/fault_env.h"
+
+namespace prefixd::store {
+namespace {
+
+using testing::DomainOf;
+using testing::ExpectAllIntact;
+using testing::MetaFor;
+using testing::PayloadFor;
+using testing::PayloadPtr;
+using testing::TempDir;
+
+// Tracks syncs instead of doing them: real fsyncs cost ~15 ms each on the test machines.
+// RoundTrip and EmptyPayloadAndNoTokens use the real POSIX Env.
+Env* FastEnv() {
+  static FaultEnv* env = new FaultEnv();
+  return env;
+}
+
+std::unique_ptr<DiskStore> OpenOrDie(const std::string& dir, uint64_t quota = 1 << 30,
+                                     Env* env = FastEnv(), size_t depth = 64) {
+  DiskStore::Options o;
+  o.dir = dir;
+  o.quota_bytes = quota;
+  o.env = env;
+  o.writer_queue_depth = depth;
+  auto s = DiskStore::Open(o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+TEST(DiskStore, RoundTrip) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path(), 1 << 30, Env::Default());
+  RecordMeta meta = MetaFor(7);
+  ASSERT_TRUE(store->PutAsync(meta, PayloadPtr(7, 1000)));
+  store->Flush();
+  auto payload = store->Get(meta.key, RecordKind::kBlockRows);
+  ASSERT_TRUE(payload.ok()) << payload.status().ToString();
+  EXPECT_EQ(*payload, PayloadFor(7, 1000));
+  auto rec = store->Read(meta.key, RecordKind::kBlockRows);
+  ASSERT_TRUE(rec.ok());
+  EXPECT_EQ(rec->meta.tokens, meta.tokens);
+  EXPECT_EQ(rec->meta.parent, meta.parent);
+  EXPECT_EQ(rec->meta.domain, meta.domain);
+  EXPECT_EQ(rec->meta.position, 7u);
+  EXPECT_EQ(rec->meta.payload_bytes, 1000u);
+  EXPECT_TRUE(store->Get(meta.key, RecordKind::kSnapshot).status().IsNotFound());
+  Stats st = store->GetStats();
+  EXPECT_EQ(st.records, 1u);
+  EXPECT_EQ(st.puts_written, 1u);
+  EXPECT_EQ(st.gets, 3u);
+  EXPECT_EQ(st.get_hits, 2u);
+  EXPECT_EQ(st.get_not_found, 1u);
+  EXPECT_EQ(st.bytes, RecordFileBytes(rec->meta));
+}
+
+TEST(DiskStore, EmptyPayloadAndNoTokens) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path(), 1 << 30, Env::Default());
+  RecordMeta meta = MetaFor(1, 0, RecordKind::kTail, 0);
+  ASSERT_TRUE(store->PutAsync(meta, PayloadPtr(1, 0)));
+  store->Flush();
+  auto rec = store->Read(meta.key, RecordKind::kTail);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_TRUE(rec->payload.empty());
+  EXPECT_TRUE(rec->meta.tokens.empty());
+}
+
+TEST(DiskStore, SameKeyDifferentKindsAreDifferentRecords) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  RecordMeta rows = MetaFor(3, 0, RecordKind::kBlockRows);
+  RecordMeta snap = MetaFor(3, 0, RecordKind::kSnapshot);
+  ASSERT_EQ(rows.key, snap.key);
+  ASSERT_TRUE(store->PutAsync(rows, PayloadPtr(3, 100)));
+  ASSERT_TRUE(store->PutAsync(snap, std::make_shared<std::vector<uint8_t>>(50, 0xab)));
+  store->Flush();
+  EXPECT_EQ(store->Get(rows.key, RecordKind::kBlockRows)->size(), 100u);
+  EXPECT_EQ(*store->Get(snap.key, RecordKind::kSnapshot), std::vector<uint8_t>(50, 0xab));
+  EXPECT_EQ(store->List().size(), 2u);
+}
+
+TEST(DiskStore, WriteBehindAndFlush) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path(), 1 << 30, FastEnv(), 256);
+  for (uint32_t i = 0; i < 100; ++i) ASSERT_TRUE(store->PutAsync(MetaFor(i), PayloadPtr(i, 300)));
+  store->Flush();
+  Stats st = store->GetStats();
+  EXPECT_EQ(st.records, 100u);
+  EXPECT_EQ(st.puts_written, 100u);
+  EXPECT_EQ(st.queue_depth, 0u);
+  EXPECT_EQ(ExpectAllIntact(*store), 100u);
+}
+
+TEST(DiskStore, DuplicatePutIsNotWrittenTwice) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  ASSERT_TRUE(store->PutAsync(MetaFor(1), PayloadPtr(1, 10)));
+  ASSERT_TRUE(store->PutAsync(MetaFor(1), PayloadPtr(1, 10)));
+  store->Flush();
+  ASSERT_TRUE(store->PutAsync(MetaFor(1), PayloadPtr(1, 10)));
+  store->Flush();
+  Stats st = store->GetStats();
+  EXPECT_EQ(st.puts_written, 1u);
+  EXPECT_EQ(st.puts_deduped, 2u);
+}
+
+TEST(DiskStore, QueueFullIsCountedAndRefused) {
+  TempDir dir;
+  FaultEnv env;
+  auto store = OpenOrDie(dir.path(), 1 << 30, &env, 2);
+  int refused = 0;
+  for (uint32_t i = 0; i < 200; ++i) refused += store->PutAsync(MetaFor(i), PayloadPtr(i, 4096)) ? 0 : 1;
+  store->Flush();
+  Stats st = store->GetStats();
+  EXPECT_GT(refused, 0);
+  EXPECT_EQ(st.put_fail_queue_full, static_cast<uint64_t>(refused));
+  EXPECT_EQ(st.puts_written + refused, 200u);
+  ExpectAllIntact(*store);
+}
+
+TEST(DiskStore, ReopenSeesEverything) {
+  TempDir dir;
+  {
+    auto store = OpenOrDie(dir.path());
+    for (uint32_t i = 0; i < 50; ++i) {
+      store->PutAsync(MetaFor(i, i % 3, i % 2 ? RecordKind::kSnapshot : RecordKind::kBlockRows),
+                      PayloadPtr(i, 100 + i));
+    }
+  }  // the destructor drains the queue
+  auto store = OpenOrDie(dir.path());
+  Stats st = store->GetStats();
+  EXPECT_EQ(st.records, 50u);
+  EXPECT_EQ(st.recovery.records_kept, 50u);
+  EXPECT_EQ(st.recovery.rebuilt_from_files, 0u);  // the index had them all
+  EXPECT_FALSE(st.recovery.index_missing);
+  EXPECT_EQ(ExpectAllIntact(*store), 50u);
+  EXPECT_EQ(store->List(DomainOf(1)).size(), 17u);
+  for (const RecordMeta& m : store->List(DomainOf(2))) EXPECT_EQ(m.domain, DomainOf(2));
+}
+
+TEST(DiskStore, ListedMetaMatchesWhatWasPut) {
+  TempDir dir;
+  RecordMeta meta = MetaFor(9, 1, RecordKind::kSnapshot, 5);
+  {
+    auto store = OpenOrDie(dir.path());
+    store->PutAsync(meta, PayloadPtr(9, 77));
+  }
+  auto store = OpenOrDie(dir.path());
+  auto list = store->List();
+  ASSERT_EQ(list.size(), 1u);
+  RecordMeta got = list[0];
+  EXPECT_EQ(got.payload_bytes, 77u);
+  EXPECT_GT(got.last_access_unix_ms, 0u);
+  got.payload_bytes = 0;
+  got.last_access_unix_ms = 0;
+  EXPECT_EQ(got, meta);
+}
+
+TEST(DiskStore, RemoveAndClearByDomain) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  for (uint32_t i = 0; i < 30; ++i) store->PutAsync(MetaFor(i, i % 3), PayloadPtr(i, 64));
+  store->Flush();
+  EXPECT_TRUE(store->Remove(MetaFor(0).key, RecordKind::kBlockRows).ok());
+  EXPECT_TRUE(store->Remove(MetaFor(0).key, RecordKind::kBlockRows).IsNotFound());
+  EXPECT_TRUE(store->Get(MetaFor(0).key, RecordKind::kBlockRows).status().IsNotFound());
+  ASSERT_TRUE(store->Clear(DomainOf(1)).ok());
+  EXPECT_TRUE(store->List(DomainOf(1)).empty());
+  EXPECT_EQ(store->List().size(), 19u);
+  store.reset();
+  store = OpenOrDie(dir.path());
+  EXPECT_EQ(store->List().size(), 19u);
+  EXPECT_TRUE(store->List(DomainOf(1)).empty());
+  ASSERT_TRUE(store->Clear(std::nullopt).ok());
+  EXPECT_TRUE(store->List().empty());
+  EXPECT_EQ(store->GetStats().bytes, 0u);
+  store.reset();
+  EXPECT_TRUE(OpenOrDie(dir.path())->List().empty());
+}
+
+TEST(DiskStore, QuotaIsNeverExceededAndEvictsLeastRecentlyUsed) {
+  TempDir dir;
+  FaultEnv env;
+  uint64_t t = 1000;
+  env.SetNowMillis(t);
+  const uint64_t record_bytes = RecordFileBytes([] {
+    RecordMeta m = MetaFor(0);
+    m.payload_bytes = 1000;
+    return m;
+  }());
+  const uint64_t quota = record_bytes * 10 + record_bytes / 2;
+  auto store = OpenOrDie(dir.path(), quota, &env);
+  for (uint32_t i = 0; i < 10; ++i) {
+    env.SetNowMillis(++t);
+    store->PutAsync(MetaFor(i), PayloadPtr(i, 1000));
+    store->Flush();
+  }
+  EXPECT_EQ(store->GetStats().records, 10u);
+  env.SetNowMillis(++t);
+  ASSERT_TRUE(store->Get(MetaFor(0).key, RecordKind::kBlockRows).ok());  // 0 is now the newest
+  for (uint32_t i = 10; i < 40; ++i) {
+    env.SetNowMillis(++t);
+    store->PutAsync(MetaFor(i, i % 2), PayloadPtr(i, 1000));
+    store->Flush();
+    Stats st = store->GetStats();
+    ASSERT_LE(st.bytes, quota);
+    uint64_t on_disk = 0;
+    for (auto& e : std::filesystem::recursive_directory_iterator(dir.Sub("records"))) {
+      if (e.is_regular_file()) on_disk += e.file_size();
+    }
+    ASSERT_LE(on_disk, quota);
+    if (i == 10) {
+      EXPECT_TRUE(store->Get(MetaFor(0).key, RecordKind::kBlockRows).ok()) << "touched: kept";
+      EXPECT_TRUE(store->Get(MetaFor(1).key, RecordKind::kBlockRows).status().IsNotFound());
+    }
+  }
+  Stats st = store->GetStats();
+  EXPECT_EQ(st.records, 10u);
+  EXPECT_EQ(st.evictions, 30u);
+  // Last access survives a reopen: the newest 10 stay in the same LRU order.
+  auto before = store->List();
+  store.reset();
+  store = OpenOrDie(dir.path(), quota, &env);
+  auto after = store->List();
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t i = 0; i < after.size(); ++i) EXPECT_EQ(after[i].key, before[i].key);
+  ExpectAllIntact(*store);
+}
+
+TEST(DiskStore, RecordLargerThanQuotaIsRefused) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path(), 500);
+  store->PutAsync(MetaFor(1), PayloadPtr(1, 1000));
+  store->Flush();
+  Stats st = store->GetStats();
+  EXPECT_EQ(st.put_fail_too_large, 1u);
+  EXPECT_EQ(st.records, 0u);
+}
+
+TEST(DiskStore, SmallerQuotaAtReopenEvicts) {
+  TempDir dir;
+  {
+    auto store = OpenOrDie(dir.path());
+    for (uint32_t i = 0; i < 20; ++i) store->PutAsync(MetaFor(i), PayloadPtr(i, 1000));
+  }
+  auto store = OpenOrDie(dir.path(), 5 * 1200);
+  Stats st = store->GetStats();
+  EXPECT_LE(st.bytes, 5u * 1200);
+  EXPECT_EQ(st.recovery.evicted_over_quota, 20u - st.records);
+  ExpectAllIntact(*store);
+}
+
+TEST(DiskStore, RemoveCancelsQueuedPut) {
+  TempDir dir;
+  FaultEnv env;
+  auto store = OpenOrDie(dir.path(), 1 << 30, &env);
+  for (uint32_t i = 0; i < 20; ++i) store->PutAsync(MetaFor(i), PayloadPtr(i, 20000));
+  ASSERT_TRUE(store->Clear(std::nullopt).ok());
+  store->Flush();
+  Stats st = store->GetStats();
+  // Whatever the writer had not published is cancelled; nothing survives the Clear.
+  EXPECT_EQ(st.records, 0u);
+  EXPECT_EQ(st.puts_written + st.puts_cancelled, 20u);
+  EXPECT_TRUE(store->List().empty());
+  store.reset();
+  EXPECT_TRUE(OpenOrDie(dir.path(), 1 << 30, &env)->List().empty());
+}
+
+TEST(DiskStore, InvalidOptions) {
+  DiskStore::Options o;
+  EXPECT_EQ(DiskStore::Open(o).status().code(), Status::Code::kInvalidArgument);
+  o.dir = "/tmp/x";
+  EXPECT_EQ(DiskStore::Open(o).status().code(), Status::Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace prefixd::store
