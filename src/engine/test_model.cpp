@@ -8,7 +8,10 @@
 
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "engine/model.h"
 #include "engine/test_model_internal.h"
 #include "llama.h"
 
@@ -43,7 +46,7 @@ Result<GgufPtr> BuildMetadata(const TestModelSpec& spec, const BaseDims& dims,
 // Builds the model in memory with llama.cpp, on the CPU, without repacked weight buffers (so
 // the writer can read every tensor back).
 Result<ModelPtr> BuildModel(gguf_context* meta, test_model::WeightInit* init) {
-  llama_backend_init();
+  EnsureBackendInitialized();  // once per process; routes llama.cpp logs to ours
   llama_model_params params = llama_model_default_params();
   params.n_gpu_layers = 0;
   params.use_extra_bufts = false;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "chat.h"
+#include "engine/model.h"
 #include "llama.h"
 
 namespace prefixd::engine {
@@ -37,10 +38,6 @@ struct ModelFree {
 struct ContextFree {
   void operator()(llama_context* c) const { llama_free(c); }
 };
-
-void QuietLog(ggml_log_level level, const char* text, void*) {
-  if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
-}
 
 // One tiny model per arch, generated once for the whole binary.
 class TestModels {
@@ -70,8 +67,7 @@ class TestModels {
 
  private:
   TestModels() {
-    llama_log_set(QuietLog, nullptr);
-    llama_backend_init();
+    EnsureBackendInitialized();
     char tmpl[] = "/tmp/prefixd-test-models-XXXXXX";
     dir_ = mkdtemp(tmpl);
   }

@@ -1,0 +1,58 @@
+// prefixd make-test-model: writes a random-weight GGUF model of a real architecture, for tests
+// and benchmarks without downloads (see docs/test-models.md).
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "engine/test_model.h"
+
+namespace prefixd::cli {
+namespace {
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+int Make(const engine::TestModelSpec& spec, const std::string& out) {
+  if (out.empty()) {
+    std::fprintf(stderr, "prefixd make-test-model: --out is required\n");
+    return 2;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const Status st = engine::MakeTestModel(spec, out);
+  if (!st.ok()) {
+    std::fprintf(stderr, "prefixd make-test-model: %s\n", st.ToString().c_str());
+    return st.code() == Status::Code::kInvalidArgument ? 2 : 1;
+  }
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("wrote %s (%s, %s, seed %llu) in %.1f s\n", out.c_str(), spec.arch.c_str(),
+              spec.shape.c_str(), static_cast<unsigned long long>(spec.seed), secs);
+  return 0;
+}
+
+}  // namespace
+
+int CmdMakeTestModel(int argc, char** argv) {
+  std::string arch = "llama";
+  std::string shape = "tiny";
+  int64_t seed = 1;
+  std::string out;
+  Flags flags("make-test-model",
+              "write a random-weight GGUF model of a real architecture, with a byte-level BPE "
+              "tokenizer and a Qwen3-style chat template");
+  flags.String("-a,--arch", &arch, "architecture: " + Join(engine::TestModelArchs()));
+  flags.String("-s,--shape", &shape,
+               "tiny (a few MB, for tests), small (~0.5B, F16) or medium (~3B, Q8_0)");
+  flags.Int("--seed", &seed, "selects the random weights; the same seed gives the same file");
+  flags.String("-o,--out", &out, "the .gguf file to write (required)");
+  return RunWithFlags(flags, argc, argv, [&] {
+    return Make({arch, shape, static_cast<uint64_t>(seed)}, out);
+  });
+}
+
+}  // namespace prefixd::cli
