@@ -155,7 +155,16 @@ Status FaultEnv::SyncLocked(const std::string& path, WritableFile* /*base*/) {
 
 Status FaultEnv::CloseLocked(const std::string& path, WritableFile* base) {
   PREFIXD_RETURN_IF_ERROR(Admit(Op::kClose, path));
-  return base->Close();
+  PREFIXD_RETURN_IF_ERROR(base->Close());
+  auto it = files_.find(path);
+  if (it != files_.end() && it->second.synced_size >= 0) {
+    auto size = base_->FileSize(path);
+    if (size.ok() && static_cast<int64_t>(*size) == it->second.synced_size) {
+      it->second.synced_size = -1;  // closed with everything synced
+      if (it->second.entry_durable) files_.erase(it);
+    }
+  }
+  return Status::OK();
 }
 
 void FaultEnv::MaybeFlip(const std::string& path, uint64_t offset, size_t n, uint8_t* dst) {
@@ -171,6 +180,7 @@ Result<std::unique_ptr<WritableFile>> FaultEnv::NewWritableFile(const std::strin
   FileState& st = files_[path];
   st.synced_size = 0;
   st.entry_durable = existed && st.entry_durable;
+  if (!st.entry_durable) undurable_.insert(path);
   return std::unique_ptr<WritableFile>(new FaultWritableFile(this, path, std::move(file)));
 }
 
@@ -188,6 +198,7 @@ Result<std::unique_ptr<WritableFile>> FaultEnv::NewAppendableFile(const std::str
   if (inserted) {
     it->second.entry_durable = existed;
     it->second.synced_size = size;
+    if (!existed) undurable_.insert(path);
   } else if (it->second.synced_size < 0) {
     it->second.synced_size = size;
   }
@@ -233,6 +244,7 @@ Status FaultEnv::RemoveFile(const std::string& path) {
   PREFIXD_RETURN_IF_ERROR(Admit(Op::kRemove, path));
   PREFIXD_RETURN_IF_ERROR(base_->RemoveFile(path));
   files_.erase(path);
+  undurable_.erase(path);
   return Status::OK();
 }
 
@@ -262,24 +274,27 @@ Status FaultEnv::Rename(const std::string& from, const std::string& to) {
   else if (src.renamed_from) dst.renamed_from = src.renamed_from;
   dst.replaced = std::move(replaced);
   files_[to] = std::move(dst);
+  undurable_.erase(from);
+  undurable_.insert(to);
   return Status::OK();
 }
 
 Status FaultEnv::SyncDir(const std::string& dir) {
   std::lock_guard<std::mutex> lock(mu_);
   PREFIXD_RETURN_IF_ERROR(Admit(Op::kSyncDir, dir));
-  for (auto it = files_.begin(); it != files_.end();) {
-    FileState& st = it->second;
-    if (DirName(it->first) == dir) {
-      st.entry_durable = true;
-      st.renamed_from.reset();
-      st.replaced.reset();
+  for (auto u = undurable_.begin(); u != undurable_.end();) {
+    if (DirName(*u) != dir) {
+      ++u;
+      continue;
     }
-    if (st.entry_durable && st.synced_size < 0) {
-      it = files_.erase(it);
-    } else {
-      ++it;
+    auto it = files_.find(*u);
+    if (it != files_.end()) {
+      it->second.entry_durable = true;
+      it->second.renamed_from.reset();
+      it->second.replaced.reset();
+      if (it->second.synced_size < 0) files_.erase(it);
     }
+    u = undurable_.erase(u);
   }
   return Status::OK();
 }
@@ -334,6 +349,7 @@ Status FaultEnv::DropUnsyncedData() {
     }
   }
   files_.clear();
+  undurable_.clear();
   return first_error;
 }
 

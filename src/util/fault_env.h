@@ -22,6 +22,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,7 @@ class FaultEnv : public Env {
   Env* const base_;
   mutable std::mutex mu_;
   std::map<std::string, FileState> files_;
+  std::set<std::string> undurable_;  // paths in files_ whose entry_durable is false
   int64_t ops_ = 0;
   int64_t crash_at_ = -1;
   bool crashed_ = false;
