@@ -6,7 +6,9 @@ namespace prefixd::cache {
 namespace {
 
 // Tags are NUL-terminated so that no tag is a prefix of another.
-void UpdateTag(Sha256& h, const char* tag) { h.Update(tag, std::char_traits<char>::length(tag) + 1); }
+void UpdateTag(Sha256& h, const char* tag) {
+  h.Update(tag, std::char_traits<char>::length(tag) + 1);
+}
 
 Digest TaggedTokenHash(const char* tag, const Digest& parent, std::span<const Token> tokens) {
   Sha256 h;

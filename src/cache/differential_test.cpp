@@ -101,7 +101,9 @@ class Harness {
     return s;
   }
 
-  size_t Rand(size_t n) { return n == 0 ? 0 : std::uniform_int_distribution<size_t>(0, n - 1)(rng_); }
+  size_t Rand(size_t n) {
+    return n == 0 ? 0 : std::uniform_int_distribution<size_t>(0, n - 1)(rng_);
+  }
   bool Coin(double p) { return std::bernoulli_distribution(p)(rng_); }
 
   // ---- operations --------------------------------------------------------------------------
@@ -233,7 +235,8 @@ class Harness {
     size_t max_len = Rand(s.size() + 2);
     size_t limit = std::min(max_len, s.size());
     Match m = cache_.Lookup(domains_[d], s, max_len);
-    size_t want = cfg_.needs_snapshot ? ExpectedSnapshot(d, s, limit) : ExpectedAttention(d, s, limit);
+    size_t want = cfg_.needs_snapshot ? ExpectedSnapshot(d, s, limit)
+                                      : ExpectedAttention(d, s, limit);
     ASSERT_EQ(m.n_tokens, want) << "limit " << limit << " size " << s.size();
     ASSERT_LE(m.diverged_at, limit);
     ASSERT_GE(m.diverged_at, m.n_tokens);
@@ -313,7 +316,8 @@ class Harness {
 
   void AncestorRowsPresent(const Key& k) const {
     for (size_t end = kB; end <= k.second.size(); end += kB) {
-      auto it = blocks_.find(Key{k.first, std::vector<Token>(k.second.begin(), k.second.begin() + end)});
+      Key block{k.first, std::vector<Token>(k.second.begin(), k.second.begin() + end)};
+      auto it = blocks_.find(block);
       ASSERT_TRUE(it != blocks_.end() && Present(it->second.rows))
           << "an entry outlived the Block rows it depends on";
     }

@@ -150,7 +150,9 @@ PrefixCache::Match PrefixCache::Impl::MatchLocked(const Walk& w, std::span<const
   if (plan.end_rows != nullptr && plan.end_rows != plan.end_snapshot) index.Touch(plan.end_rows);
   if (opts.has_rows) {
     m.rows.reserve(plan.n_full_blocks + 1);
-    for (size_t k = 0; k < plan.n_full_blocks; ++k) m.rows.push_back({w.path[k]->rows->payload, block});
+    for (size_t k = 0; k < plan.n_full_blocks; ++k) {
+      m.rows.push_back({w.path[k]->rows->payload, block});
+    }
     if (plan.end_rows != nullptr) m.rows.push_back({plan.end_rows->payload, plan.end_rows_tokens});
   }
   for (size_t k = plan.n_full_blocks; k-- > 0;) {

@@ -19,8 +19,8 @@
 // cache drops it after the pin is released. An insert that cannot make room is refused.
 //
 // Eviction: least recently used first, among entries nothing else depends on (Snapshots,
-// Tails, and rows of Blocks without children, Tails or Snapshot), so a Block always outlives
-// what depends on it and empty nodes are removed at once. Before dropping a Snapshot or Tail,
+// Tails, and rows of Blocks without children, Tails or Snapshot — a placeholder's 0-byte rows
+// included), so a Block always outlives what depends on it and empty nodes are removed at once. Before dropping a Snapshot or Tail,
 // the retention policy (retention.h) is asked which boundary Snapshot of the victim's chain
 // to thin instead. See docs/cache.md.
 //

@@ -316,7 +316,9 @@ TEST(PrefixCacheTest, RetentionFits100KTokensAndKeepsEveryMessagePoint) {
   EXPECT_LE(s.snapshots, 40u);
   EXPECT_GT(s.thinned_snapshots, 300u);
   for (size_t p : messages) EXPECT_EQ(c.Lookup(kDomain, t, p + 1).n_tokens, p) << p;
-  for (size_t k = kBlocks - 4; k <= kBlocks; ++k) EXPECT_EQ(c.Lookup(kDomain, t, k * B).n_tokens, k * B);
+  for (size_t k = kBlocks - 4; k <= kBlocks; ++k) {
+    EXPECT_EQ(c.Lookup(kDomain, t, k * B).n_tokens, k * B);
+  }
   EXPECT_TRUE(c.CheckConsistency().ok());
 }
 
