@@ -43,8 +43,16 @@ struct ContextFree {
 class TestModels {
  public:
   static TestModels& Get() {
-    static TestModels* models = new TestModels();
-    return *models;
+    if (instance_ == nullptr) instance_ = new TestModels();
+    return *instance_;
+  }
+  // Frees the models and deletes the folder, if Get() ever made them.
+  static void Destroy() {
+    if (instance_ == nullptr) return;
+    instance_->models_.clear();
+    fs::remove_all(instance_->dir_);
+    delete instance_;
+    instance_ = nullptr;
   }
   const std::string& dir() const { return dir_; }
   std::string Path(const std::string& arch) {
@@ -71,10 +79,18 @@ class TestModels {
     char tmpl[] = "/tmp/prefixd-test-models-XXXXXX";
     dir_ = mkdtemp(tmpl);
   }
+  static inline TestModels* instance_ = nullptr;
   std::string dir_;
   std::map<std::string, std::string> paths_;
   std::map<std::string, std::unique_ptr<llama_model, ModelFree>> models_;
 };
+
+class TestModelsCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override { TestModels::Destroy(); }
+};
+::testing::Environment* const kCleanup =
+    ::testing::AddGlobalTestEnvironment(new TestModelsCleanup());
 
 std::vector<llama_token> Tokenize(const llama_vocab* vocab, const std::string& text,
                                   bool parse_special) {
@@ -111,6 +127,18 @@ TEST_P(TestModelArchTest, LoadsWithMetadata) {
   EXPECT_LT(fs::file_size(TestModels::Get().Path(GetParam())), 16u << 20);
 }
 
+// Each arch has the kind of memory the cache must handle for it.
+TEST_P(TestModelArchTest, HasTheMemoryKindOfItsFamily) {
+  ASSERT_NE(model(), nullptr);
+  const std::string arch = GetParam();
+  const bool hybrid = arch == "qwen35" || arch == "qwen3next" || arch == "nemotron_h" ||
+                      arch == "granitehybrid" || arch == "lfm2";
+  const bool swa = arch == "gemma3" || arch == "gpt-oss";
+  EXPECT_EQ(llama_model_is_hybrid(model()), hybrid);
+  EXPECT_EQ(llama_model_is_recurrent(model()), arch == "mamba2");
+  EXPECT_EQ(llama_model_n_swa(model()), swa ? 32 : 0);
+}
+
 TEST_P(TestModelArchTest, TextRoundTripsAndCompresses) {
   ASSERT_NE(model(), nullptr);
   const std::vector<llama_token> tokens = Tokenize(vocab(), kEnglish, false);
@@ -118,6 +146,7 @@ TEST_P(TestModelArchTest, TextRoundTripsAndCompresses) {
   EXPECT_EQ(Detokenize(vocab(), tokens), kEnglish);
   const double chars_per_token = double(sizeof(kEnglish) - 1) / double(tokens.size());
   EXPECT_GT(chars_per_token, 2.0) << tokens.size() << " tokens";
+  RecordProperty("chars_per_token", std::to_string(chars_per_token));
   EXPECT_FALSE(llama_vocab_get_add_bos(vocab()));
 }
 
