@@ -172,7 +172,7 @@ class DiskStoreImpl : public DiskStore {
   void ScanFanout(const std::string& sub, LogReplay* log, bool* dirty);
   void ScanFile(const std::string& sub, const std::string& name, LogReplay* log, bool* dirty);
   void NoteDrop(const std::string& rel, const std::string& why);
-  void OpenLog(bool rewrite);
+  void OpenLog(bool rewrite, uint64_t n_logged);
 
   // Writer thread.
   void WriterLoop();
@@ -380,12 +380,12 @@ Status DiskStoreImpl::Recover() {
   stats_.evictions = 0;  // evictions at open are reported in the recovery report
   dirty = dirty || !evicted.empty();
   r.records_kept = index_.size();
-  OpenLog(dirty || log.n_entries > 2 * index_.size() + 1024);
+  OpenLog(dirty || log.n_entries > 2 * index_.size() + 1024, log.n_entries);
   r.open_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return Status::OK();
 }
 
-void DiskStoreImpl::OpenLog(bool rewrite) {
+void DiskStoreImpl::OpenLog(bool rewrite, uint64_t n_logged) {
   // Called from Recover with mu_ held and no other thread running: log_mu_ is not needed.
   Result<std::unique_ptr<IndexLog>> log = Status::Internal("unset");
   if (rewrite) {
@@ -394,7 +394,7 @@ void DiskStoreImpl::OpenLog(bool rewrite) {
     for (const auto& [key, id] : lru_) entries.push_back(&index_.at(id).ie);
     log = IndexLog::Rewrite(env_, index_path_, entries);
   } else {
-    log = IndexLog::OpenForAppend(env_, index_path_, index_.size());
+    log = IndexLog::OpenForAppend(env_, index_path_, n_logged);
   }
   if (log.ok()) {
     log_ = std::move(*log);
@@ -415,6 +415,10 @@ bool DiskStoreImpl::PutAsync(RecordMeta meta, std::shared_ptr<const std::vector<
       ++stats_.puts_deduped;
       ++stats_.puts_accepted;
       return true;
+    }
+    if (meta.tokens.size() > kMaxTokensPerRecord) {
+      ++stats_.put_fail_too_large;
+      return false;
     }
     if (queue_.size() >= options_.writer_queue_depth) {
       ++stats_.put_fail_queue_full;

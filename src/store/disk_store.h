@@ -58,7 +58,7 @@ struct Stats {
   uint64_t puts_deduped = 0;   // already on disk or queued (accepted, nothing to do)
   uint64_t puts_cancelled = 0;  // removed or cleared before the writer got to them
   uint64_t put_fail_queue_full = 0;
-  uint64_t put_fail_too_large = 0;  // one record larger than the whole quota
+  uint64_t put_fail_too_large = 0;  // larger than the whole quota, or too many tokens
   uint64_t put_fail_no_space = 0;   // ENOSPC
   uint64_t put_fail_io = 0;         // any other write error (read-only dir, EIO, ...)
 
@@ -104,8 +104,9 @@ class DiskStore {
   virtual ~DiskStore() = default;
 
   // Queues `payload` for writing behind the caller. Returns false (and counts it) when the
-  // queue is full. A record with the same (key, kind) already stored or queued is not written
-  // again. Write failures (ENOSPC, read-only dir, I/O) are counted and drop the record.
+  // queue is full or the record has more than kMaxTokensPerRecord tokens. A record with the
+  // same (key, kind) already stored or queued is not written again. Write failures (ENOSPC,
+  // read-only dir, I/O) are counted and drop the record.
   // `meta.payload_bytes` and `meta.last_access_unix_ms` are set by the store.
   // REQUIRES: payload != nullptr.
   virtual bool PutAsync(RecordMeta meta, std::shared_ptr<const std::vector<uint8_t>> payload) = 0;
