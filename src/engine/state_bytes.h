@@ -63,8 +63,8 @@ class ByteWriter {
  public:
   explicit ByteWriter(std::vector<uint8_t>* out) : out_(out) {}
   template <typename T>
-  void Put(T v) {
-    static_assert(std::is_trivially_copyable_v<T>);
+  void Put(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T> && !std::is_pointer_v<T>);
     const auto* p = reinterpret_cast<const uint8_t*>(&v);
     out_->insert(out_->end(), p, p + sizeof(T));
   }

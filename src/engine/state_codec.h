@@ -21,6 +21,7 @@
 // Thread-safety: all functions are pure; distinct objects may be used from distinct threads.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -46,7 +47,7 @@ struct KvCell {
   int32_t pos = 0;
   uint32_t n_seq_id = 0;
   uint32_t seq_id_begin = 0;  // index into KvStream::seq_ids
-  int32_t ext[3] = {0, 0, 0};  // {x, y, tok}; meaningful only when KvSection::cell_ext
+  std::array<int32_t, 3> ext = {0, 0, 0};  // {x, y, tok}; only when KvSection::cell_ext
 };
 
 // One layer's K or V tensor in a stream. Row-major (K, and V when !v_trans): `row_size` bytes
