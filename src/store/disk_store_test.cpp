@@ -275,6 +275,22 @@ TEST(DiskStore, RemoveCancelsQueuedPut) {
   EXPECT_TRUE(OpenOrDie(dir.path(), 1 << 30, &env)->List().empty());
 }
 
+TEST(DiskStore, IndexLogIsCompactedWhenItGrows) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path(), 1 << 30, FastEnv(), 1024);
+  for (uint32_t i = 0; i < 700; ++i) store->PutAsync(MetaFor(i), PayloadPtr(i, 8));
+  store->Flush();
+  for (uint32_t i = 0; i < 690; ++i) store->Remove(MetaFor(i).key, RecordKind::kBlockRows);
+  store->Flush();  // 1390 entries for 10 live records: rewritten
+  EXPECT_LT(std::filesystem::file_size(dir.Sub("index.log")), 20u * 200);
+  store.reset();
+  store = OpenOrDie(dir.path());
+  Stats st = store->GetStats();
+  EXPECT_EQ(st.records, 10u);
+  EXPECT_EQ(st.recovery.rebuilt_from_files, 0u) << st.recovery.ToString();
+  EXPECT_EQ(ExpectAllIntact(*store), 10u);
+}
+
 TEST(DiskStore, InvalidOptions) {
   DiskStore::Options o;
   EXPECT_EQ(DiskStore::Open(o).status().code(), Status::Code::kInvalidArgument);
