@@ -1,0 +1,83 @@
+// Agent traces: seeded, deterministic sequences of OpenAI chat requests shaped like a coding
+// agent's traffic, for the benchmarks (the in-process engine bench and the HTTP bench).
+//
+// A trace has one large system prompt with tool schemas shared by every session, and several
+// sessions that each grow a conversation turn by turn: assistant tool calls (as OpenAI
+// "tool_calls" or as <tool_call> text), tool results (as "tool" messages or as user messages
+// holding <tool_response> blocks) with file contents or command output, and assistant turns
+// that open with <think>...</think> reasoning, which Qwen3-style templates strip from turns
+// before the last user message. Sessions are interleaved round-robin; one session leaves after
+// its first turn and returns after the others have finished (a "return"); one request resends a
+// session's last user message edited (a "branch"); a "restart" flag sits on a request in the
+// middle (the server, or the in-process Engine, is restarted on the same cache before it).
+//
+// The assistant turns of the history are fixed text from the generator, never what a model
+// answered, so a trace is a pure function of its TraceOptions: the same options give the same
+// requests byte for byte, on any platform.
+//
+// Text is English-like word salad from a fixed word list, so a BPE tokenizer compresses it as it
+// would ordinary prose and code. Sizes are given in approximate tokens; the real count depends
+// on the tokenizer (the bench prints it).
+//
+// Thread-safety: free functions without shared state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace prefixd::bench {
+
+struct TraceOptions {
+  uint64_t seed = 1;
+  int n_sessions = 3;
+  int turns_per_session = 3;   // requests per session (not counting the branch)
+  int system_tokens = 1500;    // system text plus tool schemas, approximately
+  int tool_tokens = 200;       // one tool result (file contents, command output), approximately
+  int user_tokens = 40;        // one user message, approximately
+  int think_tokens = 60;       // the reasoning of one assistant turn, approximately
+  int max_tokens = 16;         // max_tokens of every request
+  bool branch = true;          // add a branch request (an edited last user message)
+  bool restart = true;         // put a restart flag on a request in the middle
+};
+
+// Flags of one request. A restart applies before the request is sent.
+enum TraceFlag : uint32_t {
+  kTraceBranch = 1u << 0,   // the session's last user message, edited and resent
+  kTraceReturn = 1u << 1,   // the session's first request after the other sessions ran
+  kTraceRestart = 1u << 2,  // restart the server / Engine (same cache) before this request
+};
+
+struct TraceRequest {
+  int session = 0;            // 0-based session id
+  int turn = 0;               // 0-based turn within the session (a branch repeats its turn)
+  std::string messages_json;  // an OpenAI "messages" array
+  std::string tools_json;     // an OpenAI "tools" array; "" when none
+  int max_tokens = 16;
+  uint32_t flags = 0;         // TraceFlag bits
+};
+
+// Builds the trace. REQUIRES: options are positive (InvalidArgument otherwise).
+Result<std::vector<TraceRequest>> GenerateTrace(const TraceOptions& options);
+
+// About n_tokens of English-like prose from the trace's word list; a pure function of the seed.
+// The benches use it for prompts that must never have been seen before.
+std::string WordSalad(uint64_t seed, int n_tokens);
+
+// "branch,restart"; "" when no flag is set.
+std::string TraceFlagsToString(uint32_t flags);
+
+// One request as a JSONL line (no newline): an OpenAI chat request {"model", "messages",
+// "tools", "max_tokens", "temperature": 0, "stream": false} plus
+// "prefixd_trace": {"index", "session", "turn", "flags": [..]}, which a server ignores.
+std::string TraceRequestToJsonLine(const TraceRequest& request, size_t index,
+                                   const std::string& model);
+
+// Writes / reads a whole trace as JSONL. ReadTraceJsonl names the line it cannot parse.
+Status WriteTraceJsonl(const std::string& path, const std::vector<TraceRequest>& trace,
+                       const std::string& model = "prefixd");
+Result<std::vector<TraceRequest>> ReadTraceJsonl(const std::string& path);
+
+}  // namespace prefixd::bench
