@@ -179,7 +179,9 @@ InsertOutcome PrefixCache::InsertSnapshot(const Digest& domain,
                (tail_rows != nullptr) == (s.opts.has_rows && is_tail);
   std::lock_guard<std::mutex> lock(s.mu);
   if (!valid) return s.CountInsertLocked(InsertOutcome::kRefusedInvalid);
-  Node* node = s.WalkTrieLocked(domain, prefix_tokens, p / block, !s.opts.has_rows);
+  // Depth 0 needs only the domain root, which a Tail inside Block 0 may be the first to create.
+  Node* node = s.WalkTrieLocked(domain, prefix_tokens, p / block,
+                                !s.opts.has_rows || p / block == 0);
   if (node == nullptr) return s.CountInsertLocked(InsertOutcome::kRefusedNoParent);
   InsertOutcome o;
   if (is_tail) {

@@ -1,6 +1,7 @@
 #include "engine/cache_io.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "engine/state_codec.h"
 
@@ -120,8 +121,10 @@ void CacheIo::Restore(Slot& slot) {
       slot.restored = int32_t(m.n_tokens);
       out.tier = "ram";
     } else {
-      impl_->ctx.SeqClear(slot.seq);
+      impl_->ctx.SeqClear(slot.seq);  // fail closed: prefill cold
       out.miss_reason = "restore_failed";
+      std::fprintf(stderr, "prefixd: restore of %zu tokens refused: %s\n", m.n_tokens,
+                   st.ToString().c_str());
     }
   } else {
     out.miss_reason = MissReasonText(m);

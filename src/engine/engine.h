@@ -96,6 +96,7 @@ struct EngineStats {
   std::map<std::string, uint64_t> misses_by_reason;
   std::map<std::string, uint64_t> bytes_by_tier;     // "ram", "disk"
   std::map<std::string, uint64_t> evictions_by_tier;
+  std::map<std::string, uint64_t> cache_errors;      // "capture", "publish": reuse lost
   uint32_t slots_busy = 0;
   uint32_t queue_depth = 0;
 };

@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <cstdio>
 #include <thread>
 
 #include "cache/chain_hash.h"
@@ -42,6 +43,7 @@ struct Scheduler::Impl {
   void Finish(Slot& slot, const std::string& reason);
   void Fail(Slot& slot, const Status& st);
   void CountRequest(const CompletionResult& r);
+  void CountCacheError(const char* what, const Status& st);
 };
 
 Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -219,10 +221,13 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   if (cache_io && slot.next_capture < slot.captures.size() &&
       slot.captures[slot.next_capture].pos == stop) {
     Status cst = cache_io->Capture(slot, slot.captures[slot.next_capture]);
-    (void)cst;  // a failed capture costs reuse later, never correctness now
+    if (!cst.ok()) CountCacheError("capture", cst);  // costs reuse later, never correctness
   }
   if (stop < n) return;
-  if (cache_io) (void)cache_io->Publish(slot);
+  if (cache_io) {
+    Status pst = cache_io->Publish(slot);
+    if (!pst.ok()) CountCacheError("publish", pst);
+  }
   slot.result.usage.prefill_ms = MillisSince(slot.started);
   slot.decode_started = Clock::now();
   slot.phase = Phase::kGenerate;
@@ -286,6 +291,12 @@ void Scheduler::Impl::Fail(Slot& slot, const Status& st) {
   ctx->SeqClear(slot.seq);
   std::lock_guard<std::mutex> lock(mu);
   stats.slots_busy--;
+}
+
+void Scheduler::Impl::CountCacheError(const char* what, const Status& st) {
+  std::fprintf(stderr, "prefixd: cache %s failed: %s\n", what, st.ToString().c_str());
+  std::lock_guard<std::mutex> lock(mu);
+  stats.cache_errors[what]++;
 }
 
 void Scheduler::Impl::CountRequest(const CompletionResult& r) {

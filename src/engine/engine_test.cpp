@@ -1,0 +1,221 @@
+// The cache correctness suite (issue 4): for every architecture and every scenario, greedy
+// output with the cache on equals output with the cache off token for token, and the cached
+// tokens equal the reusable length wherever a capture point was recorded at that length.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "engine/test_model.h"
+
+namespace prefixd::engine {
+namespace {
+
+constexpr uint32_t kBlock = 32;
+
+std::string ModelPath(const std::string& arch) {
+  static std::map<std::string, std::string> made;
+  auto it = made.find(arch);
+  if (it != made.end()) return it->second;
+  auto dir = std::filesystem::temp_directory_path() / ("prefixd-engine-test-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / (arch + ".gguf")).string();
+  Status st = MakeTestModel({arch, "tiny", 7}, path);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  made[arch] = path;
+  return path;
+}
+
+std::unique_ptr<Engine> MakeEngine(const std::string& arch, bool cache) {
+  EngineOptions o;
+  o.model_path = ModelPath(arch);
+  o.block_size = kBlock;
+  o.n_ctx_per_slot = 2048;
+  o.n_batch = 256;
+  o.n_ubatch = 256;
+  o.n_threads = 2;
+  o.cache_enabled = cache;
+  o.ram_budget_bytes = 512ull << 20;
+  auto e = Engine::Create(o);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
+size_t SharedPrefix(const std::vector<Token>& a, const std::vector<Token>& b) {
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  return i;
+}
+
+// What the cache has recorded so far, mirrored from the requests' outcomes: for every prompt
+// served, the positions where a restore may end.
+struct Reference {
+  struct Served {
+    std::vector<Token> tokens;
+    std::set<int32_t> points;  // recorded restore points (all positions for pure attention)
+  };
+  std::vector<Served> served;
+  bool any_position = false;
+
+  // Longest prefix shared with anything served, minus the token that must be evaluated.
+  int32_t Reusable(const std::vector<Token>& t) const {
+    size_t best = 0;
+    for (const Served& s : served) best = std::max(best, SharedPrefix(t, s.tokens));
+    return int32_t(std::min(best, t.size() - 1));
+  }
+  int32_t Expected(const std::vector<Token>& t) const {
+    const int32_t cap = int32_t(t.size()) - 1;
+    int32_t best = 0;
+    for (const Served& s : served) {
+      int32_t shared = int32_t(std::min<size_t>(SharedPrefix(t, s.tokens), cap));
+      if (any_position) {
+        best = std::max(best, shared);
+        continue;
+      }
+      for (int32_t p : s.points) {
+        if (p <= shared) best = std::max(best, p);
+      }
+    }
+    return best;
+  }
+  void Record(const Prompt& p, const CompletionResult& r) {
+    Served s{p.tokens, {}};
+    const int32_t n = int32_t(p.tokens.size());
+    const int32_t restored = r.usage.cached_tokens;
+    auto add = [&](int32_t pos) {
+      if (pos > restored && pos <= n) s.points.insert(pos);
+    };
+    for (int32_t c : p.capture_points) add(c);
+    add(r.cache.diverged_at);
+    for (int32_t b = kBlock; b <= n; b += kBlock) add(b);
+    served.push_back(std::move(s));
+  }
+};
+
+std::string Msg(const std::string& role, const std::string& content) {
+  return "{\"role\":\"" + role + "\",\"content\":\"" + content + "\"}";
+}
+
+std::string Chat(const std::vector<std::string>& msgs) {
+  std::string out = "[";
+  for (size_t i = 0; i < msgs.size(); ++i) out += (i ? "," : "") + msgs[i];
+  return out + "]";
+}
+
+const std::string kSystem = Msg(
+    "system",
+    "You are a careful coding agent. Tools: read_file(path), write_file(path, text), "
+    "run(cmd). Always explain the plan first, then call one tool at a time, and keep the "
+    "answers short. The repository holds a C++ server with a prompt cache and its tests.");
+
+class EngineCacheTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    on_ = MakeEngine(GetParam(), true);
+    off_ = MakeEngine(GetParam(), false);
+    ASSERT_TRUE(on_ && off_);
+    ref_.any_position = GetParam() == "llama";
+  }
+
+  // Serves one chat on both engines and checks both properties. Returns the text.
+  std::string Serve(const std::string& messages, const std::string& what, int max_tokens = 8) {
+    auto prompt = on_->PrepareChat(messages, "", true);
+    EXPECT_TRUE(prompt.ok()) << prompt.status().ToString();
+    if (!prompt.ok()) return "";
+    return ServePrompt(*prompt, what, max_tokens);
+  }
+
+  std::string ServePrompt(const Prompt& prompt, const std::string& what, int max_tokens = 8) {
+    CompletionRequest req;
+    req.prompt = prompt;
+    req.max_tokens = max_tokens;
+    const int32_t expected = ref_.Expected(prompt.tokens);
+    const int32_t reusable = ref_.Reusable(prompt.tokens);
+    auto with = on_->Complete(req);
+    auto without = off_->Complete(req);
+    EXPECT_TRUE(with.ok() && without.ok()) << what;
+    if (!with.ok() || !without.ok()) return "";
+    EXPECT_EQ(with->tokens, without->tokens) << what << ": output differs with the cache on";
+    EXPECT_EQ(with->usage.cached_tokens, expected)
+        << what << ": reusable " << reusable << " of " << prompt.tokens.size() << ", miss "
+        << with->cache.miss_reason;
+    EXPECT_LE(with->usage.cached_tokens, reusable) << what;
+    EXPECT_EQ(with->usage.cached_tokens + with->usage.evaluated_tokens,
+              int32_t(prompt.tokens.size())) << what;
+    EXPECT_EQ(without->usage.cached_tokens, 0) << what;
+    ref_.Record(prompt, *with);
+    return with->text;
+  }
+
+  std::unique_ptr<Engine> on_, off_;
+  Reference ref_;
+};
+
+TEST_P(EngineCacheTest, AppendedTurnsAndThinkingStripped) {
+  std::vector<std::string> msgs = {kSystem, Msg("user", "List the files in src and say which one holds the cache.")};
+  Serve(Chat(msgs), "turn 1");
+  msgs.push_back(Msg("assistant", "<think>The user wants a listing; call run.</think>I will run ls."));
+  msgs.push_back(Msg("user", "Tool result: cache.cpp engine.cpp server.cpp. Continue."));
+  Serve(Chat(msgs), "turn 2 (thinking stripped from turn 1)");
+  msgs.push_back(Msg("assistant", "<think>cache.cpp it is.</think>The cache lives in cache.cpp."));
+  msgs.push_back(Msg("user", "Now open it and summarize the eviction policy in two lines."));
+  Serve(Chat(msgs), "turn 3");
+  Serve(Chat(msgs), "exact repeat");
+}
+
+TEST_P(EngineCacheTest, DivergentSuffixBranchAndReturn) {
+  Serve(Chat({kSystem, Msg("user", "Explain what a radix tree is.")}), "session A");
+  Serve(Chat({kSystem, Msg("user", "Write a haiku about caches.")}), "divergent suffix");
+  Serve(Chat({kSystem, Msg("user", "Write a haiku about disks.")}), "branch: last message edited");
+  Serve(Chat({kSystem, Msg("user", "Write a haiku about memory.")}), "branch again at the same point");
+  Serve(Chat({kSystem, Msg("user", "Explain what a radix tree is."),
+              Msg("assistant", "A compressed trie."), Msg("user", "And a B-tree?")}),
+        "return to session A after others ran");
+}
+
+TEST_P(EngineCacheTest, InterleavedSessions) {
+  std::vector<std::string> a = {kSystem, Msg("user", "Session A asks about hashing.")};
+  std::vector<std::string> b = {kSystem, Msg("user", "Session B asks about sockets and timeouts.")};
+  for (int turn = 0; turn < 3; ++turn) {
+    Serve(Chat(a), "A turn " + std::to_string(turn));
+    Serve(Chat(b), "B turn " + std::to_string(turn));
+    a.push_back(Msg("assistant", "Answer " + std::to_string(turn) + " for A."));
+    a.push_back(Msg("user", "Follow-up " + std::to_string(turn) + " from A."));
+    b.push_back(Msg("assistant", "Answer " + std::to_string(turn) + " for B."));
+    b.push_back(Msg("user", "Follow-up " + std::to_string(turn) + " from B."));
+  }
+}
+
+TEST_P(EngineCacheTest, ShortAndBlockMultiplePrompts) {
+  auto shorter = on_->PrepareText("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  ASSERT_TRUE(shorter.ok());
+  ASSERT_LT(shorter->tokens.size(), kBlock);
+  ServePrompt(*shorter, "shorter than a block");
+  ServePrompt(*shorter, "shorter than a block, repeated");
+  // A raw prompt of exactly two blocks, then the same prompt extended.
+  std::vector<Token> words = on_->Tokenize(
+      "the quick brown fox jumps over the lazy dog while the cache keeps every block it saw "
+      "and the server answers each request with the same tokens as a cold run would give it");
+  ASSERT_GE(words.size(), 2 * kBlock);
+  Prompt exact;
+  exact.tokens.assign(words.begin(), words.begin() + 2 * kBlock);
+  ServePrompt(exact, "exact block multiple");
+  ServePrompt(exact, "exact block multiple, repeated");
+  Prompt longer = exact;
+  longer.tokens.insert(longer.tokens.end(), words.begin(), words.begin() + 5);
+  ServePrompt(longer, "block multiple extended");
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, EngineCacheTest, ::testing::ValuesIn(TestModelArchs()),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           std::replace(s.begin(), s.end(), '-', '_');
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace prefixd::engine
