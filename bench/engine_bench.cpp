@@ -104,7 +104,18 @@ struct EnginePair {
     auto e = Engine::Create(on_options);
     if (!e.ok()) return e.status();
     on = std::move(e).value();
-    return Status::OK();
+    return WarmUp(*on);
+  }
+
+  // One short request unrelated to any trace, so that first-use costs (graph allocation,
+  // thread start) are not charged to the first measured request.
+  static Status WarmUp(Engine& e) {
+    auto prompt = e.PrepareText("Warm up the engine: one two three four five six seven.");
+    if (!prompt.ok()) return prompt.status();
+    engine::CompletionRequest req;
+    req.prompt = *prompt;
+    req.max_tokens = 1;
+    return e.Complete(std::move(req)).status();
   }
 };
 
@@ -115,6 +126,8 @@ Result<EnginePair> CreateEngines(const BenchArgs& a, const std::string& model) {
   fs::remove_all(p.on_options.cache_dir, ec);  // every run starts from an empty cache
   PREFIXD_ASSIGN_OR_RETURN(p.on, Engine::Create(p.on_options));
   PREFIXD_ASSIGN_OR_RETURN(p.off, Engine::Create(MakeOptions(a, model, false)));
+  PREFIXD_RETURN_IF_ERROR(EnginePair::WarmUp(*p.on).WithContext("warm-up (cache on)"));
+  PREFIXD_RETURN_IF_ERROR(EnginePair::WarmUp(*p.off).WithContext("warm-up (cache off)"));
   return p;
 }
 
@@ -173,24 +186,31 @@ struct Totals {
 };
 
 void PrintHeader() {
-  std::printf("%4s %4s %-14s %7s %8s %7s %7s %8s %9s %9s %-5s %-16s %s\n", "#", "sess", "flags",
-              "prompt", "reusable", "cached", "eval_on", "eval_off", "pf_on_ms", "pf_off_ms",
-              "tier", "miss", "out");
+  std::printf("%4s %4s %-14s %7s %8s %7s %7s %7s %8s %9s %9s %-5s %-16s %s\n", "#", "sess",
+              "flags", "prompt", "reusable", "cached", "eng_reu", "eval_on", "eval_off",
+              "pf_on_ms", "pf_off_ms", "tier", "miss", "out");
 }
 
 void PrintRow(size_t i, const TraceRequest& t, int32_t reusable, const CompletionResult& on,
               const CompletionResult& off) {
   const std::string flags = TraceFlagsToString(t.flags);
-  std::printf("%4zu %4d %-14s %7d %8d %7d %7d %8d %9.1f %9.1f %-5s %-16s %s\n", i, t.session,
-              flags.empty() ? "-" : flags.c_str(), on.usage.prompt_tokens, reusable,
-              on.usage.cached_tokens, on.usage.evaluated_tokens, off.usage.evaluated_tokens,
+  std::printf("%4zu %4d %-14s %7d %8d %7d %7d %7d %8d %9.1f %9.1f %-5s %-16s %s\n", i,
+              t.session, flags.empty() ? "-" : flags.c_str(), on.usage.prompt_tokens, reusable,
+              on.usage.cached_tokens, on.cache.reusable_tokens, on.usage.evaluated_tokens, off.usage.evaluated_tokens,
               on.usage.prefill_ms, off.usage.prefill_ms, on.cache.tier.c_str(),
               on.cache.miss_reason.empty() ? "-" : on.cache.miss_reason.c_str(),
               on.tokens == off.tokens ? "same" : "DIFF");
   std::fflush(stdout);
 }
 
-void PrintTotals(const Totals& t) {
+// The whole replay, and the same split at the restart (reuse after it needs the disk tier).
+struct ReplayTotals {
+  Totals all, before_restart, from_restart;
+  bool restarted = false;
+};
+
+void PrintTotals(const ReplayTotals& r) {
+  const Totals& t = r.all;
   std::printf("\nTOTALS (%lld requests)\n", (long long)t.requests);
   std::printf("  prompt tokens            %lld\n", (long long)t.prompt);
   std::printf("  reusable tokens          %lld\n", (long long)t.reusable);
@@ -206,15 +226,23 @@ void PrintTotals(const Totals& t) {
   std::string misses;
   for (const auto& [reason, n] : t.misses) misses += " " + reason + "=" + std::to_string(n);
   std::printf("  miss reasons (on)       %s\n", misses.empty() ? " none" : misses.c_str());
+  if (!r.restarted) return;
+  const Totals& b = r.before_restart;
+  const Totals& f = r.from_restart;
+  std::printf("  reused / reusable before the restart  %lld / %lld  (%.1f%%)\n",
+              (long long)b.cached, (long long)b.reusable, 100 * Ratio(b.cached, b.reusable));
+  std::printf("  reused / reusable from the restart on %lld / %lld  (%.1f%%)\n",
+              (long long)f.cached, (long long)f.reusable, 100 * Ratio(f.cached, f.reusable));
 }
 
-Result<Totals> ReplayTrace(EnginePair& p, const std::vector<TraceRequest>& trace) {
-  Totals totals;
+Result<ReplayTotals> ReplayTrace(EnginePair& p, const std::vector<TraceRequest>& trace) {
+  ReplayTotals totals;
   std::vector<std::vector<Token>> earlier;
   PrintHeader();
   for (size_t i = 0; i < trace.size(); ++i) {
     const TraceRequest& t = trace[i];
     if (t.flags & kTraceRestart) {
+      totals.restarted = true;
       Progress("restart: recreating the cache-on Engine on the same cache_dir");
       PREFIXD_RETURN_IF_ERROR(p.RestartOn().WithContext("restart"));
     }
@@ -228,7 +256,8 @@ Result<Totals> ReplayTrace(EnginePair& p, const std::vector<TraceRequest>& trace
         RunBoth(p, prompt, t.max_tokens, i % 2 == 0, &on, &off).WithContext("request " +
                                                                            std::to_string(i)));
     PrintRow(i, t, reusable, on, off);
-    totals.Add(reusable, on, off);
+    totals.all.Add(reusable, on, off);
+    (totals.restarted ? totals.from_restart : totals.before_restart).Add(reusable, on, off);
     earlier.push_back(std::move(prompt.tokens));
   }
   return totals;
@@ -337,7 +366,7 @@ int Main(const BenchArgs& a) {
     }
   }
   Progress("done");
-  return totals->mismatches == 0 ? 0 : 3;
+  return totals->all.mismatches == 0 ? 0 : 3;
 }
 
 }  // namespace

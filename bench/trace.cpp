@@ -10,9 +10,11 @@ namespace {
 
 using nlohmann::json;
 
-// A word of common English takes about 1.3 tokens with a small BPE vocabulary once spaces and
-// punctuation are counted; sizes in TraceOptions are converted to words with this.
-constexpr double kWordsPerToken = 0.75;
+// Sizes in TraceOptions are converted to words with this. Measured with the test models' small
+// BPE vocabulary (docs/test-models.md), where a word of this list plus its space and punctuation
+// takes about 2.4 tokens; a real 150K-token vocabulary needs about 1.3, so the same options give
+// roughly half as many tokens there.
+constexpr double kWordsPerToken = 0.42;
 
 int WordsFor(int tokens) { return std::max(1, int(tokens * kWordsPerToken)); }
 
@@ -178,21 +180,28 @@ json ToolSchema(Rng& rng, const ToolSpec& t, int n_words) {
            {{"name", t.name}, {"description", Prose(rng, n_words / 2)}, {"parameters", params}}}};
 }
 
-// The shared system prompt (text) and tools (JSON): about a quarter of the budget in tools.
+// The shared system prompt (text) and tools (JSON).
 struct SystemPart {
   std::string text;
   std::string tools_json;
 };
 
+// The JSON structure of one tool schema plus its share of the template's tool header, in
+// tokens of the test models' vocabulary (measured): the part of the budget that is not prose.
+constexpr int kToolOverheadTokens = 150;
+
+// An eighth of the prose goes into the tool descriptions, the rest into the rules; budgets
+// below the tool schemas' own size (~1000 tokens) give a short rules section.
 SystemPart MakeSystem(Rng& rng, int n_tokens) {
-  const int n_words = WordsFor(n_tokens);
-  const int tool_words = n_words / 4 / int(std::size(kTools));
+  const int n_tools = int(std::size(kTools));
+  const int prose_tokens = std::max(100, n_tokens - n_tools * kToolOverheadTokens);
+  const int tool_words = WordsFor(prose_tokens / 8) / n_tools;
   json tools = json::array();
   for (const ToolSpec& t : kTools) tools.push_back(ToolSchema(rng, t, tool_words));
   std::string text =
       "You are a coding agent working in a software repository. Use the tools to read files, "
       "run commands and search the code, then answer the user.\n\n# Rules\n";
-  int left = n_words - n_words / 4;
+  int left = WordsFor(prose_tokens - prose_tokens / 8);
   for (int i = 1; left > 0; ++i) {
     const int n = std::min(left, 20 + int(rng.Below(40)));
     text += std::to_string(i) + ". " + Prose(rng, n) + "\n";
