@@ -55,18 +55,21 @@ std::vector<CapturePoint> PlanCaptures(const Prompt& prompt, int32_t restored, i
 struct CacheIo::Impl {
   Context& ctx;
   cache::PrefixCache& cache;
+  cache::DiskTier* disk;
   CacheIoOptions options;
   std::optional<StateShape> shape;  // learned once from a one-token state
   Status shape_status;
 
-  Impl(Context& c, cache::PrefixCache& pc, const CacheIoOptions& o) : ctx(c), cache(pc), options(o) {}
+  Impl(Context& c, cache::PrefixCache& pc, cache::DiskTier* d, const CacheIoOptions& o)
+      : ctx(c), cache(pc), disk(d), options(o) {}
 
   Status LearnShape(int32_t seq);
   Status RestoreMatch(Slot& slot, const cache::PrefixCache::Match& m);
 };
 
-CacheIo::CacheIo(Context& ctx, cache::PrefixCache& cache, const CacheIoOptions& options)
-    : impl_(std::make_unique<Impl>(ctx, cache, options)) {}
+CacheIo::CacheIo(Context& ctx, cache::PrefixCache& cache, cache::DiskTier* disk,
+                 const CacheIoOptions& options)
+    : impl_(std::make_unique<Impl>(ctx, cache, disk, options)) {}
 CacheIo::~CacheIo() = default;
 
 // Decodes one token into the (empty) sequence to learn the state's shape, then clears it.
@@ -109,9 +112,17 @@ Status CacheIo::Impl::RestoreMatch(Slot& slot, const cache::PrefixCache::Match& 
 void CacheIo::Restore(Slot& slot) {
   const Prompt& prompt = slot.job->request.prompt;
   const auto& tokens = prompt.tokens;
-  cache::PrefixCache::Match m =
-      impl_->cache.Lookup(slot.domain, tokens, tokens.size() - 1);
+  const size_t max_len = tokens.size() - 1;
+  cache::PrefixCache::Match m = impl_->cache.Lookup(slot.domain, tokens, max_len);
   CacheOutcome& out = slot.result.cache;
+  const char* tier = "ram";
+  if (impl_->disk && m.n_tokens < max_len &&
+      impl_->disk->Promote(slot.domain, tokens, max_len, m) > m.n_tokens) {
+    size_t diverged = m.diverged_at;
+    m = impl_->cache.Lookup(slot.domain, tokens, max_len);
+    m.diverged_at = std::max(m.diverged_at, diverged);
+    tier = "disk";
+  }
   out.reusable_tokens = int32_t(std::min(m.diverged_at, tokens.size() - 1));
   out.diverged_at = m.diverged_at < tokens.size() ? int32_t(m.diverged_at) : -1;
   slot.restored = 0;
@@ -119,7 +130,7 @@ void CacheIo::Restore(Slot& slot) {
     Status st = impl_->RestoreMatch(slot, m);
     if (st.ok()) {
       slot.restored = int32_t(m.n_tokens);
-      out.tier = "ram";
+      out.tier = tier;
     } else {
       impl_->ctx.SeqClear(slot.seq);  // fail closed: prefill cold
       out.miss_reason = "restore_failed";
@@ -166,7 +177,10 @@ Status CacheIo::Publish(Slot& slot) {
     PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> r, EncodeRows(*parsed, k * B, (k + 1) * B));
     rows.push_back(MakePayload(std::move(r)));
   }
-  if (!rows.empty()) impl_->cache.InsertBlocks(slot.domain, tokens, size_t(first), rows);
+  if (!rows.empty()) {
+    impl_->cache.InsertBlocks(slot.domain, tokens, size_t(first), rows);
+    if (impl_->disk) impl_->disk->SpillBlocks(slot.domain, tokens, size_t(first), rows);
+  }
   // For pure attention the whole prompt is a Tail: any later prefix of it is restorable.
   if (has_rows && !impl_->options.needs_snapshot && n % B != 0) {
     slot.pending.push_back({n, SnapshotKind::kTail, {}});
@@ -182,6 +196,7 @@ Status CacheIo::Publish(Slot& slot) {
     if (!snap && !tail) continue;
     std::span<const Token> prefix(tokens.data(), size_t(s.pos));
     impl_->cache.InsertSnapshot(slot.domain, prefix, s.kind, snap, tail);
+    if (impl_->disk) impl_->disk->SpillSnapshot(slot.domain, prefix, s.kind, snap, tail);
   }
   slot.pending.clear();
   return Status::OK();

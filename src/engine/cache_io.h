@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "cache/disk_tier.h"
 #include "cache/prefix_cache.h"
 #include "engine/context.h"
 #include "engine/job.h"
@@ -21,8 +22,9 @@ struct CacheIoOptions {
 
 class CacheIo {
  public:
-  // REQUIRES: ctx and cache outlive this object.
-  CacheIo(Context& ctx, cache::PrefixCache& cache, const CacheIoOptions& options);
+  // REQUIRES: ctx, cache and disk (null: no disk tier) outlive this object.
+  CacheIo(Context& ctx, cache::PrefixCache& cache, cache::DiskTier* disk,
+          const CacheIoOptions& options);
   ~CacheIo();
 
   // Looks up slot.job's prompt, restores the longest restorable prefix into slot.seq and sets

@@ -67,5 +67,6 @@ const std::string& Engine::model_name() const { return impl_->options.model_path
 uint32_t Engine::n_ctx_per_slot() const { return impl_->options.n_ctx_per_slot; }
 EngineStats Engine::GetStats() const { return impl_->scheduler->GetStats(); }
 Status Engine::ClearCache() { return impl_->scheduler->ClearCache(); }
+void Engine::FlushCache() { impl_->scheduler->FlushDisk(); }
 
 }  // namespace prefixd::engine

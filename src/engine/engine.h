@@ -127,6 +127,8 @@ class Engine {
   int32_t n_vocab() const;
   EngineStats GetStats() const;
   Status ClearCache();
+  // Waits until everything published so far is written to the disk tier.
+  void FlushCache();
 
  private:
   struct Impl;

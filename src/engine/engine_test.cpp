@@ -30,8 +30,10 @@ std::string ModelPath(const std::string& arch) {
   return path;
 }
 
-std::unique_ptr<Engine> MakeEngine(const std::string& arch, bool cache) {
+std::unique_ptr<Engine> MakeEngine(const std::string& arch, bool cache,
+                                   const std::string& cache_dir = "") {
   EngineOptions o;
+  o.cache_dir = cache_dir;
   o.model_path = ModelPath(arch);
   o.block_size = kBlock;
   o.n_ctx_per_slot = 2048;
@@ -208,6 +210,42 @@ TEST_P(EngineCacheTest, ShortAndBlockMultiplePrompts) {
   Prompt longer = exact;
   longer.tokens.insert(longer.tokens.end(), words.begin(), words.begin() + 5);
   ServePrompt(longer, "block multiple extended");
+}
+
+// A conversation, then a restart on the same cache dir (RAM empty): the next turn restores its
+// prefix from disk, as far as before the restart, with output equal to a cold run.
+TEST_P(EngineCacheTest, RestartReusesFromDisk) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("prefixd-engine-disk-" + std::to_string(getpid()) + "-" + GetParam());
+  std::filesystem::remove_all(dir);
+  std::vector<std::string> msgs = {kSystem, Msg("user", "Read main.cpp and explain it.")};
+  on_ = MakeEngine(GetParam(), true, dir.string());
+  ASSERT_TRUE(on_);
+  Serve(Chat(msgs), "before restart");
+  msgs.push_back(Msg("assistant", "<think>Read it first.</think>It starts the server."));
+  msgs.push_back(Msg("user", "And what does the cache do on a restart?"));
+  Serve(Chat(msgs), "turn 2 before restart");
+  on_->FlushCache();
+  on_.reset();  // the restart: RAM is gone, the disk stays
+  on_ = MakeEngine(GetParam(), true, dir.string());
+  ASSERT_TRUE(on_);
+  msgs.push_back(Msg("assistant", "It reads blocks back from disk."));
+  msgs.push_back(Msg("user", "Show me where."));
+  auto prompt = on_->PrepareChat(Chat(msgs), "", true);
+  ASSERT_TRUE(prompt.ok());
+  const int32_t expected = ref_.Expected(prompt->tokens);
+  ASSERT_GT(expected, 0);
+  CompletionRequest req;
+  req.prompt = *prompt;
+  req.max_tokens = 8;
+  auto with = on_->Complete(req);
+  auto without = off_->Complete(req);
+  ASSERT_TRUE(with.ok() && without.ok());
+  EXPECT_EQ(with->tokens, without->tokens);
+  EXPECT_EQ(with->usage.cached_tokens, expected) << with->cache.miss_reason;
+  EXPECT_EQ(with->cache.tier, "disk");
+  on_.reset();
+  std::filesystem::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, EngineCacheTest, ::testing::ValuesIn(TestModelArchs()),

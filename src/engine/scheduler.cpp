@@ -7,7 +7,9 @@
 #include <thread>
 
 #include "cache/chain_hash.h"
+#include "cache/disk_tier.h"
 #include "cache/prefix_cache.h"
+#include "store/disk_store.h"
 #include "engine/cache_io.h"
 #include "engine/context.h"
 #include "engine/domain.h"
@@ -20,6 +22,8 @@ struct Scheduler::Impl {
   EngineOptions options;
   std::unique_ptr<Context> ctx;
   std::unique_ptr<cache::PrefixCache> cache;  // null with --no-cache
+  std::unique_ptr<store::DiskStore> store;    // null without a cache dir
+  std::unique_ptr<cache::DiskTier> disk;
   std::unique_ptr<CacheIo> cache_io;
   DomainFingerprints fingerprints;
 
@@ -72,7 +76,15 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(const Model& model,
     co.has_rows = io.has_rows;
     co.needs_snapshot = io.needs_snapshot;
     impl->cache = std::make_unique<cache::PrefixCache>(co);
-    impl->cache_io = std::make_unique<CacheIo>(*impl->ctx, *impl->cache, io);
+    if (!options.cache_dir.empty()) {
+      store::DiskStore::Options so;
+      so.dir = options.cache_dir;
+      so.quota_bytes = options.disk_quota_bytes;
+      so.writer_queue_depth = 1024;
+      PREFIXD_ASSIGN_OR_RETURN(impl->store, store::DiskStore::Open(so));
+      impl->disk = std::make_unique<cache::DiskTier>(*impl->store, *impl->cache);
+    }
+    impl->cache_io = std::make_unique<CacheIo>(*impl->ctx, *impl->cache, impl->disk.get(), io);
   }
   Impl* raw = impl.get();
   impl->worker = std::thread([raw] { raw->Loop(); });
@@ -121,12 +133,22 @@ EngineStats Scheduler::GetStats() const {
     s.bytes_by_tier["ram"] = cs.ram.total();
     s.evictions_by_tier["ram"] = cs.evictions;
   }
+  if (impl_->store) {
+    store::Stats ds = impl_->store->GetStats();
+    s.bytes_by_tier["disk"] = ds.bytes;
+    s.evictions_by_tier["disk"] = ds.evictions;
+  }
   return s;
 }
 
 Status Scheduler::ClearCache() {
   if (impl_->cache) impl_->cache->Clear();
+  if (impl_->store) return impl_->store->Clear(std::nullopt);
   return Status::OK();
+}
+
+void Scheduler::FlushDisk() {
+  if (impl_->store) impl_->store->Flush();
 }
 
 void Scheduler::Impl::Loop() {

@@ -25,6 +25,8 @@ class Scheduler {
   Result<CompletionResult> Submit(CompletionRequest request);
   EngineStats GetStats() const;
   Status ClearCache();
+  // Waits until everything published so far is on disk (no-op without a disk tier).
+  void FlushDisk();
 
  private:
   struct Impl;

@@ -136,6 +136,10 @@ class DiskStoreImpl : public DiskStore {
   }
   Result<Record> Read(const Key& key, RecordKind kind) override;
   std::vector<RecordMeta> List(std::optional<Digest> domain) override;
+  bool Contains(const Key& key, RecordKind kind) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return index_.count(RecordId{key, kind}) != 0;
+  }
   Status Remove(const Key& key, RecordKind kind) override;
   Status Clear(std::optional<Digest> domain) override;
   void Flush() override;

@@ -117,6 +117,9 @@ class DiskStore {
   // As Get, returning the header read from the file too (for the caller to compare tokens).
   virtual Result<Record> Read(const Key& key, RecordKind kind) = 0;
 
+  // True when (key, kind) is published (index only, no I/O; the file may still turn out bad
+  // when read).
+  virtual bool Contains(const Key& key, RecordKind kind) = 0;
   // The published records, optionally of one domain, most recently used last.
   virtual std::vector<RecordMeta> List(std::optional<prefixd::Digest> domain = {}) = 0;
 
