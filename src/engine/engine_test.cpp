@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -246,6 +247,49 @@ TEST_P(EngineCacheTest, RestartReusesFromDisk) {
   EXPECT_EQ(with->cache.tier, "disk");
   on_.reset();
   std::filesystem::remove_all(dir);
+}
+
+// Damaged cache files after a restart: every record file gets a flipped byte or is cut short.
+// The engine starts, never restores the damaged state, and answers as a cold run does.
+TEST_P(EngineCacheTest, DamagedDiskFilesFailClosed) {
+  namespace fs = std::filesystem;
+  auto dir = fs::temp_directory_path() /
+             ("prefixd-engine-damage-" + std::to_string(getpid()) + "-" + GetParam());
+  fs::remove_all(dir);
+  std::vector<std::string> msgs = {kSystem, Msg("user", "Explain the disk format.")};
+  on_ = MakeEngine(GetParam(), true, dir.string());
+  ASSERT_TRUE(on_);
+  Serve(Chat(msgs), "before damage");
+  on_->FlushCache();
+  on_.reset();
+  size_t damaged = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir / "records")) {
+    if (!e.is_regular_file()) continue;
+    if (damaged++ % 2 == 0) {
+      fs::resize_file(e.path(), fs::file_size(e.path()) / 2);
+    } else {
+      std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(std::streamoff(fs::file_size(e.path()) - 5));
+      f.put(char(0x5a));
+    }
+  }
+  ASSERT_GT(damaged, 0u);
+  on_ = MakeEngine(GetParam(), true, dir.string());
+  ASSERT_TRUE(on_);
+  msgs.push_back(Msg("assistant", "Records with checksums."));
+  msgs.push_back(Msg("user", "And after a crash?"));
+  auto prompt = on_->PrepareChat(Chat(msgs), "", true);
+  ASSERT_TRUE(prompt.ok());
+  CompletionRequest req;
+  req.prompt = *prompt;
+  req.max_tokens = 8;
+  auto with = on_->Complete(req);
+  auto without = off_->Complete(req);
+  ASSERT_TRUE(with.ok() && without.ok());
+  EXPECT_EQ(with->tokens, without->tokens);
+  EXPECT_NE(with->cache.tier, "disk");
+  on_.reset();
+  fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, EngineCacheTest, ::testing::ValuesIn(TestModelArchs()),
