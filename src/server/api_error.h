@@ -1,0 +1,52 @@
+// ApiError: every error the HTTP server answers, in the OpenAI error shape
+//   {"error": {"message": "...", "type": "...", "param": "..." | null, "code": "..." | null}}
+//
+// The HTTP status of an error is chosen in exactly one place, HttpStatusOf(ErrorKind); nothing
+// else in the server picks a status for an error. Engine Statuses become ApiErrors through
+// ApiErrorFromStatus(). Pure functions; thread-safe.
+#pragma once
+
+#include <string>
+
+#include "util/status.h"
+
+namespace prefixd::server {
+
+enum class ErrorKind {
+  kInvalidRequest,    // 400: malformed JSON, wrong types, out-of-range parameters
+  kContextExceeded,   // 400: the prompt does not fit the context
+  kUnauthorized,      // 401: missing or unknown API key
+  kNotFound,          // 404: no such route
+  kModelNotFound,     // 404: the request names a model this server does not serve
+  kMethodNotAllowed,  // 405
+  kPayloadTooLarge,   // 413: the body is over --max-body
+  kOverloaded,        // 503 + Retry-After: the request queue is full
+  kInternal,          // 500
+};
+
+struct ApiError {
+  ErrorKind kind = ErrorKind::kInvalidRequest;
+  std::string message;
+  std::string param;  // "" -> null
+  std::string code;   // "" -> null
+
+  static ApiError Invalid(std::string message, std::string param = "") {
+    return {ErrorKind::kInvalidRequest, std::move(message), std::move(param), ""};
+  }
+};
+
+// The HTTP status for an error kind. The only place an error's status is chosen.
+int HttpStatusOf(ErrorKind kind);
+// The OpenAI "type" for an error kind ("invalid_request_error", "server_error", ...).
+const char* ErrorTypeOf(ErrorKind kind);
+// Seconds a client should wait before retrying, or 0 when retrying won't help.
+int RetryAfterSecondsOf(ErrorKind kind);
+
+// The response body: {"error": {...}} as compact JSON text.
+std::string ErrorBody(const ApiError& error);
+
+// Maps an engine Status (not OK) to an ApiError: InvalidArgument -> 400 (context_length_exceeded
+// when the message says the prompt does not fit), ResourceExhausted -> 503, else 500.
+ApiError ApiErrorFromStatus(const Status& status);
+
+}  // namespace prefixd::server

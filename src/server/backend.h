@@ -1,0 +1,45 @@
+// Backend: the few engine calls the HTTP routes need, as an interface so that the routes,
+// validation, streaming, metrics and admission logic can be tested against a fake.
+// NewEngineBackend() adapts the real engine::Engine (engine_backend.cpp); the contract of every
+// method is the engine's (engine/engine.h).
+//
+// Thread-safety: every method may be called from any thread; Complete() blocks its caller.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace prefixd::server {
+
+using engine::CompletionRequest;
+using engine::CompletionResult;
+using engine::EngineStats;
+using engine::Prompt;
+using engine::Token;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Result<Prompt> PrepareChat(const std::string& messages_json,
+                                     const std::string& tools_json,
+                                     bool add_generation_prompt) const = 0;
+  virtual Result<Prompt> PrepareText(const std::string& text) const = 0;
+  // Blocks until done. ResourceExhausted when the queue is full; InvalidArgument when the
+  // prompt does not fit the context; finish_reason "cancelled" when on_piece returned false.
+  virtual Result<CompletionResult> Complete(CompletionRequest request) = 0;
+  virtual std::string Detokenize(const std::vector<Token>& tokens) const = 0;
+  virtual std::string model_name() const = 0;
+  virtual uint32_t n_ctx_per_slot() const = 0;
+  virtual int32_t n_vocab() const = 0;
+  virtual EngineStats GetStats() const = 0;
+  virtual Status ClearCache() = 0;
+};
+
+// Wraps the real engine. REQUIRES: engine is not null.
+std::unique_ptr<Backend> NewEngineBackend(std::unique_ptr<engine::Engine> engine);
+
+}  // namespace prefixd::server

@@ -1,0 +1,40 @@
+// The Backend over the real engine: a thin forwarding adapter.
+#include "server/backend.h"
+
+namespace prefixd::server {
+namespace {
+
+class EngineBackend final : public Backend {
+ public:
+  explicit EngineBackend(std::unique_ptr<engine::Engine> engine) : engine_(std::move(engine)) {}
+
+  Result<Prompt> PrepareChat(const std::string& messages_json, const std::string& tools_json,
+                             bool add_generation_prompt) const override {
+    return engine_->PrepareChat(messages_json, tools_json, add_generation_prompt);
+  }
+  Result<Prompt> PrepareText(const std::string& text) const override {
+    return engine_->PrepareText(text);
+  }
+  Result<CompletionResult> Complete(CompletionRequest request) override {
+    return engine_->Complete(std::move(request));
+  }
+  std::string Detokenize(const std::vector<Token>& tokens) const override {
+    return engine_->Detokenize(tokens);
+  }
+  std::string model_name() const override { return engine_->model_name(); }
+  uint32_t n_ctx_per_slot() const override { return engine_->n_ctx_per_slot(); }
+  int32_t n_vocab() const override { return engine_->n_vocab(); }
+  EngineStats GetStats() const override { return engine_->GetStats(); }
+  Status ClearCache() override { return engine_->ClearCache(); }
+
+ private:
+  std::unique_ptr<engine::Engine> engine_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> NewEngineBackend(std::unique_ptr<engine::Engine> engine) {
+  return std::make_unique<EngineBackend>(std::move(engine));
+}
+
+}  // namespace prefixd::server

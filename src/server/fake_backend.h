@@ -1,0 +1,113 @@
+// FakeBackend: a Backend for the server's unit tests (never linked into prefixd).
+// Tokens are bytes (n_vocab 256); the reply is a fixed string sent one byte per piece, with an
+// optional delay; the "cache" reports as cached the longest prefix shared with an earlier
+// prompt of the same tenant salt. Thread-safe.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "server/backend.h"
+
+namespace prefixd::server {
+
+class FakeBackend : public Backend {
+ public:
+  std::string reply = "Hello, world!";
+  std::chrono::milliseconds piece_delay{0};
+  uint32_t n_ctx = 256;
+  std::atomic<bool> queue_full{false};
+  std::atomic<int> cancelled{0};
+  std::atomic<int> completions{0};
+
+  Result<Prompt> PrepareChat(const std::string& messages_json, const std::string& tools_json,
+                             bool) const override {
+    if (messages_json.find("\"bad-template\"") != std::string::npos) {
+      return Status::InvalidArgument("chat template failed on the messages");
+    }
+    return PrepareText(messages_json + tools_json);
+  }
+  Result<Prompt> PrepareText(const std::string& text) const override {
+    Prompt p;
+    for (unsigned char c : text) p.tokens.push_back(Token(c));
+    return p;
+  }
+  Result<CompletionResult> Complete(CompletionRequest request) override {
+    if (queue_full) return Status::ResourceExhausted("queue full (64 waiting)");
+    ++completions;
+    CompletionResult r;
+    r.usage.prompt_tokens = int32_t(request.prompt.tokens.size());
+    r.usage.cached_tokens = CachedPrefix(request);
+    r.usage.evaluated_tokens = r.usage.prompt_tokens - r.usage.cached_tokens;
+    r.cache.tier = r.usage.cached_tokens > 0 ? "ram" : "none";
+    if (r.usage.cached_tokens == 0) r.cache.miss_reason = "no_entry";
+    r.finish_reason = "length";
+    for (int i = 0; i < request.max_tokens; ++i) {
+      if (size_t(i) >= reply.size()) {
+        r.finish_reason = "stop";
+        break;
+      }
+      if (piece_delay.count() > 0) std::this_thread::sleep_for(piece_delay);
+      std::string piece(1, reply[size_t(i)]);
+      if (request.on_piece && !request.on_piece(piece)) {
+        r.finish_reason = "cancelled";
+        ++cancelled;
+        break;
+      }
+      r.text += piece;
+      r.tokens.push_back(Token((unsigned char)piece[0]));
+    }
+    r.usage.completion_tokens = int32_t(r.tokens.size());
+    std::lock_guard<std::mutex> lock(mu_);
+    last_salt_ = request.tenant_salt;
+    return r;
+  }
+  std::string Detokenize(const std::vector<Token>& tokens) const override {
+    std::string s;
+    for (Token t : tokens) s += char(t);
+    return s;
+  }
+  std::string model_name() const override { return "fake-model"; }
+  uint32_t n_ctx_per_slot() const override { return n_ctx; }
+  int32_t n_vocab() const override { return 256; }
+  EngineStats GetStats() const override {
+    EngineStats s;
+    s.requests = uint64_t(completions.load());
+    s.misses_by_reason["no_entry"] = 1;
+    s.bytes_by_tier["ram"] = 1234;
+    return s;
+  }
+  Status ClearCache() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    seen_.clear();
+    return Status::OK();
+  }
+  std::string last_salt() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_salt_;
+  }
+
+ private:
+  int32_t CachedPrefix(const CompletionRequest& req) {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t best = 0;
+    for (const auto& [salt, tokens] : seen_) {
+      if (salt != req.tenant_salt) continue;
+      auto mm = std::mismatch(tokens.begin(), tokens.end(), req.prompt.tokens.begin(),
+                              req.prompt.tokens.end());
+      best = std::max(best, size_t(mm.first - tokens.begin()));
+    }
+    best = std::min(best, req.prompt.tokens.empty() ? 0 : req.prompt.tokens.size() - 1);
+    seen_.emplace_back(req.tenant_salt, req.prompt.tokens);
+    return int32_t(best);
+  }
+
+  mutable std::mutex mu_;
+  std::vector<std::pair<std::string, std::vector<Token>>> seen_;
+  std::string last_salt_;
+};
+
+}  // namespace prefixd::server

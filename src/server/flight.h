@@ -1,0 +1,68 @@
+// Flight: one completion from the moment it is handed to the engine to its log line.
+//
+// It owns the CompletionRun, watches the client's connection while it waits (a client that
+// went away, or a server that is stopping, cancels the run, which frees its slot at the
+// engine's next piece), measures time to first text, and writes the request's log line and
+// completion metrics exactly once — at the latest when it is destroyed.
+//
+// Thread-safety: used by one thread at a time (the handler, then the stream writer).
+#pragma once
+
+#include <httplib.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "server/completion_run.h"
+#include <functional>
+#include "server/response_json.h"
+#include "server/routes.h"
+
+namespace prefixd::server {
+
+class Flight {
+ public:
+  // Starts the run. `meta` names the response; `route` labels logs.
+  Flight(const RouteContext& ctx, const httplib::Request& req, ResponseMeta meta,
+         std::string route, std::string tenant_label, CompletionRequest request, bool stream);
+  ~Flight();
+  Flight(const Flight&) = delete;
+  Flight& operator=(const Flight&) = delete;
+
+  // Waits for text (kText, moved into *text) or the end (kFinished), cancelling the run when
+  // the client goes away meanwhile. Never returns kTimeout.
+  CompletionRun::Event Wait(std::string* text);
+  // Cancels the run (the client is gone) and waits for it to end.
+  void Abandon();
+  // Waits for the end, discarding text.
+  void Drain();
+
+  // REQUIRES: Wait() returned kFinished (or Drain()/Abandon() returned).
+  Result<CompletionResult>& result() { return run_->result(); }
+  const ResponseMeta& meta() const { return meta_; }
+
+  // Writes the log line and the metrics. `status` is the HTTP status sent (200 for a stream
+  // whose headers went out). Only the first call counts.
+  void Log(int status);
+
+ private:
+  const RouteContext& ctx_;
+  ResponseMeta meta_;
+  std::string route_;
+  std::string tenant_label_;
+  bool stream_;
+  std::vector<Token> prompt_tokens_;  // kept for the divergence context in the log
+  std::function<bool()> connection_closed_;  // httplib's check on the request's socket
+  // Cancels the run when the client is gone or the server stops (at most every poll interval).
+  void CheckClient();
+
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_check_;
+  double ttft_seconds_ = -1;
+  bool finished_ = false;
+  bool logged_ = false;
+  std::unique_ptr<CompletionRun> run_;
+};
+
+}  // namespace prefixd::server

@@ -1,0 +1,162 @@
+#include "server/metrics.h"
+
+#include <cinttypes>
+#include <cstdio>
+
+namespace prefixd::server {
+namespace {
+
+const std::vector<double>& LatencyBounds() {
+  static const std::vector<double> kBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                              1,     2.5,  5,     10,   30,  60,  120, 300};
+  return kBounds;
+}
+
+std::string Num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+void Header(const char* name, const char* type, const char* help, std::string* out) {
+  *out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void Sample(const std::string& name, const std::string& labels, double v, std::string* out) {
+  *out += name + (labels.empty() ? "" : "{" + labels + "}") + " " + Num(v) + "\n";
+}
+
+// Label values are route names, tiers and miss reasons chosen by code; escape anyway.
+std::string Label(const std::string& key, const std::string& value) {
+  std::string v;
+  for (char c : value) {
+    if (c == '\\' || c == '"') v += '\\';
+    if (c == '\n') { v += "\\n"; continue; }
+    v += c;
+  }
+  return key + "=\"" + v + "\"";
+}
+
+void Counter(const char* name, const char* help, uint64_t v, std::string* out) {
+  Header(name, "counter", help, out);
+  Sample(name, "", double(v), out);
+}
+
+void Gauge(const char* name, const char* help, double v, std::string* out) {
+  Header(name, "gauge", help, out);
+  Sample(name, "", v, out);
+}
+
+void ByLabel(const char* name, const char* type, const char* help, const char* key,
+             const std::map<std::string, uint64_t>& values, std::string* out) {
+  Header(name, type, help, out);
+  for (const auto& [k, v] : values) Sample(name, Label(key, k), double(v), out);
+}
+
+void RenderEngine(const engine::EngineStats& s, std::string* out) {
+  Counter("prefixd_completions_total", "Completions the engine ran.", s.requests, out);
+  Counter("prefixd_prompt_tokens_total", "Prompt tokens of all completions.", s.prompt_tokens,
+          out);
+  Counter("prefixd_cached_tokens_total", "Prompt tokens restored from the cache.",
+          s.cached_tokens, out);
+  Counter("prefixd_evaluated_tokens_total", "Prompt tokens evaluated (prefilled).",
+          s.evaluated_tokens, out);
+  Counter("prefixd_generated_tokens_total", "Tokens generated.", s.generated_tokens, out);
+  ByLabel("prefixd_cache_hits_total", "counter", "Completions that restored a prefix, by tier.",
+          "tier", {{"ram", s.hits_ram}, {"disk", s.hits_disk}}, out);
+  Counter("prefixd_cache_misses_total", "Completions that restored nothing.", s.misses, out);
+  ByLabel("prefixd_cache_misses_by_reason_total", "counter", "Cache misses by reason.", "reason",
+          s.misses_by_reason, out);
+  ByLabel("prefixd_cache_bytes", "gauge", "Bytes held by the cache, by tier.", "tier",
+          s.bytes_by_tier, out);
+  ByLabel("prefixd_cache_evictions_total", "counter", "Cache entries evicted, by tier.", "tier",
+          s.evictions_by_tier, out);
+  Gauge("prefixd_slots_busy", "Slots running a request now.", s.slots_busy, out);
+  Gauge("prefixd_queue_depth", "Requests waiting for a slot now.", s.queue_depth, out);
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::Observe(double value) {
+  size_t i = 0;
+  while (i < bounds_.size() && value > bounds_[i]) ++i;
+  ++counts_[i];
+  sum_ += value;
+  ++count_;
+}
+
+void Histogram::Render(const std::string& name, const std::string& labels,
+                       std::string* out) const {
+  std::string sep = labels.empty() ? "" : labels + ",";
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    std::string le = i < bounds_.size() ? Num(bounds_[i]) : "+Inf";
+    Sample(name + "_bucket", sep + Label("le", le), double(cumulative), out);
+  }
+  Sample(name + "_sum", labels, sum_, out);
+  Sample(name + "_count", labels, double(count_), out);
+}
+
+ServerMetrics::ServerMetrics()
+    : ttft_(LatencyBounds()), prefill_(LatencyBounds()), queue_wait_(LatencyBounds()) {}
+
+void ServerMetrics::RecordRequest(const std::string& route, int status, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++requests_[{route, status}];
+  auto it = duration_by_route_.try_emplace(route, LatencyBounds()).first;
+  it->second.Observe(seconds);
+}
+
+void ServerMetrics::RecordCompletion(const engine::CompletionResult& result,
+                                     double ttft_seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ttft_seconds >= 0) ttft_.Observe(ttft_seconds);
+  prefill_.Observe(result.usage.prefill_ms / 1000.0);
+  queue_wait_.Observe(result.usage.queue_ms / 1000.0);
+}
+
+void ServerMetrics::RecordCancelled() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++cancelled_;
+}
+
+void ServerMetrics::RenderServer(std::string* out) const {
+  Header("prefixd_http_requests_total", "counter", "HTTP requests by route and status.", out);
+  for (const auto& [key, n] : requests_) {
+    Sample("prefixd_http_requests_total",
+           Label("route", key.first) + "," + Label("status", std::to_string(key.second)),
+           double(n), out);
+  }
+  Header("prefixd_http_request_duration_seconds", "histogram",
+         "HTTP request latency, by route.", out);
+  for (const auto& [route, h] : duration_by_route_) {
+    h.Render("prefixd_http_request_duration_seconds", Label("route", route), out);
+  }
+  Header("prefixd_time_to_first_token_seconds", "histogram",
+         "From request arrival to the first generated text.", out);
+  ttft_.Render("prefixd_time_to_first_token_seconds", "", out);
+  Header("prefixd_prefill_seconds", "histogram", "Prompt evaluation time per completion.", out);
+  prefill_.Render("prefixd_prefill_seconds", "", out);
+  Header("prefixd_queue_wait_seconds", "histogram", "Time waiting for a slot per completion.",
+         out);
+  queue_wait_.Render("prefixd_queue_wait_seconds", "", out);
+  Counter("prefixd_requests_cancelled_total",
+          "Completions cancelled because the client went away or the server stopped.",
+          cancelled_, out);
+}
+
+std::string ServerMetrics::Render(const engine::EngineStats& engine) const {
+  std::string out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    RenderServer(&out);
+  }
+  RenderEngine(engine, &out);
+  return out;
+}
+
+}  // namespace prefixd::server

@@ -1,0 +1,58 @@
+// ServerMetrics: what the HTTP layer counts (requests by route and status, latencies,
+// cancellations), rendered together with the engine's counters as Prometheus text
+// (exposition format 0.0.4) for GET /metrics. docs/http-api.md lists every name.
+//
+// Thread-safety: every method may be called from any thread (one mutex).
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace prefixd::server {
+
+// A Prometheus histogram with fixed upper bounds (seconds). Not thread-safe by itself.
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds);
+  void Observe(double value);
+  // Appends the _bucket/_sum/_count lines; `labels` is "" or `k="v"` pairs without braces.
+  void Render(const std::string& name, const std::string& labels, std::string* out) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bound, not cumulative; one more for +Inf
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+class ServerMetrics {
+ public:
+  ServerMetrics();
+
+  // One finished HTTP request. `route` is the matched route pattern ("other" for the rest).
+  void RecordRequest(const std::string& route, int status, double seconds);
+  // One finished completion (whatever its end), with its time to first token (< 0: none).
+  void RecordCompletion(const engine::CompletionResult& result, double ttft_seconds);
+  void RecordCancelled();
+
+  // The whole /metrics page.
+  std::string Render(const engine::EngineStats& engine) const;
+
+ private:
+  void RenderServer(std::string* out) const;
+
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, uint64_t> requests_;  // (route, status) -> count
+  std::map<std::string, Histogram> duration_by_route_;
+  Histogram ttft_;
+  Histogram prefill_;
+  Histogram queue_wait_;
+  uint64_t cancelled_ = 0;
+};
+
+}  // namespace prefixd::server

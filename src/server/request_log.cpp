@@ -1,0 +1,94 @@
+#include "server/request_log.h"
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+
+#include "server/backend.h"
+
+namespace prefixd::server {
+namespace {
+
+constexpr int kContextTokens = 4;
+std::atomic<bool> g_enabled{true};
+
+bool NeedsQuotes(const std::string& v) {
+  if (v.empty()) return true;
+  for (unsigned char c : v) {
+    if (c <= ' ' || c == '"' || c == '=' || c == '\\' || c == 0x7f) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string LogfmtValue(const std::string& value) {
+  if (!NeedsQuotes(value)) return value;
+  std::string out = "\"";
+  for (unsigned char c : value) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c < ' ' || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out + "\"";
+}
+
+LogLine& LogLine::Add(const std::string& key, const std::string& value) {
+  text_ += " " + key + "=" + LogfmtValue(value);
+  return *this;
+}
+
+LogLine& LogLine::Add(const std::string& key, long long value) {
+  text_ += " " + key + "=" + std::to_string(value);
+  return *this;
+}
+
+LogLine& LogLine::Add(const std::string& key, double value) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", value);
+  text_ += " " + key + "=" + buf;
+  return *this;
+}
+
+LogLine& LogLine::AddCompletion(const engine::CompletionResult& r) {
+  const engine::Usage& u = r.usage;
+  Add("prompt_tokens", (long long)u.prompt_tokens).Add("cached", (long long)u.cached_tokens);
+  Add("evaluated", (long long)u.evaluated_tokens).Add("completion", (long long)u.completion_tokens);
+  Add("tier", r.cache.tier);
+  if (!r.cache.miss_reason.empty()) Add("miss_reason", r.cache.miss_reason);
+  Add("finish", r.finish_reason);
+  Add("queue_ms", u.queue_ms).Add("prefill_ms", u.prefill_ms).Add("decode_ms", u.decode_ms);
+  return *this;
+}
+
+LogLine& LogLine::AddDivergence(const Backend& backend, const std::vector<engine::Token>& prompt,
+                                int32_t at) {
+  if (at < 0 || size_t(at) > prompt.size()) return *this;
+  size_t lo = at >= kContextTokens ? size_t(at - kContextTokens) : 0;
+  size_t hi = std::min(prompt.size(), size_t(at) + kContextTokens);
+  std::vector<engine::Token> before(prompt.begin() + lo, prompt.begin() + at);
+  std::vector<engine::Token> after(prompt.begin() + at, prompt.begin() + hi);
+  Add("diverged_at", (long long)at);
+  return Add("diverged", backend.Detokenize(before) + "\u27e8|\u27e9" + backend.Detokenize(after));
+}
+
+void WriteLogLine(const LogLine& line) {
+  if (!g_enabled) return;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  std::fprintf(stderr, "%s\n", line.text().c_str());
+  std::fflush(stderr);
+}
+
+void SetRequestLogEnabled(bool enabled) { g_enabled = enabled; }
+
+}  // namespace prefixd::server

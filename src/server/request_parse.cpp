@@ -1,0 +1,371 @@
+#include "server/request_parse.h"
+
+#include <nlohmann/json.hpp>
+
+namespace prefixd::server {
+
+using json = nlohmann::json;
+using MaybeError = std::optional<ApiError>;
+
+namespace {
+
+constexpr int kMaxDepth = 64;       // deeper bodies are refused before parsing
+constexpr size_t kMaxStops = 16;
+
+// True when no array/object in `body` nests deeper than `max_depth` (strings skipped).
+bool DepthWithin(const std::string& body, int max_depth) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return false;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return true;
+}
+
+MaybeError ParseObject(const std::string& body, json* out) {
+  if (!DepthWithin(body, kMaxDepth)) {
+    return ApiError::Invalid("request body nests deeper than " + std::to_string(kMaxDepth));
+  }
+  *out = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (out->is_discarded()) {
+    return ApiError::Invalid("request body is not valid JSON");
+  }
+  if (!out->is_object()) return ApiError::Invalid("request body must be a JSON object");
+  return std::nullopt;
+}
+
+// A field that is absent or null counts as not given.
+const json* Field(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  return (it == obj.end() || it->is_null()) ? nullptr : &*it;
+}
+
+std::string TypeName(const json& j) { return j.type_name(); }
+
+MaybeError WrongType(const char* key, const char* want, const json& got) {
+  return ApiError::Invalid(std::string("'") + key + "' must be " + want + ", got " +
+                               TypeName(got),
+                           key);
+}
+
+MaybeError GetBool(const json& obj, const char* key, bool* out) {
+  const json* f = Field(obj, key);
+  if (!f) return std::nullopt;
+  if (!f->is_boolean()) return WrongType(key, "a boolean", *f);
+  *out = f->get<bool>();
+  return std::nullopt;
+}
+
+MaybeError GetString(const json& obj, const char* key, std::string* out) {
+  const json* f = Field(obj, key);
+  if (!f) return std::nullopt;
+  if (!f->is_string()) return WrongType(key, "a string", *f);
+  *out = f->get<std::string>();
+  return std::nullopt;
+}
+
+MaybeError GetNumber(const json& obj, const char* key, double lo, double hi, double* out) {
+  const json* f = Field(obj, key);
+  if (!f) return std::nullopt;
+  if (!f->is_number()) return WrongType(key, "a number", *f);
+  double v = f->get<double>();
+  if (!(v >= lo && v <= hi)) {
+    return ApiError::Invalid(std::string("'") + key + "' must be between " +
+                                 json(lo).dump() + " and " + json(hi).dump() + ", got " +
+                                 f->dump(),
+                             key);
+  }
+  *out = v;
+  return std::nullopt;
+}
+
+MaybeError GetInt(const json& obj, const char* key, int64_t lo, int64_t hi, int64_t* out) {
+  const json* f = Field(obj, key);
+  if (!f) return std::nullopt;
+  if (!f->is_number_integer()) return WrongType(key, "an integer", *f);
+  bool too_big = f->is_number_unsigned() && f->get<uint64_t>() > uint64_t(INT64_MAX);
+  int64_t v = too_big ? INT64_MAX : f->get<int64_t>();
+  if (too_big || v < lo || v > hi) {
+    return ApiError::Invalid(std::string("'") + key + "' must be between " +
+                                 std::to_string(lo) + " and " + std::to_string(hi) + ", got " +
+                                 f->dump(),
+                             key);
+  }
+  *out = v;
+  return std::nullopt;
+}
+
+MaybeError Unsupported(const char* key, const std::string& what) {
+  return ApiError::Invalid(what + " is not supported by this server", key);
+}
+
+MaybeError ParseStop(const json& obj, std::vector<std::string>* out) {
+  const json* f = Field(obj, "stop");
+  if (!f) return std::nullopt;
+  if (f->is_string()) {
+    if (!f->get<std::string>().empty()) out->push_back(f->get<std::string>());
+    return std::nullopt;
+  }
+  if (!f->is_array()) return WrongType("stop", "a string or an array of strings", *f);
+  if (f->size() > kMaxStops) {
+    return ApiError::Invalid("'stop' has more than " + std::to_string(kMaxStops) + " entries",
+                             "stop");
+  }
+  for (const json& s : *f) {
+    if (!s.is_string()) return WrongType("stop", "a string or an array of strings", s);
+    if (!s.get<std::string>().empty()) out->push_back(s.get<std::string>());
+  }
+  return std::nullopt;
+}
+
+MaybeError ParseMaxTokens(const json& obj, const ParseLimits& limits, int* out) {
+  int64_t v = -1;
+  const char* key = Field(obj, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  if (auto e = GetInt(obj, key, 1, limits.max_tokens_limit, &v)) return e;
+  *out = int(v);
+  return std::nullopt;
+}
+
+MaybeError ParseStreaming(const json& obj, GenerationParams* p) {
+  if (auto e = GetBool(obj, "stream", &p->stream)) return e;
+  const json* so = Field(obj, "stream_options");
+  if (!so) return std::nullopt;
+  if (!p->stream) {
+    return ApiError::Invalid("'stream_options' is only allowed when 'stream' is true",
+                             "stream_options");
+  }
+  if (!so->is_object()) return WrongType("stream_options", "an object", *so);
+  return GetBool(*so, "include_usage", &p->include_usage);
+}
+
+MaybeError ParseSampling(const json& obj, engine::SamplingOptions* s) {
+  if (auto e = GetNumber(obj, "temperature", 0.0, 2.0, &s->temperature)) return e;
+  if (auto e = GetNumber(obj, "top_p", 0.0, 1.0, &s->top_p)) return e;
+  int64_t top_k = s->top_k, seed = int64_t(s->seed);
+  if (auto e = GetInt(obj, "top_k", 0, 1 << 20, &top_k)) return e;
+  if (auto e = GetInt(obj, "seed", INT64_MIN, INT64_MAX, &seed)) return e;
+  s->top_k = int(top_k);
+  s->seed = uint64_t(seed);
+  double ignored = 0;
+  if (auto e = GetNumber(obj, "presence_penalty", -2.0, 2.0, &ignored)) return e;
+  if (auto e = GetNumber(obj, "frequency_penalty", -2.0, 2.0, &ignored)) return e;
+  return std::nullopt;
+}
+
+// Fields both endpoints share: model, n, max_tokens, sampling, stop, streaming.
+MaybeError ParseGeneration(const json& obj, const ParseLimits& limits, GenerationParams* p) {
+  if (auto e = GetString(obj, "model", &p->model)) return e;
+  int64_t n = 1;
+  if (auto e = GetInt(obj, "n", 1, 128, &n)) return e;
+  if (n != 1) return Unsupported("n", "'n' other than 1");
+  if (auto e = ParseMaxTokens(obj, limits, &p->max_tokens)) return e;
+  if (auto e = ParseSampling(obj, &p->sampling)) return e;
+  if (auto e = ParseStop(obj, &p->stop)) return e;
+  return ParseStreaming(obj, p);
+}
+
+MaybeError CheckContent(const json& msg, const std::string& where) {
+  const json* c = Field(msg, "content");
+  if (!c || c->is_string()) return std::nullopt;
+  if (!c->is_array()) {
+    return ApiError::Invalid(where + ".content must be a string, an array of parts or null",
+                             "messages");
+  }
+  for (const json& part : *c) {
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text") {
+      return ApiError::Invalid(where + ".content: only parts of type 'text' are supported",
+                               "messages");
+    }
+    if (!part.contains("text") || !part["text"].is_string()) {
+      return ApiError::Invalid(where + ".content: a text part needs a string 'text'",
+                               "messages");
+    }
+  }
+  return std::nullopt;
+}
+
+MaybeError CheckMessage(const json& msg, size_t i) {
+  std::string where = "messages[" + std::to_string(i) + "]";
+  if (!msg.is_object()) return ApiError::Invalid(where + " must be an object", "messages");
+  auto role = msg.find("role");
+  if (role == msg.end() || !role->is_string()) {
+    return ApiError::Invalid(where + ".role must be a string", "messages");
+  }
+  static const char* kRoles[] = {"system", "developer", "user", "assistant", "tool"};
+  bool known = false;
+  for (const char* r : kRoles) known = known || *role == r;
+  if (!known) {
+    return ApiError::Invalid(where + ".role '" + role->get<std::string>() +
+                                 "' is not one of system, developer, user, assistant, tool",
+                             "messages");
+  }
+  if (!msg.contains("content") && *role != "assistant") {
+    return ApiError::Invalid(where + " has no 'content'", "messages");
+  }
+  if (const json* tc = Field(msg, "tool_calls"); tc && !tc->is_array()) {
+    return ApiError::Invalid(where + ".tool_calls must be an array", "messages");
+  }
+  return CheckContent(msg, where);
+}
+
+MaybeError ParseMessages(const json& obj, std::string* out) {
+  const json* m = Field(obj, "messages");
+  if (!m) return ApiError::Invalid("'messages' is required", "messages");
+  if (!m->is_array()) return WrongType("messages", "an array", *m);
+  if (m->empty()) return ApiError::Invalid("'messages' must not be empty", "messages");
+  for (size_t i = 0; i < m->size(); ++i) {
+    if (auto e = CheckMessage((*m)[i], i)) return e;
+  }
+  *out = m->dump(-1, ' ', false, json::error_handler_t::replace);
+  return std::nullopt;
+}
+
+MaybeError ParseTools(const json& obj, std::string* out) {
+  const json* t = Field(obj, "tools");
+  if (!t) return std::nullopt;
+  if (!t->is_array()) return WrongType("tools", "an array", *t);
+  for (const json& tool : *t) {
+    const json* fn = tool.is_object() ? Field(tool, "function") : nullptr;
+    if (!fn || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string()) {
+      return ApiError::Invalid("each tool must be {\"type\":\"function\",\"function\":{\"name\":...}}",
+                               "tools");
+    }
+  }
+  if (!t->empty()) *out = t->dump(-1, ' ', false, json::error_handler_t::replace);
+  return std::nullopt;
+}
+
+MaybeError ParseChatOnly(const json& obj) {
+  bool logprobs = false;
+  if (auto e = GetBool(obj, "logprobs", &logprobs)) return e;
+  if (logprobs) return Unsupported("logprobs", "'logprobs'");
+  if (const json* rf = Field(obj, "response_format")) {
+    if (!rf->is_object()) return WrongType("response_format", "an object", *rf);
+    if (!rf->contains("type") || (*rf)["type"] != "text") {
+      return Unsupported("response_format", "response_format other than {\"type\":\"text\"}");
+    }
+  }
+  return std::nullopt;
+}
+
+MaybeError ParseTokenArray(const json& arr, const ParseLimits& limits, const char* key,
+                           std::vector<engine::Token>* out) {
+  for (const json& t : arr) {
+    if (!t.is_number_integer()) return WrongType(key, "an array of integer token ids", t);
+    bool too_big = t.is_number_unsigned() && t.get<uint64_t>() > uint64_t(INT64_MAX);
+    int64_t id = too_big ? INT64_MAX : t.get<int64_t>();
+    if (id < 0 || id >= limits.vocab_hint) {
+      return ApiError::Invalid(std::string("'") + key + "' holds token id " + t.dump() +
+                                   " outside the vocabulary [0, " +
+                                   std::to_string(limits.vocab_hint) + ")",
+                               key);
+    }
+    out->push_back(engine::Token(id));
+  }
+  return std::nullopt;
+}
+
+MaybeError ParsePrompt(const json& obj, const ParseLimits& limits, TextCompletionRequest* out) {
+  const json* p = Field(obj, "prompt");
+  if (!p) return ApiError::Invalid("'prompt' is required", "prompt");
+  if (p->is_string()) {
+    out->prompt = p->get<std::string>();
+    return std::nullopt;
+  }
+  const char* kWant = "a string, an array of one string, or an array of token ids";
+  if (!p->is_array() || p->empty()) return WrongType("prompt", kWant, *p);
+  const json& first = (*p)[0];
+  if (first.is_string() || first.is_array()) {
+    if (p->size() != 1) return Unsupported("prompt", "a batch of several prompts");
+    if (first.is_string()) {
+      out->prompt = first.get<std::string>();
+      return std::nullopt;
+    }
+    out->prompt_is_tokens = true;
+    return ParseTokenArray(first, limits, "prompt", &out->prompt_tokens);
+  }
+  out->prompt_is_tokens = true;
+  return ParseTokenArray(*p, limits, "prompt", &out->prompt_tokens);
+}
+
+MaybeError ParseCompletionOnly(const json& obj) {
+  bool echo = false;
+  if (auto e = GetBool(obj, "echo", &echo)) return e;
+  if (echo) return Unsupported("echo", "'echo'");
+  std::string suffix;
+  if (auto e = GetString(obj, "suffix", &suffix)) return e;
+  if (!suffix.empty()) return Unsupported("suffix", "'suffix'");
+  if (Field(obj, "logprobs")) return Unsupported("logprobs", "'logprobs'");
+  int64_t best_of = 1;
+  if (auto e = GetInt(obj, "best_of", 1, 128, &best_of)) return e;
+  if (best_of != 1) return Unsupported("best_of", "'best_of' other than 1");
+  return std::nullopt;
+}
+
+}  // namespace
+
+MaybeError ParseChatRequest(const std::string& body, const ParseLimits& limits,
+                            ChatRequest* out) {
+  json obj;
+  if (auto e = ParseObject(body, &obj)) return e;
+  if (auto e = ParseMessages(obj, &out->messages_json)) return e;
+  if (auto e = ParseTools(obj, &out->tools_json)) return e;
+  if (auto e = ParseChatOnly(obj)) return e;
+  return ParseGeneration(obj, limits, &out->params);
+}
+
+MaybeError ParseTextCompletionRequest(const std::string& body, const ParseLimits& limits,
+                                      TextCompletionRequest* out) {
+  json obj;
+  if (auto e = ParseObject(body, &obj)) return e;
+  if (auto e = ParsePrompt(obj, limits, out)) return e;
+  if (auto e = ParseCompletionOnly(obj)) return e;
+  return ParseGeneration(obj, limits, &out->params);
+}
+
+MaybeError ParseTokenizeRequest(const std::string& body, TokenizeRequest* out) {
+  json obj;
+  if (auto e = ParseObject(body, &obj)) return e;
+  const json* c = Field(obj, "content");
+  if (!c) return ApiError::Invalid("'content' is required", "content");
+  if (!c->is_string()) return WrongType("content", "a string", *c);
+  out->content = c->get<std::string>();
+  return GetBool(obj, "with_pieces", &out->with_pieces);
+}
+
+MaybeError ParseDetokenizeRequest(const std::string& body, std::vector<engine::Token>* out,
+                                  const ParseLimits& limits) {
+  json obj;
+  if (auto e = ParseObject(body, &obj)) return e;
+  const json* t = Field(obj, "tokens");
+  if (!t) return ApiError::Invalid("'tokens' is required", "tokens");
+  if (!t->is_array()) return WrongType("tokens", "an array of integer token ids", *t);
+  return ParseTokenArray(*t, limits, "tokens", out);
+}
+
+MaybeError ParseWarmRequest(const std::string& body, WarmRequest* out) {
+  json obj;
+  if (auto e = ParseObject(body, &obj)) return e;
+  if (Field(obj, "messages")) {
+    out->is_chat = true;
+    if (auto e = ParseMessages(obj, &out->chat.messages_json)) return e;
+    return ParseTools(obj, &out->chat.tools_json);
+  }
+  const json* p = Field(obj, "prompt");
+  if (!p) return ApiError::Invalid("'messages' or 'prompt' is required", "messages");
+  if (!p->is_string()) return WrongType("prompt", "a string", *p);
+  out->prompt = p->get<std::string>();
+  return std::nullopt;
+}
+
+}  // namespace prefixd::server

@@ -1,0 +1,72 @@
+// Parsing and validation of request bodies. Every check a client can fail is here, and each
+// failure is an ApiError naming the offending parameter (OpenAI's "param"), so that the routes
+// only ever see well-typed, in-range requests. Unknown fields are ignored, as most
+// OpenAI-compatible servers do. Pure functions; thread-safe; never throw.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "engine/types.h"
+#include "server/api_error.h"
+
+namespace prefixd::server {
+
+// Parameters shared by /v1/chat/completions and /v1/completions.
+struct GenerationParams {
+  std::string model;          // "" when the client sent none
+  int max_tokens = -1;        // -1: until the context is full
+  engine::SamplingOptions sampling;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+struct ChatRequest {
+  std::string messages_json;  // the "messages" array, validated, as JSON text
+  std::string tools_json;     // the "tools" array as JSON text, or ""
+  GenerationParams params;
+};
+
+struct TextCompletionRequest {
+  std::string prompt;                     // text, when the prompt was a string
+  std::vector<engine::Token> prompt_tokens;  // when the prompt was an array of token ids
+  bool prompt_is_tokens = false;
+  GenerationParams params;
+};
+
+struct ParseLimits {
+  int max_tokens_limit = 1 << 20;  // max_tokens above this is out of range (the context size)
+  int vocab_hint = 1 << 30;        // token ids must be in [0, vocab_hint)
+};
+
+// Each returns nullopt and fills *out on success, or the error to answer.
+std::optional<ApiError> ParseChatRequest(const std::string& body, const ParseLimits& limits,
+                                         ChatRequest* out);
+std::optional<ApiError> ParseTextCompletionRequest(const std::string& body,
+                                                   const ParseLimits& limits,
+                                                   TextCompletionRequest* out);
+
+// POST /tokenize: {"content": str, "with_pieces"?: bool}.
+struct TokenizeRequest {
+  std::string content;
+  bool with_pieces = false;
+};
+std::optional<ApiError> ParseTokenizeRequest(const std::string& body, TokenizeRequest* out);
+
+// POST /detokenize: {"tokens": [int, ...]}.
+std::optional<ApiError> ParseDetokenizeRequest(const std::string& body,
+                                               std::vector<engine::Token>* out,
+                                               const ParseLimits& limits);
+
+// POST /v1/cache/warm: {"messages": [...], "tools"?: [...]} or {"prompt": str}.
+struct WarmRequest {
+  bool is_chat = false;
+  ChatRequest chat;
+  std::string prompt;
+};
+std::optional<ApiError> ParseWarmRequest(const std::string& body, WarmRequest* out);
+
+}  // namespace prefixd::server

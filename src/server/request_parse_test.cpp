@@ -1,0 +1,148 @@
+#include "server/request_parse.h"
+
+#include <gtest/gtest.h>
+
+namespace prefixd::server {
+namespace {
+
+ParseLimits Limits() {
+  ParseLimits l;
+  l.max_tokens_limit = 1000;
+  l.vocab_hint = 100;
+  return l;
+}
+
+std::optional<ApiError> Chat(const std::string& extra, ChatRequest* out = nullptr) {
+  ChatRequest local;
+  return ParseChatRequest(R"({"messages":[{"role":"user","content":"hi"}])" + extra + "}",
+                          Limits(), out ? out : &local);
+}
+
+TEST(RequestParse, AcceptsAFullChatRequest) {
+  ChatRequest r;
+  ASSERT_FALSE(Chat(R"(,"model":"m","max_tokens":7,"temperature":0.5,"top_p":0.9,"top_k":4,)"
+                    R"("seed":3,"stop":["a","b"],"stream":true,)"
+                    R"("stream_options":{"include_usage":true},"user":"u","n":1,)"
+                    R"("tools":[{"type":"function","function":{"name":"f"}}])",
+                    &r));
+  EXPECT_EQ(r.params.model, "m");
+  EXPECT_EQ(r.params.max_tokens, 7);
+  EXPECT_DOUBLE_EQ(r.params.sampling.temperature, 0.5);
+  EXPECT_EQ(r.params.sampling.top_k, 4);
+  EXPECT_EQ(r.params.sampling.seed, 3u);
+  EXPECT_EQ(r.params.stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(r.params.stream);
+  EXPECT_TRUE(r.params.include_usage);
+  EXPECT_NE(r.tools_json.find("\"f\""), std::string::npos);
+  EXPECT_NE(r.messages_json.find("\"hi\""), std::string::npos);
+}
+
+TEST(RequestParse, NullFieldsCountAsAbsent) {
+  ChatRequest r;
+  ASSERT_FALSE(Chat(R"(,"max_tokens":null,"temperature":null,"stop":null,"tools":null)", &r));
+  EXPECT_EQ(r.params.max_tokens, -1);
+  EXPECT_TRUE(r.tools_json.empty());
+}
+
+TEST(RequestParse, MaxCompletionTokensWins) {
+  ChatRequest r;
+  ASSERT_FALSE(Chat(R"(,"max_tokens":9,"max_completion_tokens":5)", &r));
+  EXPECT_EQ(r.params.max_tokens, 5);
+}
+
+TEST(RequestParse, NamesTheBadParameter) {
+  struct Case {
+    const char* extra;
+    const char* param;
+  } cases[] = {
+      {R"(,"temperature":-0.1)", "temperature"}, {R"(,"temperature":true)", "temperature"},
+      {R"(,"top_p":1.5)", "top_p"},             {R"(,"top_k":-1)", "top_k"},
+      {R"(,"max_tokens":1.5)", "max_tokens"},   {R"(,"max_tokens":1001)", "max_tokens"},
+      {R"(,"max_tokens":-3)", "max_tokens"},    {R"(,"n":2)", "n"},
+      {R"(,"stop":[1])", "stop"},               {R"(,"stream":"yes")", "stream"},
+      {R"(,"model":5)", "model"},               {R"(,"seed":18446744073709551615)", "seed"},
+      {R"(,"presence_penalty":3)", "presence_penalty"},
+      {R"(,"logprobs":true)", "logprobs"},      {R"(,"tools":{})", "tools"},
+      {R"(,"response_format":{"type":"json_object"})", "response_format"},
+  };
+  for (const Case& c : cases) {
+    auto e = Chat(c.extra);
+    ASSERT_TRUE(e) << c.extra;
+    EXPECT_EQ(e->kind, ErrorKind::kInvalidRequest);
+    EXPECT_EQ(e->param, c.param) << c.extra << ": " << e->message;
+  }
+}
+
+TEST(RequestParse, ChecksMessages) {
+  ChatRequest r;
+  const char* bad[] = {
+      R"({})",
+      R"({"messages":[]})",
+      R"({"messages":[1]})",
+      R"({"messages":[{"content":"x"}]})",
+      R"({"messages":[{"role":"user"}]})",
+      R"({"messages":[{"role":"user","content":5}]})",
+      R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})",
+      R"({"messages":[{"role":"assistant","content":null,"tool_calls":{}}]})",
+  };
+  for (const char* body : bad) {
+    auto e = ParseChatRequest(body, Limits(), &r);
+    ASSERT_TRUE(e) << body;
+    EXPECT_EQ(e->param, "messages") << body;
+  }
+  EXPECT_FALSE(ParseChatRequest(
+      R"({"messages":[{"role":"user","content":[{"type":"text","text":"a"}]},)"
+      R"({"role":"assistant","content":null,"tool_calls":[]},{"role":"tool","content":"r"}]})",
+      Limits(), &r));
+}
+
+TEST(RequestParse, RefusesMalformedOrDeepBodies) {
+  ChatRequest r;
+  EXPECT_TRUE(ParseChatRequest("", Limits(), &r));
+  EXPECT_TRUE(ParseChatRequest("{\"messages\":", Limits(), &r));
+  EXPECT_TRUE(ParseChatRequest("\"str\"", Limits(), &r));
+  EXPECT_TRUE(ParseChatRequest(std::string(10000, '[') + std::string(10000, ']'), Limits(), &r));
+  // Brackets inside strings do not count toward the depth.
+  EXPECT_FALSE(ParseChatRequest(
+      R"({"messages":[{"role":"user","content":")" + std::string(500, '[') + R"("}]})", Limits(),
+      &r));
+}
+
+TEST(RequestParse, CompletionPrompts) {
+  TextCompletionRequest r;
+  ASSERT_FALSE(ParseTextCompletionRequest(R"({"prompt":"abc"})", Limits(), &r));
+  EXPECT_EQ(r.prompt, "abc");
+  r = {};
+  ASSERT_FALSE(ParseTextCompletionRequest(R"({"prompt":["abc"]})", Limits(), &r));
+  EXPECT_EQ(r.prompt, "abc");
+  r = {};
+  ASSERT_FALSE(ParseTextCompletionRequest(R"({"prompt":[1,2,3]})", Limits(), &r));
+  EXPECT_TRUE(r.prompt_is_tokens);
+  EXPECT_EQ(r.prompt_tokens, (std::vector<engine::Token>{1, 2, 3}));
+  r = {};
+  ASSERT_FALSE(ParseTextCompletionRequest(R"({"prompt":[[4]]})", Limits(), &r));
+  EXPECT_EQ(r.prompt_tokens, (std::vector<engine::Token>{4}));
+  for (const char* body : {R"({})", R"({"prompt":5})", R"({"prompt":["a","b"]})",
+                           R"({"prompt":[100]})", R"({"prompt":[-1]})", R"({"prompt":[1.5]})",
+                           R"({"prompt":"a","echo":true})", R"({"prompt":"a","logprobs":2})"}) {
+    TextCompletionRequest t;
+    auto e = ParseTextCompletionRequest(body, Limits(), &t);
+    ASSERT_TRUE(e) << body;
+  }
+}
+
+TEST(RequestParse, TokenizeAndDetokenize) {
+  TokenizeRequest t;
+  ASSERT_FALSE(ParseTokenizeRequest(R"({"content":"x","with_pieces":true})", &t));
+  EXPECT_EQ(t.content, "x");
+  EXPECT_TRUE(t.with_pieces);
+  EXPECT_TRUE(ParseTokenizeRequest(R"({"content":null})", &t));
+  std::vector<engine::Token> tokens;
+  ASSERT_FALSE(ParseDetokenizeRequest(R"({"tokens":[1,99]})", &tokens, Limits()));
+  EXPECT_EQ(tokens.size(), 2u);
+  EXPECT_TRUE(ParseDetokenizeRequest(R"({"tokens":[100]})", &tokens, Limits()));
+  EXPECT_TRUE(ParseDetokenizeRequest(R"({"tokens":"1"})", &tokens, Limits()));
+}
+
+}  // namespace
+}  // namespace prefixd::server

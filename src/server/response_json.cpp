@@ -1,0 +1,109 @@
+#include "server/response_json.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+
+namespace prefixd::server {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string Dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+json UsageJson(const engine::Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+json TimingsJson(const engine::Usage& u) {
+  return {{"cache_n", u.cached_tokens},   {"prompt_n", u.evaluated_tokens},
+          {"prompt_ms", u.prefill_ms},    {"predicted_n", u.completion_tokens},
+          {"predicted_ms", u.decode_ms},  {"queue_ms", u.queue_ms}};
+}
+
+json Envelope(const ResponseMeta& meta, bool chunk) {
+  const char* object = meta.endpoint == Endpoint::kText
+                           ? "text_completion"
+                           : (chunk ? "chat.completion.chunk" : "chat.completion");
+  return {{"id", meta.id}, {"object", object}, {"created", meta.created}, {"model", meta.model}};
+}
+
+json Choice(const ResponseMeta& meta, json content, const json& finish_reason) {
+  json c = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
+  if (meta.endpoint == Endpoint::kText) c["text"] = std::move(content);
+  else c["delta"] = std::move(content);
+  return c;
+}
+
+}  // namespace
+
+std::string NewResponseId(Endpoint endpoint) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  char hex[25];
+  std::snprintf(hex, sizeof hex, "%016llx%08llx", (unsigned long long)rng(),
+                (unsigned long long)(rng() & 0xffffffffu));
+  return std::string(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + hex;
+}
+
+std::string ClientFinishReason(const std::string& engine_reason) {
+  return engine_reason == "length" ? "length" : "stop";
+}
+
+std::string FinalBody(const ResponseMeta& meta, const engine::CompletionResult& result) {
+  json body = Envelope(meta, /*chunk=*/false);
+  json choice = {{"index", 0},
+                 {"logprobs", nullptr},
+                 {"finish_reason", ClientFinishReason(result.finish_reason)}};
+  if (meta.endpoint == Endpoint::kText) {
+    choice["text"] = result.text;
+  } else {
+    choice["message"] = {{"role", "assistant"}, {"content", result.text}};
+  }
+  body["choices"] = json::array({choice});
+  body["usage"] = UsageJson(result.usage);
+  body["timings"] = TimingsJson(result.usage);
+  return Dump(body);
+}
+
+std::string DeltaChunk(const ResponseMeta& meta, const std::string& text, bool first,
+                       bool include_usage) {
+  json body = Envelope(meta, /*chunk=*/true);
+  json content;
+  if (meta.endpoint == Endpoint::kText) {
+    content = text;
+  } else {
+    content = json::object();
+    if (first) content["role"] = "assistant";
+    content["content"] = text;
+  }
+  body["choices"] = json::array({Choice(meta, std::move(content), nullptr)});
+  if (include_usage) body["usage"] = nullptr;
+  return Dump(body);
+}
+
+std::string FinishChunk(const ResponseMeta& meta, const engine::CompletionResult& result,
+                        bool include_usage) {
+  json body = Envelope(meta, /*chunk=*/true);
+  json content = meta.endpoint == Endpoint::kText ? json("") : json::object();
+  body["choices"] =
+      json::array({Choice(meta, std::move(content), ClientFinishReason(result.finish_reason))});
+  if (include_usage) body["usage"] = nullptr;
+  body["timings"] = TimingsJson(result.usage);
+  return Dump(body);
+}
+
+std::string UsageChunk(const ResponseMeta& meta, const engine::CompletionResult& result) {
+  json body = Envelope(meta, /*chunk=*/true);
+  body["choices"] = json::array();
+  body["usage"] = UsageJson(result.usage);
+  body["timings"] = TimingsJson(result.usage);
+  return Dump(body);
+}
+
+}  // namespace prefixd::server

@@ -1,0 +1,42 @@
+// The HTTP routes, registered on a cpp-httplib server. Each Register* function adds one group:
+//   completions: POST /v1/chat/completions, POST /v1/completions      (routes_completion.cpp)
+//   info:        GET /v1/models[/{id}], GET /health, GET /metrics,
+//                POST /tokenize, POST /detokenize                       (routes_info.cpp)
+//   cache admin: GET /v1/cache, POST /v1/cache/warm, POST /v1/cache/clear (routes_cache.cpp)
+// docs/http-api.md describes every shape. Authentication happens before routing (server.cpp);
+// a route reads its tenant with TenantOf().
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <string>
+
+#include "server/auth.h"
+#include "server/backend.h"
+#include "server/metrics.h"
+#include "server/request_parse.h"
+
+namespace prefixd::server {
+
+// What the routes share. Everything outlives the httplib server.
+struct RouteContext {
+  Backend* backend = nullptr;
+  const TenantAuth* auth = nullptr;
+  ServerMetrics* metrics = nullptr;
+  std::string model_id;                    // what /v1/models lists and requests may name
+  const std::atomic<bool>* stopping = nullptr;  // true once the server is shutting down
+
+  // The tenant of an authenticated request. REQUIRES: the pre-routing check let it in.
+  Tenant TenantOf(const httplib::Request& req) const;
+  // The limits request parsing checks against (context size, vocabulary).
+  ParseLimits Limits() const;
+  // nullopt when `model` is "" or served here; else 404 model_not_found.
+  std::optional<ApiError> CheckModel(const std::string& model) const;
+};
+
+void RegisterCompletionRoutes(httplib::Server& http, const RouteContext& ctx);
+void RegisterInfoRoutes(httplib::Server& http, const RouteContext& ctx);
+void RegisterCacheRoutes(httplib::Server& http, const RouteContext& ctx);
+
+}  // namespace prefixd::server

@@ -1,0 +1,225 @@
+// POST /v1/chat/completions and POST /v1/completions: parse and check the request, run it as a
+// Flight, and answer in one JSON body or as a server-sent event stream.
+//
+// The response's status is decided before anything is sent: the handler waits for the first
+// generated text (or the end) before committing to 200, so a full queue (503), a prompt over
+// the context (400) or an engine failure still gets its proper status, streamed or not.
+#include <ctime>
+#include <memory>
+
+#include "server/flight.h"
+#include "server/http_io.h"
+#include "server/request_log.h"
+#include "server/response_json.h"
+#include "server/routes.h"
+#include "server/sse.h"
+
+namespace prefixd::server {
+namespace {
+
+using Event = CompletionRun::Event;
+
+struct Prepared {
+  Prompt prompt;
+  GenerationParams params;
+};
+
+std::optional<ApiError> PrepareChat(const RouteContext& ctx, const std::string& body,
+                                    Prepared* out) {
+  ChatRequest chat;
+  if (auto e = ParseChatRequest(body, ctx.Limits(), &chat)) return e;
+  out->params = std::move(chat.params);
+  auto prompt = ctx.backend->PrepareChat(chat.messages_json, chat.tools_json, true);
+  if (!prompt.ok()) {
+    ApiError e = ApiErrorFromStatus(prompt.status());
+    if (e.kind == ErrorKind::kInvalidRequest) e.param = "messages";
+    return e;
+  }
+  out->prompt = std::move(*prompt);
+  return std::nullopt;
+}
+
+std::optional<ApiError> PrepareText(const RouteContext& ctx, const std::string& body,
+                                    Prepared* out) {
+  TextCompletionRequest text;
+  if (auto e = ParseTextCompletionRequest(body, ctx.Limits(), &text)) return e;
+  out->params = std::move(text.params);
+  if (text.prompt_is_tokens) {
+    out->prompt.tokens = std::move(text.prompt_tokens);
+    return std::nullopt;
+  }
+  auto prompt = ctx.backend->PrepareText(text.prompt);
+  if (!prompt.ok()) return ApiErrorFromStatus(prompt.status());
+  out->prompt = std::move(*prompt);
+  return std::nullopt;
+}
+
+// Refuses an empty prompt or one that leaves no room to generate, and clamps max_tokens to
+// the room left in the context.
+std::optional<ApiError> FitContext(const RouteContext& ctx, Endpoint ep, Prepared* p) {
+  const char* param = ep == Endpoint::kChat ? "messages" : "prompt";
+  int64_t n_prompt = int64_t(p->prompt.tokens.size());
+  int64_t n_ctx = ctx.backend->n_ctx_per_slot();
+  if (n_prompt == 0) return ApiError::Invalid("the prompt is empty", param);
+  if (n_prompt >= n_ctx) {
+    return ApiError{ErrorKind::kContextExceeded,
+                    "This model's maximum context length is " + std::to_string(n_ctx) +
+                        " tokens, but the prompt has " + std::to_string(n_prompt) +
+                        " tokens. Please shorten the prompt.",
+                    param, "context_length_exceeded"};
+  }
+  int64_t room = n_ctx - n_prompt;
+  int64_t want = p->params.max_tokens < 0 ? room : p->params.max_tokens;
+  p->params.max_tokens = int(std::min(want, room));
+  return std::nullopt;
+}
+
+std::optional<ApiError> Prepare(const RouteContext& ctx, Endpoint ep, const std::string& body,
+                                Prepared* out) {
+  auto e = ep == Endpoint::kChat ? PrepareChat(ctx, body, out) : PrepareText(ctx, body, out);
+  if (e) return e;
+  if (auto m = ctx.CheckModel(out->params.model)) return m;
+  return FitContext(ctx, ep, out);
+}
+
+CompletionRequest ToEngineRequest(Prepared p, const Tenant& tenant) {
+  CompletionRequest r;
+  r.prompt = std::move(p.prompt);
+  r.max_tokens = p.params.max_tokens;
+  r.sampling = p.params.sampling;
+  r.stop = std::move(p.params.stop);
+  r.tenant_salt = tenant.salt;
+  return r;
+}
+
+// Writes the rest of a stream; runs on the httplib thread after the handler returned.
+class StreamWriter {
+ public:
+  StreamWriter(std::shared_ptr<Flight> flight, bool include_usage, std::string first_text)
+      : flight_(std::move(flight)), include_usage_(include_usage), first_text_(std::move(first_text)) {}
+
+  bool Run(httplib::DataSink& sink) {
+    sink_ = &sink;
+    bool ok = SendText(first_text_, /*force=*/flight_->meta().endpoint == Endpoint::kChat);
+    std::string text;
+    while (ok && Wait(&text) == Event::kText) {
+      ok = SendText(text, false);
+      text.clear();
+    }
+    if (!ok) {  // the client is gone
+      flight_->Abandon();
+      flight_->Log(200);
+      return false;
+    }
+    ok = Finish();
+    flight_->Log(200);
+    if (ok) sink.done();
+    return ok;
+  }
+
+ private:
+  Event Wait(std::string* text) {
+    if (finished_) return Event::kFinished;
+    Event ev = flight_->Wait(text);
+    finished_ = ev == Event::kFinished;
+    return ev;
+  }
+
+  bool Write(const std::string& json) {
+    std::string event = SseData(json);
+    return sink_->write(event.data(), event.size());
+  }
+
+  bool SendText(const std::string& raw, bool force) {
+    std::string text = carry_.Take(raw);
+    if (text.empty() && !force) return true;
+    bool ok = Write(DeltaChunk(flight_->meta(), text, first_, include_usage_));
+    first_ = false;
+    return ok;
+  }
+
+  bool Finish() {
+    const Result<CompletionResult>& r = flight_->result();
+    if (!r.ok()) {
+      return Write(ErrorBody(ApiErrorFromStatus(r.status()))) &&
+             sink_->write(SseDone().data(), SseDone().size());
+    }
+    std::string rest = carry_.Flush();
+    if (!rest.empty() && !Write(DeltaChunk(flight_->meta(), rest, first_, include_usage_))) {
+      return false;
+    }
+    if (!Write(FinishChunk(flight_->meta(), *r, include_usage_))) return false;
+    if (include_usage_ && !Write(UsageChunk(flight_->meta(), *r))) return false;
+    return sink_->write(SseDone().data(), SseDone().size());
+  }
+
+  std::shared_ptr<Flight> flight_;
+  bool include_usage_;
+  std::string first_text_;
+  httplib::DataSink* sink_ = nullptr;
+  Utf8Carry carry_;
+  bool first_ = true;
+  bool finished_ = false;
+};
+
+void StartStream(std::shared_ptr<Flight> flight, bool include_usage, std::string first_text,
+                 httplib::Response& res) {
+  auto writer = std::make_shared<StreamWriter>(std::move(flight), include_usage,
+                                               std::move(first_text));
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [writer](size_t, httplib::DataSink& sink) { return writer->Run(sink); });
+}
+
+void HandleCompletion(const RouteContext& ctx, Endpoint ep, const httplib::Request& req,
+                      httplib::Response& res) {
+  MarkRequestLoggedByRoute();  // by the Flight, or below when the request is refused
+  std::string route = RouteLabel(req.path);
+  Tenant tenant = ctx.TenantOf(req);
+  Prepared prepared;
+  if (auto e = Prepare(ctx, ep, req.body, &prepared)) {
+    SendError(res, *e);
+    WriteLogLine(LogLine("request")
+                     .Add("route", route)
+                     .Add("status", (long long)HttpStatusOf(e->kind))
+                     .Add("tenant", tenant.label)
+                     .Add("error", e->message)
+                     .Add("total_ms", SecondsSinceRequestStart() * 1000));
+    return;
+  }
+  ResponseMeta meta{ep, NewResponseId(ep), int64_t(std::time(nullptr)), ctx.model_id};
+  bool stream = prepared.params.stream;
+  bool include_usage = prepared.params.include_usage;
+  auto flight = std::make_shared<Flight>(ctx, req, meta, route, tenant.label,
+                                         ToEngineRequest(std::move(prepared), tenant), stream);
+  std::string first_text;
+  Event ev = stream ? flight->Wait(&first_text) : (flight->Drain(), Event::kFinished);
+  if (ev == Event::kFinished && !flight->result().ok()) {
+    ApiError e = ApiErrorFromStatus(flight->result().status());
+    SendError(res, e);
+    flight->Log(HttpStatusOf(e.kind));
+    return;
+  }
+  if (stream) {
+    StartStream(std::move(flight), include_usage, std::move(first_text), res);
+    return;
+  }
+  SendJson(res, FinalBody(meta, *flight->result()));
+  flight->Log(200);
+}
+
+}  // namespace
+
+void RegisterCompletionRoutes(httplib::Server& http, const RouteContext& ctx) {
+  http.Post("/v1/chat/completions", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    HandleCompletion(ctx, Endpoint::kChat, req, res);
+  });
+  http.Post("/v1/completions", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    HandleCompletion(ctx, Endpoint::kText, req, res);
+  });
+}
+
+}  // namespace prefixd::server

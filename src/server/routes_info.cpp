@@ -1,0 +1,106 @@
+// GET /v1/models[/{id}], GET /health, GET /metrics, POST /tokenize, POST /detokenize, and the
+// RouteContext helpers every route uses.
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "server/http_io.h"
+#include "server/routes.h"
+
+namespace prefixd::server {
+
+using json = nlohmann::json;
+
+Tenant RouteContext::TenantOf(const httplib::Request& req) const {
+  auto t = auth->Authenticate(req.get_header_value("Authorization"));
+  return t ? *t : Tenant{"", "-"};
+}
+
+ParseLimits RouteContext::Limits() const {
+  ParseLimits l;
+  l.max_tokens_limit = int(backend->n_ctx_per_slot());
+  l.vocab_hint = backend->n_vocab();
+  return l;
+}
+
+std::optional<ApiError> RouteContext::CheckModel(const std::string& model) const {
+  if (model.empty() || model == model_id) return std::nullopt;
+  return ApiError{ErrorKind::kModelNotFound,
+                  "The model '" + model + "' does not exist; this server serves '" + model_id +
+                      "'",
+                  "model", "model_not_found"};
+}
+
+namespace {
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json ModelJson(const RouteContext& ctx, int64_t created) {
+  return {{"id", ctx.model_id},
+          {"object", "model"},
+          {"created", created},
+          {"owned_by", "prefixd"},
+          {"meta", {{"n_ctx_per_slot", ctx.backend->n_ctx_per_slot()},
+                    {"n_vocab", ctx.backend->n_vocab()}}}};
+}
+
+void Tokenize(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  TokenizeRequest t;
+  if (auto e = ParseTokenizeRequest(req.body, &t)) return SendError(res, *e);
+  // Exactly the tokens /v1/completions would evaluate for this text.
+  auto prompt = ctx.backend->PrepareText(t.content);
+  if (!prompt.ok()) return SendError(res, ApiErrorFromStatus(prompt.status()));
+  json tokens = json::array();
+  for (Token id : prompt->tokens) {
+    if (t.with_pieces) {
+      tokens.push_back({{"id", id}, {"piece", ctx.backend->Detokenize({id})}});
+    } else {
+      tokens.push_back(id);
+    }
+  }
+  SendJson(res, Dump({{"tokens", tokens}}));
+}
+
+void Detokenize(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  std::vector<Token> tokens;
+  if (auto e = ParseDetokenizeRequest(req.body, &tokens, ctx.Limits())) {
+    return SendError(res, *e);
+  }
+  SendJson(res, Dump({{"content", ctx.backend->Detokenize(tokens)}}));
+}
+
+void Health(const RouteContext& ctx, httplib::Response& res) {
+  engine::EngineStats s = ctx.backend->GetStats();
+  SendJson(res, Dump({{"status", "ok"},
+                      {"slots_busy", s.slots_busy},
+                      {"queue_depth", s.queue_depth}}));
+}
+
+}  // namespace
+
+void RegisterInfoRoutes(httplib::Server& http, const RouteContext& ctx) {
+  int64_t created = int64_t(std::time(nullptr));
+  http.Get("/v1/models", [&ctx, created](const httplib::Request&, httplib::Response& res) {
+    SendJson(res, Dump({{"object", "list"}, {"data", json::array({ModelJson(ctx, created)})}}));
+  });
+  http.Get("/v1/models/(.+)", [&ctx, created](const httplib::Request& req,
+                                              httplib::Response& res) {
+    std::string id = req.matches[1];
+    if (auto e = ctx.CheckModel(id.empty() ? "-" : id)) return SendError(res, *e);
+    SendJson(res, Dump(ModelJson(ctx, created)));
+  });
+  http.Get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
+    Health(ctx, res);
+  });
+  http.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
+    res.set_content(ctx.metrics->Render(ctx.backend->GetStats()),
+                    "text/plain; version=0.0.4; charset=utf-8");
+  });
+  http.Post("/tokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    Tokenize(ctx, req, res);
+  });
+  http.Post("/detokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    Detokenize(ctx, req, res);
+  });
+}
+
+}  // namespace prefixd::server

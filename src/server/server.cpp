@@ -1,0 +1,144 @@
+#include "server/server.h"
+
+#include <httplib.h>
+
+#include <exception>
+
+#include "server/http_io.h"
+#include "server/request_log.h"
+#include "server/routes.h"
+
+namespace prefixd::server {
+
+struct HttpServer::Impl {
+  ServerOptions options;
+  ServerMetrics metrics;
+  std::atomic<bool> stopping{false};
+  RouteContext ctx;
+  httplib::Server http;
+
+  void SetUp();
+  httplib::Server::HandlerResponse PreRoute(const httplib::Request& req, httplib::Response& res);
+  void OnError(const httplib::Request& req, httplib::Response& res);
+  void OnResponse(const httplib::Request& req, const httplib::Response& res);
+};
+
+httplib::Server::HandlerResponse HttpServer::Impl::PreRoute(const httplib::Request& req,
+                                                            httplib::Response& res) {
+  MarkRequestStart();
+  if (req.path == "/health" || !ctx.auth->enabled()) {
+    return httplib::Server::HandlerResponse::Unhandled;
+  }
+  if (ctx.auth->Authenticate(req.get_header_value("Authorization"))) {
+    return httplib::Server::HandlerResponse::Unhandled;
+  }
+  SendError(res, {ErrorKind::kUnauthorized,
+                  "Incorrect or missing API key: send \"Authorization: Bearer <key>\"", "",
+                  "invalid_api_key"});
+  return httplib::Server::HandlerResponse::Handled;
+}
+
+// Called by httplib for every response with status >= 400; gives the ones httplib made up
+// itself (unknown route, body too large, unparsable request) the OpenAI error shape.
+void HttpServer::Impl::OnError(const httplib::Request& req, httplib::Response& res) {
+  if (!res.body.empty()) return;  // a route already answered in the OpenAI shape
+  ApiError e;
+  if (res.status == 413) {
+    e = {ErrorKind::kPayloadTooLarge,
+         "request body is larger than " + std::to_string(options.max_body_bytes) + " bytes", "",
+         "request_too_large"};
+  } else if (res.status == 404 && IsKnownPath(req.path)) {
+    e = {ErrorKind::kMethodNotAllowed, req.method + " is not allowed on " + req.path, "", ""};
+  } else if (res.status == 404) {
+    e = {ErrorKind::kNotFound, "no route for " + req.method + " " + req.path, "", ""};
+  } else if (res.status >= 500) {
+    e = {ErrorKind::kInternal, "internal error", "", ""};
+  } else {
+    e = ApiError::Invalid("bad HTTP request");
+  }
+  SendError(res, e);
+}
+
+void HttpServer::Impl::OnResponse(const httplib::Request& req, const httplib::Response& res) {
+  std::string route = RouteLabel(req.path);
+  double seconds = SecondsSinceRequestStart();
+  metrics.RecordRequest(route, res.status, seconds);
+  if (RequestLoggedByRoute()) return;
+  WriteLogLine(LogLine("request")
+                   .Add("method", req.method)
+                   .Add("route", route)
+                   .Add("status", (long long)res.status)
+                   .Add("total_ms", seconds * 1000));
+}
+
+void HttpServer::Impl::SetUp() {
+  size_t n_threads = options.n_http_threads;
+  http.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
+  http.set_payload_max_length(options.max_body_bytes);
+  http.set_read_timeout(60);
+  http.set_write_timeout(60);
+  http.set_keep_alive_timeout(30);
+  http.set_tcp_nodelay(true);
+  http.set_pre_routing_handler(
+      [this](const httplib::Request& req, httplib::Response& res) { return PreRoute(req, res); });
+  http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    OnError(req, res);
+  });
+  http.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown";
+        try {
+          if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        SendError(res, {ErrorKind::kInternal, "internal error: " + what, "", ""});
+      });
+  http.set_logger(
+      [this](const httplib::Request& req, const httplib::Response& res) { OnResponse(req, res); });
+  RegisterCompletionRoutes(http, ctx);
+  RegisterInfoRoutes(http, ctx);
+  RegisterCacheRoutes(http, ctx);
+}
+
+HttpServer::HttpServer(Backend* backend, const TenantAuth* auth, ServerOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+  impl_->ctx.backend = backend;
+  impl_->ctx.auth = auth;
+  impl_->ctx.metrics = &impl_->metrics;
+  impl_->ctx.stopping = &impl_->stopping;
+  impl_->ctx.model_id =
+      impl_->options.model_id.empty() ? backend->model_name() : impl_->options.model_id;
+  impl_->SetUp();
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Result<int> HttpServer::Bind() {
+  const ServerOptions& o = impl_->options;
+  int port = o.port == 0 ? impl_->http.bind_to_any_port(o.host)
+                         : (impl_->http.bind_to_port(o.host, o.port) ? o.port : -1);
+  if (port <= 0) {
+    return Status::IOError("cannot listen on " + o.host + ":" + std::to_string(o.port) +
+                           " (address in use, or not a local address?)");
+  }
+  return port;
+}
+
+Status HttpServer::Serve() {
+  if (!impl_->http.listen_after_bind() && !impl_->stopping) {
+    return Status::IOError("the HTTP server stopped unexpectedly");
+  }
+  return Status::OK();
+}
+
+void HttpServer::Stop() {
+  impl_->stopping = true;
+  impl_->http.stop();
+}
+
+const std::string& HttpServer::model_id() const { return impl_->ctx.model_id; }
+
+}  // namespace prefixd::server

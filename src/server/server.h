@@ -1,0 +1,55 @@
+// HttpServer: prefixd's OpenAI-compatible HTTP server over a Backend.
+//
+// Sets up cpp-httplib: the routes (routes.h), authentication before routing (401 in the
+// OpenAI error shape; /health is always open), a body-size limit (413), OpenAI-shaped errors
+// for unknown routes (404), wrong methods (405) and handler exceptions (500), a thread pool
+// large enough for every slot and queued request plus a few spare threads for /health and
+// /metrics, and per-request metrics and log lines.
+//
+// Lifecycle: Bind(), then Serve() blocks until Stop(). Stop() may be called from any thread;
+// it cancels running completions at their next token and makes Serve() return.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "server/auth.h"
+#include "server/backend.h"
+#include "server/metrics.h"
+#include "util/status.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace prefixd::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                       // 0: any free port (Bind() says which)
+  size_t max_body_bytes = 32u << 20;     // larger request bodies get 413
+  std::string model_id;                  // "" -> the backend's model_name()
+  size_t n_http_threads = 16;            // connection threads; keep >= slots + queue + 4
+};
+
+class HttpServer {
+ public:
+  // REQUIRES: backend and auth outlive the server.
+  HttpServer(Backend* backend, const TenantAuth* auth, ServerOptions options);
+  ~HttpServer();
+
+  // Binds the listening socket; returns the port.
+  Result<int> Bind();
+  // Serves until Stop(). REQUIRES: Bind() succeeded.
+  Status Serve();
+  void Stop();
+
+  const std::string& model_id() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace prefixd::server

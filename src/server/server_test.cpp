@@ -1,0 +1,378 @@
+// The HTTP server end to end over a FakeBackend: routes, streaming, errors, auth, disconnects.
+#include "server/server.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "server/fake_backend.h"
+#include "server/request_log.h"
+
+namespace prefixd::server {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { SetRequestLogEnabled(getenv("PREFIXD_TEST_LOG") != nullptr); }
+  void TearDown() override {
+    if (server_) server_->Stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void Start(const std::string& key_file = "") {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("prefixd-server-test-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    auto auth = TenantAuth::Create(Env::Default(), key_file, dir_.string());
+    ASSERT_TRUE(auth.ok()) << auth.status().ToString();
+    auth_ = std::move(*auth);
+    ServerOptions opts;
+    opts.port = 0;
+    opts.max_body_bytes = 4096;
+    server_ = std::make_unique<HttpServer>(&backend_, auth_.get(), opts);
+    auto port = server_->Bind();
+    ASSERT_TRUE(port.ok());
+    port_ = *port;
+    thread_ = std::thread([this] { (void)server_->Serve(); });
+  }
+
+  httplib::Client Client() {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(10, 0);
+    return c;
+  }
+
+  httplib::Result Post(const std::string& path, const std::string& body,
+                       const httplib::Headers& headers = {}) {
+    return Client().Post(path.c_str(), headers, body, "application/json");
+  }
+
+  // Sends `request` on a raw socket, reads until `stop_after` is seen (or EOF), closes.
+  std::string RawExchange(const std::string& request, const std::string& stop_after) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(uint16_t(port_));
+    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    EXPECT_EQ(send(fd, request.data(), request.size(), 0), ssize_t(request.size()));
+    std::string got;
+    char buf[4096];
+    while (!stop_after.empty() && got.find(stop_after) == std::string::npos) {
+      ssize_t n = recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      got.append(buf, size_t(n));
+    }
+    close(fd);
+    return got;
+  }
+
+  static std::string HttpPost(const std::string& path, const std::string& body) {
+    return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  }
+
+  // The data payloads of an SSE body.
+  static std::vector<std::string> SseEvents(const std::string& body) {
+    std::vector<std::string> out;
+    size_t pos = 0;
+    while ((pos = body.find("data: ", pos)) != std::string::npos) {
+      size_t end = body.find("\n\n", pos);
+      out.push_back(body.substr(pos + 6, end - pos - 6));
+      pos = end;
+    }
+    return out;
+  }
+
+  static void ExpectError(const httplib::Result& r, int status, const std::string& param = "",
+                          const std::string& code = "") {
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, status) << r->body;
+    json body = json::parse(r->body);
+    ASSERT_TRUE(body["error"].is_object()) << r->body;
+    EXPECT_TRUE(body["error"]["message"].is_string());
+    EXPECT_TRUE(body["error"]["type"].is_string());
+    if (!param.empty()) EXPECT_EQ(body["error"]["param"], param) << r->body;
+    if (!code.empty()) EXPECT_EQ(body["error"]["code"], code) << r->body;
+  }
+
+  FakeBackend backend_;
+  std::unique_ptr<TenantAuth> auth_;
+  std::unique_ptr<HttpServer> server_;
+  std::thread thread_;
+  std::filesystem::path dir_;
+  int port_ = 0;
+};
+
+const char* kChat = R"({"model":"fake-model","messages":[{"role":"user","content":"hi"}]})";
+
+TEST_F(ServerTest, ChatCompletion) {
+  Start();
+  auto r = Post("/v1/chat/completions", kChat);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json body = json::parse(r->body);
+  EXPECT_EQ(body["object"], "chat.completion");
+  EXPECT_EQ(body["model"], "fake-model");
+  EXPECT_EQ(body["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(body["choices"][0]["message"]["content"], "Hello, world!");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+  EXPECT_GT(body["usage"]["prompt_tokens"].get<int>(), 0);
+  EXPECT_EQ(body["usage"]["completion_tokens"], 13);
+  EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_TRUE(body["timings"]["prompt_ms"].is_number());
+}
+
+TEST_F(ServerTest, SecondTurnReportsCachedTokens) {
+  Start();
+  ASSERT_EQ(Post("/v1/chat/completions", kChat)->status, 200);
+  auto r = Post("/v1/chat/completions",
+                R"({"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"x"}]})");
+  ASSERT_EQ(r->status, 200);
+  EXPECT_GT(json::parse(r->body)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0);
+}
+
+TEST_F(ServerTest, MaxTokensGivesLength) {
+  Start();
+  auto r = Post("/v1/chat/completions",
+                R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":3})");
+  ASSERT_EQ(r->status, 200);
+  json body = json::parse(r->body);
+  EXPECT_EQ(body["choices"][0]["message"]["content"], "Hel");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(ServerTest, StreamWithUsage) {
+  Start();
+  auto r = Post("/v1/chat/completions",
+                R"({"messages":[{"role":"user","content":"hi"}],"stream":true,)"
+                R"("stream_options":{"include_usage":true}})");
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
+  auto events = SseEvents(r->body);
+  ASSERT_GE(events.size(), 4u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string text;
+  json first = json::parse(events[0]);
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  for (size_t i = 0; i + 3 < events.size(); ++i) {
+    json e = json::parse(events[i]);
+    EXPECT_EQ(e["object"], "chat.completion.chunk");
+    EXPECT_TRUE(e["usage"].is_null());
+    text += e["choices"][0]["delta"]["content"].get<std::string>();
+  }
+  EXPECT_EQ(text, "Hello, world!");
+  json finish = json::parse(events[events.size() - 3]);
+  EXPECT_EQ(finish["choices"][0]["finish_reason"], "stop");
+  json usage = json::parse(events[events.size() - 2]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 13);
+  EXPECT_TRUE(usage["usage"]["prompt_tokens_details"]["cached_tokens"].is_number());
+}
+
+TEST_F(ServerTest, StreamKeepsMultiByteCharactersWhole) {
+  backend_.reply = "h\xC3\xA9llo \xE2\x82\xAC!";  // é and € split over byte pieces
+  Start();
+  auto r = Post("/v1/completions", R"({"prompt":"x","stream":true})");
+  ASSERT_EQ(r->status, 200);
+  std::string text;
+  for (const std::string& e : SseEvents(r->body)) {
+    if (e == "[DONE]") continue;
+    json j = json::parse(e);  // throws on invalid UTF-8 replaced badly
+    EXPECT_EQ(j["object"], "text_completion");
+    text += j["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(text, backend_.reply);
+}
+
+TEST_F(ServerTest, TextCompletion) {
+  Start();
+  auto r = Post("/v1/completions", R"({"prompt":"abc","max_tokens":5})");
+  ASSERT_EQ(r->status, 200);
+  json body = json::parse(r->body);
+  EXPECT_EQ(body["object"], "text_completion");
+  EXPECT_EQ(body["choices"][0]["text"], "Hello");
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 3);
+  r = Post("/v1/completions", R"({"prompt":[97,98,99],"max_tokens":1})");
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(json::parse(r->body)["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
+}
+
+TEST_F(ServerTest, BadInputGetsOpenAiErrors) {
+  Start();
+  ExpectError(Post("/v1/chat/completions", "{not json"), 400);
+  ExpectError(Post("/v1/chat/completions", "[1,2]"), 400);
+  ExpectError(Post("/v1/chat/completions", R"({"model":"fake-model"})"), 400, "messages");
+  ExpectError(Post("/v1/chat/completions", R"({"messages":"hi"})"), 400, "messages");
+  ExpectError(Post("/v1/chat/completions", R"({"messages":[{"role":"wizard","content":"x"}]})"),
+              400, "messages");
+  ExpectError(Post("/v1/chat/completions",
+                   R"({"messages":[{"role":"user","content":"x"}],"temperature":"hot"})"),
+              400, "temperature");
+  ExpectError(Post("/v1/chat/completions",
+                   R"({"messages":[{"role":"user","content":"x"}],"temperature":3})"),
+              400, "temperature");
+  ExpectError(Post("/v1/chat/completions",
+                   R"({"messages":[{"role":"user","content":"x"}],"max_tokens":0})"),
+              400, "max_tokens");
+  ExpectError(Post("/v1/chat/completions",
+                   R"({"messages":[{"role":"user","content":"x"}],"max_tokens":100000})"),
+              400, "max_tokens");
+  ExpectError(Post("/v1/chat/completions",
+                   R"({"messages":[{"role":"user","content":"x"}],"stream_options":{}})"),
+              400, "stream_options");
+  ExpectError(Post("/v1/chat/completions",
+                   R"({"messages":[{"role":"user","content":"bad-template"}]})"), 400);
+  ExpectError(Post("/v1/chat/completions",
+                   R"({"model":"gpt-4","messages":[{"role":"user","content":"x"}]})"),
+              404, "model", "model_not_found");
+  std::string long_text(300, 'a');
+  ExpectError(Post("/v1/completions", R"({"prompt":")" + long_text + R"("})"), 400, "prompt",
+              "context_length_exceeded");
+  ExpectError(Post("/v1/completions", R"({"prompt":[1,2,999]})"), 400, "prompt");
+  ExpectError(Post("/v1/completions", R"({"prompt":")" + std::string(5000, 'a') + R"("})"), 413);
+  ExpectError(Post("/v1/chat/completions", std::string(100, '[') + std::string(100, ']')), 400);
+  ExpectError(Client().Get("/v1/nothing"), 404);
+  ExpectError(Client().Get("/v1/chat/completions"), 405);
+  EXPECT_EQ(backend_.completions, 0);
+}
+
+TEST_F(ServerTest, FullQueueGets503WithRetryAfter) {
+  backend_.queue_full = true;
+  Start();
+  auto r = Post("/v1/chat/completions", kChat);
+  ExpectError(r, 503);
+  EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+  auto s = Post("/v1/chat/completions",
+                R"({"messages":[{"role":"user","content":"x"}],"stream":true})");
+  ExpectError(s, 503);
+}
+
+TEST_F(ServerTest, ModelsHealthTokenizeMetrics) {
+  Start();
+  auto models = Client().Get("/v1/models");
+  ASSERT_EQ(models->status, 200);
+  EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "fake-model");
+  EXPECT_EQ(Client().Get("/v1/models/fake-model")->status, 200);
+  ExpectError(Client().Get("/v1/models/other"), 404, "model", "model_not_found");
+  auto health = Client().Get("/health");
+  ASSERT_EQ(health->status, 200);
+  EXPECT_EQ(json::parse(health->body)["status"], "ok");
+  auto tok = Post("/tokenize", R"({"content":"ab"})");
+  ASSERT_EQ(tok->status, 200);
+  EXPECT_EQ(json::parse(tok->body)["tokens"], json({97, 98}));
+  auto pieces = Post("/tokenize", R"({"content":"a","with_pieces":true})");
+  EXPECT_EQ(json::parse(pieces->body)["tokens"][0]["piece"], "a");
+  auto detok = Post("/detokenize", R"({"tokens":[97,98]})");
+  ASSERT_EQ(detok->status, 200);
+  EXPECT_EQ(json::parse(detok->body)["content"], "ab");
+  ExpectError(Post("/detokenize", R"({"tokens":[-1]})"), 400, "tokens");
+  ExpectError(Post("/tokenize", R"({"content":5})"), 400, "content");
+  ASSERT_EQ(Post("/v1/chat/completions", kChat)->status, 200);
+  auto metrics = Client().Get("/metrics");
+  ASSERT_EQ(metrics->status, 200);
+  for (const char* name :
+       {"prefixd_http_requests_total{route=\"/v1/chat/completions\",status=\"200\"} 1",
+        "prefixd_http_request_duration_seconds_bucket", "prefixd_prompt_tokens_total",
+        "prefixd_cached_tokens_total", "prefixd_generated_tokens_total",
+        "prefixd_cache_hits_total{tier=\"ram\"}", "prefixd_cache_misses_by_reason_total",
+        "prefixd_cache_bytes{tier=\"ram\"} 1234", "prefixd_time_to_first_token_seconds_count",
+        "prefixd_requests_cancelled_total 0"}) {
+    EXPECT_NE(metrics->body.find(name), std::string::npos) << name;
+  }
+}
+
+TEST_F(ServerTest, CacheAdmin) {
+  Start();
+  auto warm = Post("/v1/cache/warm", R"({"messages":[{"role":"system","content":"sys"}]})");
+  ASSERT_EQ(warm->status, 200) << warm->body;
+  EXPECT_GT(json::parse(warm->body)["prompt_tokens"].get<int>(), 0);
+  auto stats = Client().Get("/v1/cache");
+  ASSERT_EQ(stats->status, 200);
+  EXPECT_EQ(json::parse(stats->body)["requests"], 1);
+  EXPECT_EQ(Post("/v1/cache/clear", "")->status, 200);
+  ExpectError(Post("/v1/cache/warm", R"({"prompt":7})"), 400, "prompt");
+}
+
+TEST_F(ServerTest, ApiKeysAuthenticateAndSaltPerTenant) {
+  std::filesystem::path keys = std::filesystem::temp_directory_path() / "prefixd-test-keys";
+  std::ofstream(keys) << "# tenants\nkey-a\n\n  key-b  \n";
+  Start(keys.string());
+  ExpectError(Post("/v1/chat/completions", kChat), 401, "", "invalid_api_key");
+  ExpectError(Post("/v1/chat/completions", kChat, {{"Authorization", "Bearer nope"}}), 401);
+  EXPECT_EQ(Client().Get("/health")->status, 200);
+  ASSERT_EQ(Post("/v1/chat/completions", kChat, {{"Authorization", "Bearer key-a"}})->status, 200);
+  std::string salt_a = backend_.last_salt();
+  auto b = Post("/v1/chat/completions", kChat, {{"Authorization", "Bearer key-b"}});
+  ASSERT_EQ(b->status, 200);
+  std::string salt_b = backend_.last_salt();
+  EXPECT_EQ(salt_a.size(), 64u);
+  EXPECT_NE(salt_a, salt_b);
+  EXPECT_EQ(json::parse(b->body)["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  auto a2 = Post("/v1/chat/completions", kChat, {{"Authorization", "Bearer key-a"}});
+  EXPECT_GT(json::parse(a2->body)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(),
+            0);
+  std::filesystem::remove(keys);
+}
+
+TEST_F(ServerTest, StreamingClientDisconnectCancels) {
+  backend_.reply = std::string(200, 'z');
+  backend_.piece_delay = 5ms;
+  backend_.n_ctx = 4096;
+  Start();
+  std::string got = RawExchange(
+      HttpPost("/v1/chat/completions",
+               R"({"messages":[{"role":"user","content":"x"}],"stream":true})"),
+      "\"z\"");
+  EXPECT_NE(got.find("200 OK"), std::string::npos);
+  for (int i = 0; i < 200 && backend_.cancelled == 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(backend_.cancelled, 1);
+  backend_.piece_delay = 0ms;
+  EXPECT_EQ(Post("/v1/chat/completions", kChat)->status, 200);
+  std::this_thread::sleep_for(50ms);
+  auto metrics = Client().Get("/metrics");
+  EXPECT_NE(metrics->body.find("prefixd_requests_cancelled_total 1"), std::string::npos);
+}
+
+TEST_F(ServerTest, NonStreamingClientDisconnectCancels) {
+  backend_.reply = std::string(300, 'z');
+  backend_.piece_delay = 5ms;
+  backend_.n_ctx = 4096;
+  Start();
+  RawExchange(HttpPost("/v1/chat/completions", kChat), "");
+  for (int i = 0; i < 200 && backend_.cancelled == 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(backend_.cancelled, 1);
+}
+
+TEST_F(ServerTest, ConcurrentRequests) {
+  backend_.piece_delay = 1ms;
+  Start();
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&] {
+      auto r = Post("/v1/chat/completions", kChat);
+      if (r && r->status == 200 &&
+          json::parse(r->body)["choices"][0]["message"]["content"] == "Hello, world!") {
+        ++ok;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok, 8);
+}
+
+}  // namespace
+}  // namespace prefixd::server
