@@ -72,7 +72,7 @@ void Flight::Log(int status) {
   if (r.ok()) {
     line.AddCompletion(*r);
     cancelled = cancelled || r->finish_reason == "cancelled";
-    if (r->cache.diverged_at >= 0) {
+    if (r->cache.diverged_at > 0) {  // 0: nothing shared at all, not a changed prefix
       line.AddDivergence(*ctx_.backend, prompt_tokens_, r->cache.diverged_at);
     }
     ctx_.metrics->RecordCompletion(*r, ttft_seconds_);

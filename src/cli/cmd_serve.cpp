@@ -1,0 +1,231 @@
+// prefixd serve: the OpenAI-compatible HTTP server (server/server.h) over the engine.
+//
+// Starts the engine (which locks the cache dir), loads the API keys, binds (port 0: any free
+// port; the chosen one is logged as `prefixd listening … port=N`), then serves until SIGINT or
+// SIGTERM, when it stops accepting, cancels running generations, and flushes the disk tier.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "engine/engine.h"
+#include "server/auth.h"
+#include "server/backend.h"
+#include "server/request_log.h"
+#include "server/server.h"
+
+namespace prefixd::cli {
+
+namespace {
+
+struct ServeArgs {
+  std::string model;
+  std::string alias;
+  std::string host = "127.0.0.1";
+  int64_t port = 8080;
+  std::string cache_dir;  // "" -> the default; "none" -> RAM only
+  std::string ram_budget = "2G";
+  std::string disk_quota = "20G";
+  std::string max_body = "32M";
+  int64_t block_size = 256;
+  int64_t slots = 2;
+  int64_t ctx = 16384;
+  int64_t threads = 0;
+  int64_t batch = 2048;
+  int64_t ubatch = 512;
+  int64_t gpu_layers = 0;
+  int64_t max_queue = 64;
+  bool no_cache = false;
+  std::string api_key_file;
+};
+
+// "123", "64K", "512M", "2G", "1T" (powers of 1024; a trailing "B"/"iB" is allowed).
+Result<uint64_t> ParseBytes(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  std::string unit(end ? end : "");
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+  if (!unit.empty() && unit.back() == 'i') unit.pop_back();
+  uint64_t mult = 1;
+  if (unit.size() == 1) {
+    switch (std::toupper(static_cast<unsigned char>(unit[0]))) {
+      case 'K': mult = 1ull << 10; break;
+      case 'M': mult = 1ull << 20; break;
+      case 'G': mult = 1ull << 30; break;
+      case 'T': mult = 1ull << 40; break;
+      default: mult = 0;
+    }
+  } else if (!unit.empty()) {
+    mult = 0;
+  }
+  if (end == text.c_str() || mult == 0 || !(v >= 0) || v * double(mult) > 1.8e19) {
+    return Status::InvalidArgument(flag + ": expected a size such as 512M or 2G, got '" + text +
+                                   "'");
+  }
+  return uint64_t(v * double(mult));
+}
+
+std::string DefaultCacheDir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    return std::string(xdg) + "/prefixd";
+  }
+  if (const char* home = std::getenv("HOME"); home && *home) {
+    return std::string(home) + "/.cache/prefixd";
+  }
+  return "";
+}
+
+// "models/Qwen3-8B-Q4_K_M.gguf" -> "Qwen3-8B-Q4_K_M".
+std::string ModelId(const ServeArgs& a) {
+  if (!a.alias.empty()) return a.alias;
+  std::string id = a.model.substr(a.model.find_last_of('/') + 1);
+  if (id.size() > 5 && id.compare(id.size() - 5, 5, ".gguf") == 0) id.resize(id.size() - 5);
+  return id;
+}
+
+Status CheckRanges(const ServeArgs& a) {
+  if (a.port < 0 || a.port > 65535) return Status::InvalidArgument("--port: 0..65535");
+  if (a.slots < 1 || a.slots > 256) return Status::InvalidArgument("--slots: 1..256");
+  if (a.ctx < 16 || a.ctx > (1 << 24)) return Status::InvalidArgument("--ctx: 16..16777216");
+  if (a.block_size < 1 || a.block_size > (1 << 20)) {
+    return Status::InvalidArgument("--block-size: 1..1048576");
+  }
+  if (a.max_queue < 0 || a.max_queue > 100000) {
+    return Status::InvalidArgument("--max-queue: 0..100000");
+  }
+  if (a.threads < 0 || a.batch < 1 || a.ubatch < 1 || a.gpu_layers < -1) {
+    return Status::InvalidArgument("--threads, --batch, --ubatch, --gpu-layers: out of range");
+  }
+  return Status::OK();
+}
+
+Result<engine::EngineOptions> EngineOptionsOf(const ServeArgs& a) {
+  PREFIXD_RETURN_IF_ERROR(CheckRanges(a));
+  engine::EngineOptions eo;
+  eo.model_path = a.model;
+  eo.cache_dir = a.cache_dir.empty() ? DefaultCacheDir() : a.cache_dir;
+  if (eo.cache_dir == "none" || a.no_cache) eo.cache_dir = "";
+  PREFIXD_ASSIGN_OR_RETURN(eo.ram_budget_bytes, ParseBytes("--ram-budget", a.ram_budget));
+  PREFIXD_ASSIGN_OR_RETURN(eo.disk_quota_bytes, ParseBytes("--disk-quota", a.disk_quota));
+  eo.block_size = uint32_t(a.block_size);
+  eo.n_slots = uint32_t(a.slots);
+  eo.n_ctx_per_slot = uint32_t(a.ctx);
+  eo.n_batch = uint32_t(a.batch);
+  eo.n_ubatch = uint32_t(a.ubatch);
+  eo.n_threads = int(a.threads);
+  eo.n_gpu_layers = int(a.gpu_layers);
+  eo.cache_enabled = !a.no_cache;
+  eo.max_queue = size_t(a.max_queue);
+  return eo;
+}
+
+Result<server::ServerOptions> ServerOptionsOf(const ServeArgs& a) {
+  server::ServerOptions so;
+  so.host = a.host;
+  so.port = int(a.port);
+  PREFIXD_ASSIGN_OR_RETURN(uint64_t max_body, ParseBytes("--max-body", a.max_body));
+  so.max_body_bytes = size_t(max_body);
+  so.model_id = ModelId(a);
+  // Every slot and every queued request holds a connection thread; a few more keep /health
+  // and /metrics answering when all of them are busy.
+  so.n_http_threads = size_t(a.slots + a.max_queue + 8);
+  return so;
+}
+
+int Fail(const Status& st) {
+  std::fprintf(stderr, "prefixd serve: %s\n", st.ToString().c_str());
+  return st.code() == Status::Code::kInvalidArgument ? 2 : 1;
+}
+
+// Blocks SIGINT/SIGTERM in every thread started after this; a dedicated thread waits for them.
+sigset_t BlockStopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return set;
+}
+
+int Serve(const ServeArgs& a) {
+  auto eo = EngineOptionsOf(a);
+  if (!eo.ok()) return Fail(eo.status());
+  auto so = ServerOptionsOf(a);
+  if (!so.ok()) return Fail(so.status());
+  sigset_t stop_signals = BlockStopSignals();
+  auto engine = engine::Engine::Create(*eo);
+  if (!engine.ok()) return Fail(engine.status());
+  auto auth = server::TenantAuth::Create(Env::Default(), a.api_key_file, eo->cache_dir);
+  if (!auth.ok()) return Fail(auth.status());
+  engine::Engine* engine_ptr = engine->get();
+  std::unique_ptr<server::Backend> backend = server::NewEngineBackend(std::move(*engine));
+  server::HttpServer http(backend.get(), auth->get(), *so);
+  auto port = http.Bind();
+  if (!port.ok()) return Fail(port.status());
+  server::WriteLogLine(server::LogLine("listening")
+                           .Add("host", a.host)
+                           .Add("port", (long long)*port)
+                           .Add("model", http.model_id())
+                           .Add("slots", (long long)eo->n_slots)
+                           .Add("ctx", (long long)eo->n_ctx_per_slot)
+                           .Add("cache_dir", eo->cache_dir.empty() ? "none" : eo->cache_dir)
+                           .Add("api_keys", (*auth)->enabled() ? "on" : "off"));
+  std::atomic<bool> signalled{false};
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    signalled = true;
+    http.Stop();
+  });
+  Status st = http.Serve();
+  if (!signalled) pthread_kill(waiter.native_handle(), SIGTERM);  // Serve() failed: wake it
+  waiter.join();
+  server::WriteLogLine(server::LogLine("stopping"));
+  engine_ptr->FlushCache();
+  return st.ok() ? 0 : Fail(st);
+}
+
+}  // namespace
+
+int CmdServe(int argc, char** argv) {
+  ServeArgs a;
+  Flags flags("serve", "Serve a GGUF model over an OpenAI-compatible HTTP API.");
+  flags.String("-m,--model", &a.model, "GGUF model file (required)");
+  flags.String("--alias", &a.alias, "model id clients use (default: the file name without .gguf)");
+  flags.String("--host", &a.host, "address to listen on (127.0.0.1: this machine only)");
+  flags.Int("--port", &a.port, "TCP port; 0 picks a free one (logged at start)");
+  flags.String("--cache-dir", &a.cache_dir,
+               "disk cache directory (default: $XDG_CACHE_HOME/prefixd or ~/.cache/prefixd; "
+               "'none': RAM only)");
+  flags.String("--ram-budget", &a.ram_budget, "bytes the RAM tier may hold (e.g. 2G)");
+  flags.String("--disk-quota", &a.disk_quota, "bytes the disk tier may hold (e.g. 20G)");
+  flags.Int("--block-size", &a.block_size, "cache block size in tokens");
+  flags.Int("--slots", &a.slots, "requests generated at once (continuous batching)");
+  flags.Int("-c,--ctx", &a.ctx, "context length of each slot, in tokens");
+  flags.Int("-t,--threads", &a.threads, "CPU threads; 0: all cores");
+  flags.Int("--batch", &a.batch, "logical batch size (prefill chunk)");
+  flags.Int("--ubatch", &a.ubatch, "physical batch size");
+  flags.Int("-ngl,--gpu-layers", &a.gpu_layers, "layers to offload to the GPU");
+  flags.Int("--max-queue", &a.max_queue,
+            "requests that may wait for a slot; more get 503 with Retry-After");
+  flags.String("--max-body", &a.max_body, "largest request body accepted (e.g. 32M)");
+  flags.Bool("--no-cache", &a.no_cache, "turn the prompt cache fully off");
+  flags.String("--api-key-file", &a.api_key_file,
+               "file with one API key per line; requests must send one (default: no keys)");
+  return RunWithFlags(flags, argc, argv, [&] {
+    if (a.model.empty()) {
+      std::fprintf(stderr, "prefixd serve: -m/--model is required\n\n%s", flags.Help().c_str());
+      return 2;
+    }
+    return Serve(a);
+  });
+}
+
+}  // namespace prefixd::cli
