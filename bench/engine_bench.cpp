@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <memory>
 #include <string>
 #include <thread>
@@ -37,22 +36,18 @@ struct BenchArgs {
   int64_t block_size = 256;
   int64_t sessions = 3;
   int64_t turns = 3;
-  int64_t system_tokens = 1500;
-  int64_t tool_tokens = 200;
+  // Defaults sized for a few minutes on 2 CPU cores with a "small" model (~40 prefill tok/s).
+  int64_t system_tokens = 1000;
+  int64_t tool_tokens = 150;
   int64_t max_tokens = 8;
   int64_t seed = 1;
   int64_t threads = 0;
   int64_t ctx = 8192;
-  int64_t overhead_tokens = 1024;
+  int64_t overhead_tokens = 512;
   int64_t overhead_reps = 3;
   bool no_restart = false;
+  std::string command_line;  // for the report
 };
-
-std::string ChatMessages(const std::string& system, const std::string& user) {
-  return nlohmann::json::array({{{"role", "system"}, {"content", system}},
-                                {{"role", "user"}, {"content", user}}})
-      .dump();
-}
 
 double Ratio(double a, double b) { return b > 0 ? a / b : 0; }
 
@@ -273,10 +268,13 @@ Status MeasureCaptureOverhead(EnginePair& p, const BenchArgs& a) {
   double tok_on = 0, tok_off = 0, ms_on = 0, ms_off = 0;
   for (int64_t r = 0; r < a.overhead_reps; ++r) {
     const uint64_t seed = uint64_t(a.seed) * 1000003u + 7919u * uint64_t(r + 1);
-    const std::string msgs =
-        ChatMessages(WordSalad(seed, int(a.overhead_tokens * 4 / 5)),
-                               WordSalad(seed + 1, int(a.overhead_tokens / 5)));
-    PREFIXD_ASSIGN_OR_RETURN(engine::Prompt prompt, p.on->PrepareChat(msgs, ""));
+    // Raw text in the chat format that opens with words of its own, so that not even the
+    // "<|im_start|>system" of the trace's prompts is shared: the cache restores nothing.
+    const std::string text = WordSalad(seed, int(a.overhead_tokens * 4 / 5)) +
+                             "<|im_end|>\n<|im_start|>user\n" +
+                             WordSalad(seed + 1, int(a.overhead_tokens / 5)) +
+                             "<|im_end|>\n<|im_start|>assistant\n";
+    PREFIXD_ASSIGN_OR_RETURN(engine::Prompt prompt, p.on->PrepareText(text));
     Progress("capture overhead rep %lld/%lld: %zu tokens", (long long)r + 1,
              (long long)a.overhead_reps, prompt.tokens.size());
     CompletionResult on, off;
@@ -311,6 +309,7 @@ TraceOptions MakeTraceOptions(const BenchArgs& a) {
 }
 
 void PrintConfig(const BenchArgs& a, const std::string& model, size_t n_requests) {
+  std::printf("command: %s\n", a.command_line.c_str());
   std::printf("prefixd_engine_bench: model %s (arch %s, shape %s)\n", model.c_str(),
               a.model.empty() ? a.arch.c_str() : "?", a.model.empty() ? a.shape.c_str() : "?");
   std::printf("trace: seed %lld, %lld sessions x %lld turns, system ~%lld tokens, tool results "
@@ -325,6 +324,7 @@ void PrintConfig(const BenchArgs& a, const std::string& model, size_t n_requests
 }
 
 int Main(const BenchArgs& a) {
+  const auto start = std::chrono::steady_clock::now();
   std::error_code ec;
   fs::create_directories(a.work_dir, ec);
   auto trace = GenerateTrace(MakeTraceOptions(a));
@@ -365,6 +365,9 @@ int Main(const BenchArgs& a) {
       return 1;
     }
   }
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("\nwall time %.0f s\n", secs);
   Progress("done");
   return totals->all.mismatches == 0 ? 0 : 3;
 }
@@ -375,6 +378,7 @@ int Main(const BenchArgs& a) {
 int main(int argc, char** argv) {
   using prefixd::bench::BenchArgs;
   BenchArgs a;
+  for (int i = 0; i < argc; ++i) a.command_line += (i ? " " : "") + std::string(argv[i]);
   prefixd::cli::Flags flags(
       "prefixd_engine_bench",
       "Replay a generated agent trace in process with the prompt cache on and off side by "
