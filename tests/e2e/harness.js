@@ -1,0 +1,111 @@
+// Test harness: makes a tiny model with `prefixd make-test-model`, starts the real
+// `prefixd serve` on 127.0.0.1 with a free port (--port 0; the port is read from the
+// `prefixd listening` log line) and a temporary cache dir, waits for /health, and always
+// stops it again (SIGTERM, then SIGKILL), even when a test fails or the runner dies.
+// PREFIXD_E2E_LOG=1 prints each server's log when it stops.
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+
+export const BIN = process.env.PREFIXD_BIN;
+if (!BIN) throw new Error('PREFIXD_BIN must name the prefixd binary');
+
+const live = new Set();
+process.on('exit', () => { for (const p of live) p.kill('SIGKILL'); });
+
+export function tempDir(tag) {
+  return mkdtempSync(join(tmpdir(), `prefixd-e2e-${tag}-`));
+}
+
+// A tiny random-weight qwen35 model (Qwen-style ChatML template); same seed, same model.
+export function makeModel(dir, seed = 1) {
+  const out = join(dir, 'tiny.gguf');
+  execFileSync(BIN, ['make-test-model', '--arch', 'qwen35', '--shape', 'tiny',
+    '--seed', String(seed), '--out', out], { stdio: ['ignore', 'ignore', 'inherit'] });
+  return out;
+}
+
+export function writeKeys(dir, keys) {
+  const f = join(dir, 'keys.txt');
+  writeFileSync(f, ['# test tenants', ...keys, ''].join('\n'));
+  return f;
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Starts `prefixd serve -m model` with extra flags; resolves once /health answers.
+export async function startServer({ model, args = [], timeoutMs = 30000 }) {
+  const dir = tempDir('serve');
+  const proc = spawn(BIN, ['serve', '-m', model, '--host', '127.0.0.1', '--port', '0',
+    '--cache-dir', join(dir, 'cache'), '--threads', '1', ...args],
+  { stdio: ['ignore', 'ignore', 'pipe'] });
+  live.add(proc);
+  const server = { proc, dir, log: '', port: 0, exited: false };
+  proc.stderr.setEncoding('utf8');
+  proc.stderr.on('data', (d) => { server.log += d; });
+  proc.on('exit', () => { server.exited = true; live.delete(proc); });
+  server.stop = async () => {
+    if (process.env.PREFIXD_E2E_LOG) console.error(server.log);  // the server's own log lines
+    if (!server.exited) {
+      proc.kill('SIGTERM');
+      for (let i = 0; i < 100 && !server.exited; i++) await sleep(50);
+      if (!server.exited) proc.kill('SIGKILL');
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    const deadline = Date.now() + timeoutMs;
+    while (!server.port) {
+      const m = /prefixd listening .*port=(\d+)/.exec(server.log);
+      if (m) server.port = Number(m[1]);
+      else if (server.exited || Date.now() > deadline) throw new Error(`serve did not start:\n${server.log}`);
+      else await sleep(20);
+    }
+    server.url = `http://127.0.0.1:${server.port}`;
+    for (;;) {
+      try {
+        const r = await fetch(`${server.url}/health`);
+        if (r.ok) break;
+      } catch { /* not accepting yet */ }
+      if (Date.now() > deadline) throw new Error(`/health never answered:\n${server.log}`);
+      await sleep(50);
+    }
+  } catch (e) {
+    await server.stop();
+    throw e;
+  }
+  return server;
+}
+
+export function client(server, apiKey = 'unused') {
+  return new OpenAI({ baseURL: `${server.url}/v1`, apiKey, maxRetries: 0, timeout: 30000 });
+}
+
+// POST a raw body; returns { status, headers, json }.
+export async function post(server, path, body, headers = {}) {
+  const r = await fetch(`${server.url}${path}`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await r.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: r.status, headers: r.headers, json, text };
+}
+
+export async function metrics(server) {
+  return (await fetch(`${server.url}/metrics`)).text();
+}
+
+// The value of one sample ("name" or "name{labels}") on a /metrics page, or undefined.
+export function metric(page, sample) {
+  for (const line of page.split('\n')) {
+    if (line.startsWith(sample + ' ')) return Number(line.slice(sample.length + 1));
+  }
+  return undefined;
+}
+
+export { sleep };

@@ -1,0 +1,76 @@
+// Client disconnects cancel generation and free the slot; a full queue answers 503.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
+import { client, makeModel, metric, metrics, post, sleep, startServer, tempDir } from './harness.js';
+
+const LONG = { model: 'tiny', max_tokens: 3500, temperature: 0 };
+const user = (content) => [{ role: 'user', content }];
+
+async function untilMetric(server, sample, min, ms = 10000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = metric(await metrics(server), sample) ?? 0;
+    if (v >= min || Date.now() > deadline) return v;
+    await sleep(50);
+  }
+}
+
+describe('one slot, a queue of one', () => {
+  let dir; let server; let openai;
+
+  before(async () => {
+    dir = tempDir('lifecycle');
+    server = await startServer({
+      model: makeModel(dir), args: ['--slots', '1', '--max-queue', '1', '--ctx', '4096'],
+    });
+    openai = client(server);
+  });
+  after(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a client that aborts a stream cancels it and frees the slot', async () => {
+    const controller = new AbortController();
+    const stream = await openai.chat.completions.create(
+      { ...LONG, stream: true, messages: user('Tell me a very long story.') },
+      { signal: controller.signal });
+    let chunks = 0;
+    try {
+      for await (const chunk of stream) {
+        if (chunk.choices[0]?.delta?.content) chunks++;
+        if (chunks === 2) controller.abort();
+      }
+    } catch (e) {
+      assert.equal(e.name, 'APIUserAbortError', String(e));
+    }
+    assert.equal(chunks, 2);
+    assert.ok(await untilMetric(server, 'prefixd_requests_cancelled_total', 1) >= 1,
+      'the cancellation is counted');
+    const t0 = Date.now();
+    const next = await openai.chat.completions.create({ model: 'tiny', max_tokens: 4, messages: user('next') });
+    assert.equal(next.choices.length, 1);
+    assert.ok(Date.now() - t0 < 5000, 'the one slot was free again');
+    const health = await (await fetch(`${server.url}/health`)).json();
+    assert.equal(health.slots_busy, 0);
+    assert.match(server.log, /prefixd request .*stream=1 .*finish=cancelled.* cancelled=1/);
+  });
+
+  it('requests beyond the slot and the queue get 503 with Retry-After', async () => {
+    const controller = new AbortController();
+    const busy = await openai.chat.completions.create(
+      { ...LONG, stream: true, messages: user('Occupy the slot.') }, { signal: controller.signal });
+    const it = busy[Symbol.asyncIterator]();
+    await it.next();  // the slot is taken once text flows
+    const queued = post(server, '/v1/chat/completions', { model: 'tiny', max_tokens: 2, messages: user('wait') });
+    await sleep(200);  // let it reach the queue
+    const refused = await post(server, '/v1/chat/completions', { model: 'tiny', max_tokens: 2, messages: user('no room') });
+    assert.equal(refused.status, 503, refused.text);
+    assert.equal(refused.headers.get('retry-after'), '1');
+    assert.equal(typeof refused.json.error.message, 'string');
+    controller.abort();
+    const waited = await queued;
+    assert.equal(waited.status, 200, waited.text);
+  });
+});
