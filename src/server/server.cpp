@@ -77,7 +77,7 @@ void HttpServer::Impl::SetUp() {
   http.set_payload_max_length(options.max_body_bytes);
   http.set_read_timeout(60);
   http.set_write_timeout(60);
-  http.set_keep_alive_timeout(30);
+  http.set_keep_alive_timeout(5);  // an idle keep-alive connection holds a thread
   http.set_tcp_nodelay(true);
   http.set_pre_routing_handler(
       [this](const httplib::Request& req, httplib::Response& res) { return PreRoute(req, res); });

@@ -51,7 +51,7 @@ describe('one slot, a queue of one', () => {
     const t0 = Date.now();
     const next = await openai.chat.completions.create({ model: 'tiny', max_tokens: 4, messages: user('next') });
     assert.equal(next.choices.length, 1);
-    assert.ok(Date.now() - t0 < 5000, 'the one slot was free again');
+    assert.ok(Date.now() - t0 < 15000, 'the one slot was free again');
     const health = await (await fetch(`${server.url}/health`)).json();
     assert.equal(health.slots_busy, 0);
     assert.match(server.log, /prefixd request .*stream=1 .*finish=cancelled.* cancelled=1/);
@@ -64,7 +64,11 @@ describe('one slot, a queue of one', () => {
     const it = busy[Symbol.asyncIterator]();
     await it.next();  // the slot is taken once text flows
     const queued = post(server, '/v1/chat/completions', { model: 'tiny', max_tokens: 2, messages: user('wait') });
-    await sleep(200);  // let it reach the queue
+    const deadline = Date.now() + 10000;  // wait until it waits in the queue
+    while ((await (await fetch(`${server.url}/health`)).json()).queue_depth < 1) {
+      assert.ok(Date.now() < deadline, 'the second request never reached the queue');
+      await sleep(20);
+    }
     const refused = await post(server, '/v1/chat/completions', { model: 'tiny', max_tokens: 2, messages: user('no room') });
     assert.equal(refused.status, 503, refused.text);
     assert.equal(refused.headers.get('retry-after'), '1');
