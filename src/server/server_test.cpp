@@ -29,6 +29,7 @@ class ServerTest : public ::testing::Test {
   void TearDown() override {
     if (server_) server_->Stop();
     if (thread_.joinable()) thread_.join();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
 
   void Start(const std::string& key_file = "") {
