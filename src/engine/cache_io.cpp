@@ -79,7 +79,7 @@ Status CacheIo::Impl::LearnShape(int32_t seq) {
   auto whole = ctx.GetState(seq, StatePart::kWhole);
   ctx.SeqClear(seq);
   if (!whole.ok()) return whole.status();
-  PREFIXD_ASSIGN_OR_RETURN(ParsedState parsed, ParseState(*whole, ctx.model().layout()));
+  PREFIXD_ASSIGN_OR_RETURN(ParsedState parsed, ParseState(*whole, ctx.model().layout(), ctx.model().has_cell_ext()));
   PREFIXD_ASSIGN_OR_RETURN(StateShape s, StateShapeOf(parsed));
   shape = std::move(s);
   return Status::OK();
@@ -163,7 +163,8 @@ Status CacheIo::Publish(Slot& slot) {
   std::optional<ParsedState> parsed;
   if (has_rows) {
     PREFIXD_ASSIGN_OR_RETURN(whole, impl_->ctx.GetState(slot.seq, StatePart::kWhole));
-    PREFIXD_ASSIGN_OR_RETURN(ParsedState p, ParseState(whole, impl_->ctx.model().layout()));
+    PREFIXD_ASSIGN_OR_RETURN(ParsedState p, ParseState(whole, impl_->ctx.model().layout(),
+                                                        impl_->ctx.model().has_cell_ext()));
     parsed = std::move(p);
   }
   // Blocks: every full Block from the one the restore ended in.

@@ -64,6 +64,7 @@ std::string Engine::Detokenize(const std::vector<Token>& tokens) const {
 }
 
 const std::string& Engine::model_name() const { return impl_->options.model_path; }
+int32_t Engine::n_vocab() const { return impl_->model->n_vocab(); }
 uint32_t Engine::n_ctx_per_slot() const { return impl_->options.n_ctx_per_slot; }
 EngineStats Engine::GetStats() const { return impl_->scheduler->GetStats(); }
 Status Engine::ClearCache() { return impl_->scheduler->ClearCache(); }

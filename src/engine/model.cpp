@@ -106,6 +106,18 @@ Token Model::FindSpecialToken(std::string_view text) const {
   return t[0];
 }
 
+bool Model::has_cell_ext() const {
+  // llama_kv_cache::has_cell_ext(): n_pos_per_embd() > 1 (M-RoPE) or PLE heads. PLE is not
+  // visible through the public API; such a model's states fail to parse and are not cached.
+  switch (llama_model_rope_type(model_)) {
+    case LLAMA_ROPE_TYPE_MROPE:
+    case LLAMA_ROPE_TYPE_IMROPE:
+      return true;
+    default:
+      return false;
+  }
+}
+
 int Model::n_vocab() const { return llama_vocab_n_tokens(vocab_); }
 int Model::n_ctx_train() const { return llama_model_n_ctx_train(model_); }
 int Model::n_swa() const { return llama_model_n_swa(model_); }

@@ -44,6 +44,8 @@ class Model {
   const std::string& arch() const { return arch_; }
   const std::string& path() const { return path_; }
   MemoryLayout layout() const { return layout_; }
+  // True when the KV cells carry llama.cpp's 12-byte cell ext (M-RoPE 2D positions).
+  bool has_cell_ext() const;
   // The built-in chat template, or "" when the model has none.
   std::string ChatTemplate() const;
   // A metadata value by key, or "".

@@ -24,6 +24,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -104,11 +105,16 @@ struct ParsedState {
 
 // Parses a whole state (GetState(kWhole)) of a model whose memory is `layout`.
 // Returns Corruption naming the first inconsistency for malformed bytes.
-Result<ParsedState> ParseState(std::span<const uint8_t> bytes, MemoryLayout layout);
+// `cell_ext`: whether kv cells carry the 12-byte ext (Model::has_cell_ext()). The bytes do
+// not say; without the hint both readings are tried and a state that fits both is refused as
+// ambiguous, so callers that know the model always pass it.
+Result<ParsedState> ParseState(std::span<const uint8_t> bytes, MemoryLayout layout,
+                               std::optional<bool> cell_ext = std::nullopt);
 
 // Parses a partial state (GetState(kPartial)): the header and the partial section only.
 // For kAttention (no partial section) this is InvalidArgument.
-Result<ParsedState> ParsePartialState(std::span<const uint8_t> bytes, MemoryLayout layout);
+Result<ParsedState> ParsePartialState(std::span<const uint8_t> bytes, MemoryLayout layout,
+                                      std::optional<bool> cell_ext = std::nullopt);
 
 // Writes `state` back; for a state from ParseState the result is byte-identical to its input.
 Result<std::vector<uint8_t>> EmitState(const ParsedState& state);

@@ -3,6 +3,8 @@
 
 #include "engine/state_bytes.h"
 #include "engine/state_codec.h"
+
+#include <optional>
 #include "ggml.h"
 
 namespace prefixd::engine {
@@ -196,7 +198,13 @@ bool AnyCells(const KvSection& kv) {
 
 // The 12-byte cell ext is not flagged in the bytes: parse both ways and require exactly one to
 // fit (each parse checks every type, row size and the exact end of the state).
-Result<ParsedState> Parse(std::span<const uint8_t> bytes, MemoryLayout layout, bool partial_only) {
+Result<ParsedState> Parse(std::span<const uint8_t> bytes, MemoryLayout layout, bool partial_only,
+                          std::optional<bool> cell_ext) {
+  if (cell_ext.has_value()) {  // known from the model: parse once
+    ParsedState known;
+    PREFIXD_RETURN_IF_ERROR(ParseWith(bytes, layout, partial_only, *cell_ext, &known));
+    return known;
+  }
   ParsedState plain;
   Status st = ParseWith(bytes, layout, partial_only, false, &plain);
   const bool has_kv = (partial_only ? false : LayoutHasRows(layout)) || HasSwa(layout);
@@ -298,15 +306,17 @@ Status CheckEmittable(const ParsedState& ps) {
 
 }  // namespace
 
-Result<ParsedState> ParseState(std::span<const uint8_t> bytes, MemoryLayout layout) {
-  return Parse(bytes, layout, /*partial_only=*/false);
+Result<ParsedState> ParseState(std::span<const uint8_t> bytes, MemoryLayout layout,
+                               std::optional<bool> cell_ext) {
+  return Parse(bytes, layout, /*partial_only=*/false, cell_ext);
 }
 
-Result<ParsedState> ParsePartialState(std::span<const uint8_t> bytes, MemoryLayout layout) {
+Result<ParsedState> ParsePartialState(std::span<const uint8_t> bytes, MemoryLayout layout,
+                                      std::optional<bool> cell_ext) {
   if (layout == MemoryLayout::kAttention) {
     return Status::InvalidArgument("an attention-only layout has no partial section");
   }
-  return Parse(bytes, layout, /*partial_only=*/layout != MemoryLayout::kRecurrent);
+  return Parse(bytes, layout, /*partial_only=*/layout != MemoryLayout::kRecurrent, cell_ext);
 }
 
 Result<std::vector<uint8_t>> EmitState(const ParsedState& ps) {

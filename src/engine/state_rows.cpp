@@ -370,7 +370,7 @@ Result<ParsedState> CheckPartial(std::span<const uint8_t> partial, const StateSh
                                    MemoryLayoutName(shape.layout) +
                                    " state needs the partial taken at P)");
   }
-  auto part = ParsePartialState(partial, shape.layout);
+  auto part = ParsePartialState(partial, shape.layout, shape.cell_ext);
   if (!part.ok()) return part.status().WithContext("partial");
   if (part->has_swa) PREFIXD_RETURN_IF_ERROR(CheckSwaPartial(*part, shape, p));
   if (part->has_recurrent) PREFIXD_RETURN_IF_ERROR(CheckRecurrentPartial(*part, shape, p));

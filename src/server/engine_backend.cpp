@@ -1,34 +1,5 @@
 // The Backend over the real engine: a thin forwarding adapter.
-#include <climits>
-#include <exception>
-
 #include "server/backend.h"
-
-namespace prefixd::engine {
-
-// Engine::n_vocab() is declared in engine.h at the server's request. Until engine.cpp defines
-// it, this weak definition finds the vocabulary size by bisection on Detokenize, which throws
-// std::out_of_range for an id outside the vocabulary (llama_vocab's id_to_token.at()). The
-// engine's own (strong) definition replaces it at link time.
-__attribute__((weak)) int32_t Engine::n_vocab() const {
-  auto valid = [this](Token id) {
-    try {
-      Detokenize({id});
-      return true;
-    } catch (const std::exception&) {
-      return false;
-    }
-  };
-  if (!valid(0)) return 0;
-  int32_t lo = 0, hi = INT32_MAX;  // valid(lo) and !valid(hi)
-  while (hi - lo > 1) {
-    int32_t mid = lo + (hi - lo) / 2;
-    (valid(mid) ? lo : hi) = mid;
-  }
-  return lo + 1;
-}
-
-}  // namespace prefixd::engine
 
 namespace prefixd::server {
 namespace {
