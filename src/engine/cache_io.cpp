@@ -37,6 +37,7 @@ std::vector<CapturePoint> PlanCaptures(const Prompt& prompt, int32_t restored, i
     add(prompt.capture_points[i], last ? SnapshotKind::kTail : SnapshotKind::kMessage);
   }
   add(branch, SnapshotKind::kBranch);
+  add(n, SnapshotKind::kGenerationEnd);  // the prompt's end: the answer starts here
   if (options.needs_snapshot) {
     for (int32_t b = int32_t(options.block_size); b <= n; b += int32_t(options.block_size)) {
       add(b, SnapshotKind::kBlockBoundary);
@@ -64,6 +65,9 @@ struct CacheIo::Impl {
       : ctx(c), cache(pc), disk(d), options(o) {}
 
   Status LearnShape(int32_t seq);
+  // Slices Blocks [from / B, n / B) of `tokens` (n = tokens.size(), all decoded in slot.seq)
+  // from one whole state and publishes them, then slot.pending.
+  Status PublishRange(Slot& slot, std::span<const Token> tokens, int32_t from);
   Status RestoreMatch(Slot& slot, const cache::PrefixCache::Match& m);
 };
 
@@ -156,22 +160,46 @@ Status CacheIo::Capture(Slot& slot, const CapturePoint& point) {
 
 Status CacheIo::Publish(Slot& slot) {
   const auto& tokens = slot.job->request.prompt.tokens;
+  // For pure attention the whole prompt is a Tail: any later prefix of it is restorable.
+  const bool attention_only = impl_->options.has_rows && !impl_->options.needs_snapshot;
+  if (attention_only && tokens.size() % impl_->options.block_size != 0) {
+    slot.pending.push_back({int32_t(tokens.size()), SnapshotKind::kGenerationEnd, {}});
+  }
+  return impl_->PublishRange(slot, tokens, slot.restored);
+}
+
+Status CacheIo::PublishGeneration(Slot& slot) {
+  const auto& prompt = slot.job->request.prompt.tokens;
+  const int32_t n = int32_t(prompt.size());
+  if (slot.pos <= n) return Status::OK();  // nothing generated was decoded
+  std::vector<Token> tokens(prompt);
+  tokens.insert(tokens.end(), slot.result.tokens.begin(),
+                slot.result.tokens.begin() + (slot.pos - n));
+  slot.pending.clear();
+  PendingSnapshot end{slot.pos, SnapshotKind::kGenerationEnd, {}};
+  if (impl_->options.needs_snapshot) {
+    PREFIXD_ASSIGN_OR_RETURN(end.partial, impl_->ctx.GetState(slot.seq, StatePart::kPartial));
+  }
+  if (impl_->options.has_rows || impl_->options.needs_snapshot) slot.pending.push_back(std::move(end));
+  return impl_->PublishRange(slot, tokens, n);
+}
+
+Status CacheIo::Impl::PublishRange(Slot& slot, std::span<const Token> tokens, int32_t from) {
   const int32_t n = int32_t(tokens.size());
-  const int32_t B = int32_t(impl_->options.block_size);
-  const bool has_rows = impl_->options.has_rows;
+  const int32_t B = int32_t(options.block_size);
   std::vector<uint8_t> whole;
   std::optional<ParsedState> parsed;
-  if (has_rows) {
-    PREFIXD_ASSIGN_OR_RETURN(whole, impl_->ctx.GetState(slot.seq, StatePart::kWhole));
-    PREFIXD_ASSIGN_OR_RETURN(ParsedState p, ParseState(whole, impl_->ctx.model().layout(),
-                                                        impl_->ctx.model().has_cell_ext()));
+  if (options.has_rows) {
+    PREFIXD_ASSIGN_OR_RETURN(whole, ctx.GetState(slot.seq, StatePart::kWhole));
+    PREFIXD_ASSIGN_OR_RETURN(ParsedState p, ParseState(whole, ctx.model().layout(),
+                                                       ctx.model().has_cell_ext()));
     parsed = std::move(p);
   }
-  // Blocks: every full Block from the one the restore ended in.
-  const int32_t first = slot.restored / B;
+  // Blocks: every full Block from the one `from` falls in.
+  const int32_t first = from / B;
   std::vector<PayloadRef> rows;
   for (int32_t k = first; (k + 1) * B <= n; ++k) {
-    if (!has_rows) {
+    if (!options.has_rows) {
       rows.push_back(nullptr);
       continue;
     }
@@ -179,25 +207,22 @@ Status CacheIo::Publish(Slot& slot) {
     rows.push_back(MakePayload(std::move(r)));
   }
   if (!rows.empty()) {
-    impl_->cache.InsertBlocks(slot.domain, tokens, size_t(first), rows);
-    if (impl_->disk) impl_->disk->SpillBlocks(slot.domain, tokens, size_t(first), rows);
+    cache.InsertBlocks(slot.domain, tokens, size_t(first), rows);
+    if (disk) disk->SpillBlocks(slot.domain, tokens, size_t(first), rows);
   }
-  // For pure attention the whole prompt is a Tail: any later prefix of it is restorable.
-  if (has_rows && !impl_->options.needs_snapshot && n % B != 0) {
-    slot.pending.push_back({n, SnapshotKind::kTail, {}});
-  }
+  rows.clear();  // the cache may evict what nobody else holds
   // Snapshots and Tails, after the Blocks they depend on.
   for (PendingSnapshot& s : slot.pending) {
     PayloadRef tail;
-    if (has_rows && s.pos % B != 0) {
+    if (options.has_rows && s.pos % B != 0) {
       PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> r, EncodeRows(*parsed, s.pos / B * B, s.pos));
       tail = MakePayload(std::move(r));
     }
     PayloadRef snap = s.partial.empty() ? nullptr : MakePayload(std::move(s.partial));
     if (!snap && !tail) continue;
-    std::span<const Token> prefix(tokens.data(), size_t(s.pos));
-    impl_->cache.InsertSnapshot(slot.domain, prefix, s.kind, snap, tail);
-    if (impl_->disk) impl_->disk->SpillSnapshot(slot.domain, prefix, s.kind, snap, tail);
+    std::span<const Token> prefix = tokens.first(size_t(s.pos));
+    cache.InsertSnapshot(slot.domain, prefix, s.kind, snap, tail);
+    if (disk) disk->SpillSnapshot(slot.domain, prefix, s.kind, snap, tail);
   }
   slot.pending.clear();
   return Status::OK();

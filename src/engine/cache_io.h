@@ -35,6 +35,10 @@ class CacheIo {
   // Runs once the prompt is fully decoded: slices the new Blocks from one whole state and
   // publishes them, then the Snapshots and Tails taken during prefill.
   Status Publish(Slot& slot);
+  // Runs when generation ends: publishes the Blocks the generated tokens completed and a
+  // Snapshot at the end of what was decoded, so a next turn whose history keeps the answer
+  // verbatim restores past it.
+  Status PublishGeneration(Slot& slot);
 
  private:
   struct Impl;

@@ -22,8 +22,8 @@ void SortUnique(std::vector<int32_t>& v) {
 
 Result<std::vector<int32_t>> ChatCapturePoints(const Model& model, const ChatTemplate& tmpl,
                                                const std::string& messages_json,
+                                               const ChatRenderOptions& options,
                                                std::span<const Token> full) {
-  ChatRenderOptions options;
   PREFIXD_ASSIGN_OR_RETURN(std::vector<std::string> prefixes,
                            tmpl.RenderPrefixes(messages_json, options));
   std::vector<int32_t> points;

@@ -94,8 +94,16 @@ struct Reference {
     };
     for (int32_t c : p.capture_points) add(c);
     add(r.cache.diverged_at);
+    add(n);  // the prompt's end
     for (int32_t b = kBlock; b <= n; b += kBlock) add(b);
     served.push_back(std::move(s));
+    // The end of generation: what was decoded of the answer (the last token of a "length"
+    // finish was sampled, never decoded).
+    size_t decoded = r.tokens.size() - (r.finish_reason == "length" ? 1 : 0);
+    if (decoded == 0) return;
+    Served g{p.tokens, {int32_t(n + decoded)}};
+    g.tokens.insert(g.tokens.end(), r.tokens.begin(), r.tokens.begin() + decoded);
+    served.push_back(std::move(g));
   }
 };
 

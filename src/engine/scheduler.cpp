@@ -291,6 +291,10 @@ void Scheduler::Impl::GenerateStep() {
 }
 
 void Scheduler::Impl::Finish(Slot& slot, const std::string& reason) {
+  if (cache_io && reason != "cancelled" && slot.phase == Phase::kGenerate) {
+    Status st = cache_io->PublishGeneration(slot);
+    if (!st.ok()) CountCacheError("publish", st);
+  }
   std::string tail = slot.stream->Finish();
   const CompletionRequest& req = slot.job->request;
   if (!tail.empty() && reason != "cancelled" && req.on_piece) req.on_piece(tail);
