@@ -7,8 +7,6 @@ PACKAGES=(
   libssl-dev            # SHA-256 for chain hashes and fingerprints
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev    # JSON for the HTTP server
-  libcpp-httplib-dev    # HTTP server
-  libsqlite3-dev        # disk tier index
   nodejs npm            # fetching llama.cpp's source package; end-to-end tests with `openai`
   curl
 )
