@@ -89,10 +89,14 @@ Status CacheIo::Impl::LearnShape(int32_t seq) {
   return Status::OK();
 }
 
+Status CacheIo::Init(int32_t seq) {
+  impl_->shape_status = impl_->LearnShape(seq);
+  return impl_->shape_status;
+}
+
 Status CacheIo::Impl::RestoreMatch(Slot& slot, const cache::PrefixCache::Match& m) {
   if (!shape) {
-    if (shape_status.ok()) shape_status = LearnShape(slot.seq);
-    if (!shape) return shape_status.ok() ? Status::Internal("no state shape") : shape_status;
+    return shape_status.ok() ? Status::Internal("no state shape") : shape_status;
   }
   std::vector<RowsRef> rows;
   rows.reserve(m.rows.size());

@@ -27,6 +27,9 @@ class CacheIo {
           const CacheIoOptions& options);
   ~CacheIo();
 
+  // Learns the state shape the codec assembles into (decodes one token into `seq`, then
+  // clears it). Runs once at start; until it succeeds nothing is restored.
+  Status Init(int32_t seq);
   // Looks up slot.job's prompt, restores the longest restorable prefix into slot.seq and sets
   // slot.restored / slot.pos and slot.result.cache. Then plans slot.captures.
   void Restore(Slot& slot);

@@ -51,7 +51,8 @@ struct Usage {
   int32_t cached_tokens = 0;      // restored from the cache
   int32_t evaluated_tokens = 0;   // prompt tokens actually decoded
   int32_t completion_tokens = 0;
-  double prefill_ms = 0;
+  double prefill_ms = 0;          // restore + prompt evaluation
+  double restore_ms = 0;          // of which: lookup, disk reads, assembly, state set
   double decode_ms = 0;
   double queue_ms = 0;
 };

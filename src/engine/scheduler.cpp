@@ -85,6 +85,9 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(const Model& model,
       impl->disk = std::make_unique<cache::DiskTier>(*impl->store, *impl->cache);
     }
     impl->cache_io = std::make_unique<CacheIo>(*impl->ctx, *impl->cache, impl->disk.get(), io);
+    Status st = impl->cache_io->Init(0);
+    if (!st.ok()) std::fprintf(stderr, "prefixd: the state codec cannot slice this model's state "
+                                       "(%s); nothing will be restored\n", st.ToString().c_str());
   }
   Impl* raw = impl.get();
   impl->worker = std::thread([raw] { raw->Loop(); });
@@ -217,6 +220,7 @@ void Scheduler::Impl::Start(Slot& slot, std::unique_ptr<Job> job) {
   if (cache_io) {
     slot.domain = DomainFor(fingerprints, slot.job->request.tenant_salt);
     cache_io->Restore(slot);
+    slot.result.usage.restore_ms = MillisSince(slot.started);
   } else {
     slot.restored = slot.pos = 0;
     slot.captures.clear();
