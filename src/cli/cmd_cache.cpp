@@ -7,10 +7,14 @@
 #include <ctime>
 #include <limits>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cache/domain_registry.h"
+#include "cache/fingerprint.h"
 #include "store/disk_store.h"
 
 namespace prefixd::cli {
@@ -29,28 +33,49 @@ struct CacheFlags {
   std::string keep_domain;  // gc: drop every domain that does not match this prefix
   int64_t max_age_days = 0; // gc: drop records not used for this many days
   bool all = false;         // clear: everything
+  bool missing_models = false;  // gc: drop domains whose model file is gone or changed
 };
 
-// Which records a command applies to. An empty filter matches everything.
+// Which records a command applies to: a domain hex prefix, or (from --model) a set of
+// domains. An empty filter matches everything.
 struct DomainFilter {
   std::string hex_prefix;
+  std::optional<std::set<Digest>> domains;
+  bool empty() const { return hex_prefix.empty() && !domains; }
   bool Matches(const RecordMeta& m) const {
+    if (domains) return domains->count(m.domain) != 0;
     return DigestHex(m.domain).compare(0, hex_prefix.size(), hex_prefix) == 0;
   }
 };
 
-// TODO(cache): map a model file to the domain roots made with it. A domain root is
-// H(model fingerprint, cache layout, tenant salt), so one model has several domains and the
-// hash cannot be inverted: the cache module's FileFingerprint gives the model fingerprint, and
-// the store needs a small per-domain descriptor (domain -> model fingerprint, layout) written
-// when a domain is first used. Until then --model is refused; use --domain.
-Result<DomainFilter> DomainFilterForModel(const std::string& model_path) {
-  return Status::NotSupported("--model " + model_path +
-                              ": model -> domain mapping is not available yet; use --domain");
+// The domains made with the model file F, from the descriptors the server writes under
+// <cache dir>/domains (cache/domain_registry.h): matched by the file's content fingerprint.
+Result<DomainFilter> DomainFilterForModel(const std::string& cache_dir,
+                                          const std::string& model_path) {
+  cache::FingerprintMemo memo(cache_dir + "/fingerprints.tsv");
+  Result<Digest> fp = cache::FileFingerprint(model_path, memo);
+  if (!fp.ok()) return fp.status().WithContext("--model " + model_path);
+  DomainFilter filter;
+  filter.domains.emplace();
+  for (const cache::DomainInfo& d : cache::ListDomains(cache_dir)) {
+    if (d.model_fingerprint == *fp) filter.domains->insert(d.domain);
+  }
+  return filter;
+}
+
+// Domains whose model file is gone or changed since they were made (gc --missing-models).
+std::set<Digest> DomainsOfMissingModels(const std::string& cache_dir) {
+  std::set<Digest> out;
+  cache::FingerprintMemo memo(cache_dir + "/fingerprints.tsv");
+  for (const cache::DomainInfo& d : cache::ListDomains(cache_dir)) {
+    Result<Digest> fp = cache::FileFingerprint(d.model_path, memo);
+    if (!fp.ok() || *fp != d.model_fingerprint) out.insert(d.domain);
+  }
+  return out;
 }
 
 Result<DomainFilter> MakeFilter(const CacheFlags& f) {
-  if (!f.model.empty()) return DomainFilterForModel(f.model);
+  if (!f.model.empty()) return DomainFilterForModel(f.cache_dir, f.model);
   for (char c : f.domain) {
     if (!std::isxdigit(static_cast<unsigned char>(c)) || std::isupper(static_cast<unsigned char>(c))) {
       return Status::InvalidArgument("--domain: expected a lower-case hex prefix, got '" +
@@ -137,11 +162,14 @@ int RemoveWhere(DiskStore& store, Pred drop) {
 }
 
 int CmdGc(DiskStore& store, const CacheFlags& f, const DomainFilter& filter, uint64_t now_ms) {
-  bool by_domain = !filter.hex_prefix.empty();
-  DomainFilter keep{f.keep_domain};
+  bool by_domain = !filter.empty();
+  DomainFilter keep{f.keep_domain, std::nullopt};
   uint64_t max_age_ms = static_cast<uint64_t>(f.max_age_days) * 86400ull * 1000ull;
+  std::set<Digest> orphans;
+  if (f.missing_models) orphans = DomainsOfMissingModels(f.cache_dir);
   return RemoveWhere(store, [&](const RecordMeta& m) {
     if (by_domain && filter.Matches(m)) return true;
+    if (orphans.count(m.domain)) return true;
     if (!f.keep_domain.empty() && !keep.Matches(m)) return true;
     return max_age_ms > 0 && m.last_access_unix_ms + max_age_ms < now_ms;
   });
@@ -155,10 +183,11 @@ int RunAction(const std::string& action, const CacheFlags& f) {
   if (f.cache_dir.empty()) return Fail(Status::InvalidArgument("--cache-dir is required"));
   Result<DomainFilter> filter = MakeFilter(f);
   if (!filter.ok()) return Fail(filter.status());
-  bool has_filter = !filter->hex_prefix.empty();
-  if (action == "gc" && !has_filter && f.keep_domain.empty() && f.max_age_days <= 0) {
+  bool has_filter = !filter->empty();
+  if (action == "gc" && !has_filter && f.keep_domain.empty() && f.max_age_days <= 0 &&
+      !f.missing_models) {
     return Fail(Status::InvalidArgument(
-        "gc needs --domain, --model, --keep-domain or --max-age-days"));
+        "gc needs --domain, --model, --keep-domain, --max-age-days or --missing-models"));
   }
   if (action == "clear" && !has_filter && !f.all) {
     return Fail(Status::InvalidArgument("clear needs --domain, --model or --all"));
@@ -192,11 +221,13 @@ int CmdCache(int argc, char** argv) {
               "reads every record and removes bad ones, gc drops domains or old records, clear "
               "deletes records");
   flags.String("--cache-dir", &f.cache_dir, "the cache directory (required)");
-  flags.String("--model", &f.model, "only records made with this model file (not yet supported)");
+  flags.String("--model", &f.model, "only records made with this model file");
   flags.String("--domain", &f.domain, "only records whose domain root starts with this hex");
   flags.String("--keep-domain", &f.keep_domain, "gc: drop every domain not starting with this hex");
   flags.Int("--max-age-days", &f.max_age_days, "gc: drop records unused for this many days");
   flags.Bool("--all", &f.all, "clear: delete every record");
+  flags.Bool("--missing-models", &f.missing_models,
+             "gc: drop the records of models whose file is gone or changed");
   if (!known) {
     if (action == "-h" || action == "--help") {
       std::fputs(flags.Help().c_str(), stdout);

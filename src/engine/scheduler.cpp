@@ -3,11 +3,13 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <set>
 #include <cstdio>
 #include <thread>
 
 #include "cache/chain_hash.h"
 #include "cache/disk_tier.h"
+#include "cache/domain_registry.h"
 #include "cache/prefix_cache.h"
 #include "store/disk_store.h"
 #include "engine/cache_io.h"
@@ -32,6 +34,7 @@ struct Scheduler::Impl {
   std::deque<std::unique_ptr<Job>> queue;
   bool stopping = false;
   EngineStats stats;
+  std::set<Digest> remembered_domains;  // written to <cache_dir>/domains once each
   std::vector<Slot> slots;  // sized once; never reallocated
   std::thread worker;
   size_t next_prefill = 0;
@@ -48,7 +51,16 @@ struct Scheduler::Impl {
   void Fail(Slot& slot, const Status& st);
   void CountRequest(const CompletionResult& r);
   void CountCacheError(const char* what, const Status& st);
+  void RememberDomain(const Digest& domain);
 };
+
+// Lets `prefixd cache --model F` find this domain's records later.
+void Scheduler::Impl::RememberDomain(const Digest& domain) {
+  if (options.cache_dir.empty() || !remembered_domains.insert(domain).second) return;
+  Status st = cache::RememberDomain(
+      options.cache_dir, {domain, fingerprints.model, fingerprints.layout, model.path()});
+  if (!st.ok()) CountCacheError("domain", st);
+}
 
 Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -219,6 +231,7 @@ void Scheduler::Impl::Start(Slot& slot, std::unique_ptr<Job> job) {
   ctx->SeqClear(slot.seq);
   if (cache_io) {
     slot.domain = DomainFor(fingerprints, slot.job->request.tenant_salt);
+    RememberDomain(slot.domain);
     cache_io->Restore(slot);
     slot.result.usage.restore_ms = MillisSince(slot.started);
   } else {
