@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "engine/test_model.h"
 
@@ -32,9 +33,10 @@ std::string ModelPath(const std::string& arch) {
 }
 
 std::unique_ptr<Engine> MakeEngine(const std::string& arch, bool cache,
-                                   const std::string& cache_dir = "") {
+                                   const std::string& cache_dir = "", uint32_t slots = 1) {
   EngineOptions o;
   o.cache_dir = cache_dir;
+  o.n_slots = slots;
   o.model_path = ModelPath(arch);
   o.block_size = kBlock;
   o.n_ctx_per_slot = 2048;
@@ -298,6 +300,48 @@ TEST_P(EngineCacheTest, DamagedDiskFilesFailClosed) {
   EXPECT_NE(with->cache.tier, "disk");
   on_.reset();
   fs::remove_all(dir);
+}
+
+// Several slots decoding in one batch: every request gets exactly what it gets alone with the
+// cache off, and the shared prefix is restored for the later ones.
+TEST_P(EngineCacheTest, ConcurrentRequestsMatchSequential) {
+  auto shared = MakeEngine(GetParam(), true, "", 3);
+  ASSERT_TRUE(shared);
+  std::vector<Prompt> prompts;
+  for (int i = 0; i < 6; ++i) {
+    auto p = shared->PrepareChat(
+        Chat({kSystem, Msg("user", "Request " + std::to_string(i) + " asks about topic " +
+                                       std::string(size_t(i + 1), 'x') + ".")}), "", true);
+    ASSERT_TRUE(p.ok());
+    prompts.push_back(*p);
+  }
+  std::vector<std::vector<Token>> alone;
+  for (const Prompt& p : prompts) {
+    CompletionRequest req;
+    req.prompt = p;
+    req.max_tokens = 12;
+    auto r = off_->Complete(req);
+    ASSERT_TRUE(r.ok());
+    alone.push_back(r->tokens);
+  }
+  std::vector<Result<CompletionResult>> got(prompts.size(), Status::Internal("not run"));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    threads.emplace_back([&, i] {
+      CompletionRequest req;
+      req.prompt = prompts[i];
+      req.max_tokens = 12;
+      got[i] = shared->Complete(req);
+    });
+  }
+  for (auto& t : threads) t.join();
+  int32_t cached = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_TRUE(got[i].ok()) << got[i].status().ToString();
+    EXPECT_EQ(got[i]->tokens, alone[i]) << "request " << i;
+    cached += got[i]->usage.cached_tokens;
+  }
+  EXPECT_GT(cached, 0);  // the later requests restored the shared system prompt
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, EngineCacheTest, ::testing::ValuesIn(TestModelArchs()),
