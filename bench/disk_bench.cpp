@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <vector>
 
 #include "bench/trace.h"
@@ -45,6 +46,22 @@ uint64_t RecordBytes(const fs::path& dir) {
     if (e.is_regular_file()) n += e.file_size();
   }
   return n;
+}
+
+// Average record file size by kind (rows = one Block's KV rows, snap = one Snapshot).
+void PrintRecordSizes(const fs::path& dir, int64_t block_size) {
+  std::map<std::string, std::pair<uint64_t, uint64_t>> by_ext;  // ext -> (files, bytes)
+  for (const auto& e : fs::recursive_directory_iterator(dir / "records")) {
+    if (!e.is_regular_file()) continue;
+    auto& [n, bytes] = by_ext[e.path().extension().string()];
+    ++n, bytes += e.file_size();
+  }
+  for (const auto& [ext, nb] : by_ext) {
+    const double avg = double(nb.second) / double(nb.first);
+    std::printf("  %-6s %4llu files, %10.0f bytes each", ext.c_str(), (unsigned long long)nb.first, avg);
+    if (ext == ".rows") std::printf(" = %.0f bytes per token", avg / double(block_size));
+    std::printf("\n");
+  }
 }
 
 // Reads every record file once, sequentially, into one buffer. Returns ms.
@@ -130,6 +147,7 @@ int Run(const Args& a) {
                 read_ms, 100.0 * restore_bw / read_bw, warm->ttft_ms, cold->ttft_ms,
                 warm->ttft_ms / cold->ttft_ms);
     if (warm->r.tokens != cold->r.tokens) std::printf("     output differs from cold!\n");
+    if (rep == 0) PrintRecordSizes(a.work_dir + "/cache", a.block_size);
     sum_restore_bw += restore_bw, sum_read_bw += read_bw;
     sum_warm += warm->ttft_ms, sum_cold += cold->ttft_ms;
   }
