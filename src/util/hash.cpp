@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 
 #include <cstdlib>
+#include <cstring>
 
 namespace prefixd {
 
@@ -71,8 +72,43 @@ const Crc32cTable& Table() {
 
 }  // namespace
 
-// Slicing-by-8: fast enough that checksumming a restored block costs far less than reading it.
+namespace {
+
+#if defined(__x86_64__)
+// The SSE4.2 crc32 instruction computes CRC32C: ~10x the table version, so verifying a record
+// costs far less than reading it.
+__attribute__((target("sse4.2"))) uint32_t Crc32cHardware(uint32_t crc, const uint8_t* p,
+                                                           size_t n) {
+  uint64_t c = ~crc;
+  while (n >= 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    c = __builtin_ia32_crc32di(c, v);
+    p += 8;
+    n -= 8;
+  }
+  uint32_t c32 = uint32_t(c);
+  while (n--) c32 = __builtin_ia32_crc32qi(c32, *p++);
+  return ~c32;
+}
+
+bool HasHardwareCrc32c() {
+  static const bool has = __builtin_cpu_supports("sse4.2");
+  return has;
+}
+#endif
+
+}  // namespace
+
 uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
+#if defined(__x86_64__)
+  if (HasHardwareCrc32c()) return Crc32cHardware(crc, static_cast<const uint8_t*>(data), n);
+#endif
+  return Crc32cSoftware(crc, data, n);
+}
+
+// Slicing-by-8, for CPUs without a crc32 instruction.
+uint32_t Crc32cSoftware(uint32_t crc, const void* data, size_t n) {
   const auto& t = Table().t;
   const auto* p = static_cast<const uint8_t*>(data);
   uint32_t c = ~crc;

@@ -41,6 +41,8 @@ std::string DigestHex(const Digest& d, size_t n_bytes = 32);
 
 // CRC32C (Castagnoli). Extend() continues a running crc.
 uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n);
+// The portable table version (what Crc32cExtend uses without SSE4.2); exposed for tests.
+uint32_t Crc32cSoftware(uint32_t crc, const void* data, size_t n);
 inline uint32_t Crc32c(const void* data, size_t n) { return Crc32cExtend(0, data, n); }
 
 // Masked form for storing a crc next to the data it covers (as LevelDB does), so that a crc
