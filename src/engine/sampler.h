@@ -17,6 +17,7 @@ struct SamplingOptions {
   double top_p = 1.0;
   int top_k = 0;             // 0: off
   uint64_t seed = 0;
+  bool ignore_eos = false;   // never pick an end-of-generation token (llama-server's ignore_eos)
 };
 
 class Sampler {

@@ -1,5 +1,6 @@
 #include "engine/scheduler.h"
 
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -47,6 +48,8 @@ struct Scheduler::Impl {
   void PrefillStep(Slot& slot);
   void GenerateStep();
   void Accept(Slot& slot, Token t);
+  Token SampleFor(Slot& slot, int32_t logits_index);
+  std::vector<Token> eog_tokens;  // masked for requests with ignore_eos
   void Finish(Slot& slot, const std::string& reason);
   void Fail(Slot& slot, const Status& st);
   void CountRequest(const CompletionResult& r);
@@ -75,6 +78,9 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(const Model& model,
   copt.n_threads = options.n_threads;
   PREFIXD_ASSIGN_OR_RETURN(impl->ctx, Context::Create(model, copt));
   impl->slots.resize(options.n_slots);
+  for (Token t = 0; t < model.n_vocab(); ++t) {
+    if (model.IsEndOfGeneration(t)) impl->eog_tokens.push_back(t);
+  }
   for (uint32_t i = 0; i < options.n_slots; ++i) impl->slots[i].seq = int32_t(i);
   if (options.cache_enabled) {
     PREFIXD_ASSIGN_OR_RETURN(impl->fingerprints, ComputeFingerprints(model, copt, options));
@@ -270,7 +276,15 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   slot.result.usage.prefill_ms = MillisSince(slot.started);
   slot.decode_started = Clock::now();
   slot.phase = Phase::kGenerate;
-  Accept(slot, slot.sampler->Sample(ctx->Logits(-1), model.n_vocab()));
+  Accept(slot, SampleFor(slot, -1));
+}
+
+Token Scheduler::Impl::SampleFor(Slot& slot, int32_t logits_index) {
+  float* logits = const_cast<float*>(ctx->Logits(logits_index));  // ours until the next decode
+  if (slot.job->request.sampling.ignore_eos) {
+    for (Token t : eog_tokens) logits[t] = -INFINITY;
+  }
+  return slot.sampler->Sample(logits, model.n_vocab());
 }
 
 // Takes the token sampled for `slot`: ends the request or queues the token for decoding.
@@ -303,7 +317,7 @@ void Scheduler::Impl::GenerateStep() {
       continue;
     }
     s.pos++;
-    Accept(s, s.sampler->Sample(ctx->Logits(int32_t(i)), model.n_vocab()));
+    Accept(s, SampleFor(s, int32_t(i)));
   }
 }
 

@@ -5,8 +5,8 @@
 namespace prefixd::server {
 namespace {
 
-const std::array<const char*, 11> kRoutes = {
-    "/v1/chat/completions", "/v1/completions", "/v1/models", "/tokenize", "/detokenize",
+const std::array<const char*, 12> kRoutes = {
+    "/v1/chat/completions", "/v1/completions", "/v1/models", "/tokenize", "/detokenize", "/apply-template",
     "/health",              "/metrics",        "/v1/cache",  "/v1/cache/warm", "/v1/cache/clear",
     "/v1/models/"};
 

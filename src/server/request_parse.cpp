@@ -154,6 +154,7 @@ MaybeError ParseSampling(const json& obj, engine::SamplingOptions* s) {
   int64_t top_k = s->top_k, seed = int64_t(s->seed);
   if (auto e = GetInt(obj, "top_k", 0, 1 << 20, &top_k)) return e;
   if (auto e = GetInt(obj, "seed", INT64_MIN, INT64_MAX, &seed)) return e;
+  if (auto e = GetBool(obj, "ignore_eos", &s->ignore_eos)) return e;
   s->top_k = int(top_k);
   s->seed = uint64_t(seed);
   double ignored = 0;

@@ -1,7 +1,7 @@
 // The HTTP routes, registered on a cpp-httplib server. Each Register* function adds one group:
 //   completions: POST /v1/chat/completions, POST /v1/completions      (routes_completion.cpp)
 //   info:        GET /v1/models[/{id}], GET /health, GET /metrics,
-//                POST /tokenize, POST /detokenize                       (routes_info.cpp)
+//                POST /tokenize, POST /detokenize, POST /apply-template (routes_info.cpp)
 //   cache admin: GET /v1/cache, POST /v1/cache/warm, POST /v1/cache/clear (routes_cache.cpp)
 // docs/http-api.md describes every shape. Authentication happens before routing (server.cpp);
 // a route reads its tenant with TenantOf().

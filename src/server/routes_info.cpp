@@ -1,5 +1,5 @@
-// GET /v1/models[/{id}], GET /health, GET /metrics, POST /tokenize, POST /detokenize, and the
-// RouteContext helpers every route uses.
+// GET /v1/models[/{id}], GET /health, GET /metrics, POST /tokenize, POST /detokenize,
+// POST /apply-template, and the RouteContext helpers every route uses.
 #include <ctime>
 #include <nlohmann/json.hpp>
 
@@ -68,6 +68,21 @@ void Detokenize(const RouteContext& ctx, const httplib::Request& req, httplib::R
   SendJson(res, Dump({{"content", ctx.backend->Detokenize(tokens)}}));
 }
 
+// llama-server's /apply-template: {"messages", "tools"?} -> {"prompt": the rendered chat text}.
+// prefixd adds "tokens": the exact ids /v1/chat/completions evaluates for this chat (the text
+// is their detokenization, special tokens such as BOS included), so a client such as
+// `prefixd bench` needs no second round trip and no guess about BOS.
+void ApplyTemplate(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  WarmRequest w;
+  if (auto e = ParseWarmRequest(req.body, &w)) return SendError(res, *e);
+  if (!w.is_chat) return SendError(res, ApiError::Invalid("'messages' is required", "messages"));
+  auto prompt = ctx.backend->PrepareChat(w.chat.messages_json, w.chat.tools_json,
+                                         /*add_generation_prompt=*/true);
+  if (!prompt.ok()) return SendError(res, ApiErrorFromStatus(prompt.status()));
+  SendJson(res, Dump({{"prompt", ctx.backend->Detokenize(prompt->tokens)},
+                      {"tokens", prompt->tokens}}));
+}
+
 void Health(const RouteContext& ctx, httplib::Response& res) {
   engine::EngineStats s = ctx.backend->GetStats();
   SendJson(res, Dump({{"status", "ok"},
@@ -100,6 +115,9 @@ void RegisterInfoRoutes(httplib::Server& http, const RouteContext& ctx) {
   });
   http.Post("/detokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
     Detokenize(ctx, req, res);
+  });
+  http.Post("/apply-template", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    ApplyTemplate(ctx, req, res);
   });
 }
 

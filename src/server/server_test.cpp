@@ -281,6 +281,17 @@ TEST_F(ServerTest, ModelsHealthTokenizeMetrics) {
   EXPECT_EQ(json::parse(detok->body)["content"], "ab");
   ExpectError(Post("/detokenize", R"({"tokens":[-1]})"), 400, "tokens");
   ExpectError(Post("/tokenize", R"({"content":5})"), 400, "content");
+  // The fake renders a chat as its messages JSON, one token per byte.
+  auto tpl = Post("/apply-template", R"({"messages":[{"role":"user","content":"hi"}]})");
+  ASSERT_EQ(tpl->status, 200);
+  const json tj = json::parse(tpl->body);
+  const std::string rendered = tj["prompt"];
+  EXPECT_NE(rendered.find("\"hi\""), std::string::npos);
+  ASSERT_EQ(tj["tokens"].size(), rendered.size());
+  EXPECT_EQ(tj["tokens"][0], int(rendered[0]));
+  ExpectError(Post("/apply-template", R"({"prompt":"x"})"), 400, "messages");
+  ExpectError(Post("/apply-template", R"({"messages":[{"role":"user","content":"bad-template"}]})"),
+              400);
   ASSERT_EQ(Post("/v1/chat/completions", kChat)->status, 200);
   auto metrics = Client().Get("/metrics");
   ASSERT_EQ(metrics->status, 200);
