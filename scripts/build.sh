@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up everything prefixd needs on a fresh machine, then builds it into build/ (or $BUILD_DIR).
-# Usage: scripts/build.sh [--cuda] [extra cmake -D options]
+# Usage: scripts/build.sh [--cuda] [extra cmake -D options]   (PREFIXD_TARGET=prefixd: one target)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -18,4 +18,6 @@ generator=()
 if command -v ninja >/dev/null 2>&1 && [[ ! -f "$build_dir/Makefile" ]]; then generator=(-G Ninja); fi
 cmake -S . -B "$build_dir" "${generator[@]}" -DPREFIXD_LLAMA_BUILD="$llama_build" \
   "${cmake_extra[@]}" >/dev/null
-cmake --build "$build_dir" -j "${PREFIXD_JOBS:-2}"
+targets=()
+if [[ -n "${PREFIXD_TARGET:-}" ]]; then targets=(--target "$PREFIXD_TARGET"); fi
+cmake --build "$build_dir" -j "${PREFIXD_JOBS:-2}" "${targets[@]}"

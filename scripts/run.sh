@@ -4,7 +4,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
-bash scripts/build.sh >&2
+PREFIXD_TARGET=prefixd bash scripts/build.sh >&2
 build_dir="${BUILD_DIR:-build}"
 data_dir="${PREFIXD_HOME:-$HOME/.cache/prefixd}"
 demo="$data_dir/models/demo-qwen35-tiny.gguf"
