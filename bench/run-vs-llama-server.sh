@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Side-by-side bench: prefixd serve vs llama-server (built from the SAME pinned llama.cpp source),
+# one generated `small` model per family, the same agent trace, one after the other.
+# Writes bench/results/<arch>.{json,md,png} and bench/results/README.md. docs/bench.md explains.
+#
+# Usage: bench/run-vs-llama-server.sh [--only-build] [--shape small|tiny] [--archs "llama qwen35 …"]
+#        [--trace-args "--sessions 3 --turns 3 --system-tokens 1000 --tool-tokens 150"]
+# Env: PREFIXD_BIN (default build/bin/prefixd), PREFIXD_JOBS (default 2), THREADS (default 2),
+#      SLOTS (default 2), CTX (per slot, default 8192), OUT (default bench/results),
+#      WORK (default /tmp/prefixd-vs-llama).
+#
+# Both servers get the same model, slot count, context per slot, threads and batch sizes.
+# llama-server runs with its best caching flags for this version: --cache-ram (host-memory
+# prompt cache), --ctx-checkpoints 64 with --checkpoint-min-step 0 (a checkpoint at every user
+# message, so recurrent / SWA models can go back to one), --swa-full on SWA models (a full-size
+# SWA cache, so a prefix is reusable beyond the window), --jinja (the model's chat template).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$here"
+
+LLAMA_COMMIT_SHORT="de3ff81"
+DEPS_DIR="${PREFIXD_DEPS_DIR:-$HOME/.cache/prefixd}"
+LLAMA_SRC="$DEPS_DIR/llama.cpp-$LLAMA_COMMIT_SHORT/src"
+SERVER_BUILD="$DEPS_DIR/llama.cpp-$LLAMA_COMMIT_SHORT/build-server"
+JOBS="${PREFIXD_JOBS:-2}"
+THREADS="${THREADS:-2}"
+OUT="${OUT:-$here/bench/results}"
+WORK="${WORK:-/tmp/prefixd-vs-llama}"
+PREFIXD_BIN="${PREFIXD_BIN:-$here/build/bin/prefixd}"
+SHAPE=small
+ARCHS="llama qwen35 nemotron_h gemma3"
+ONLY_BUILD=0
+TRACE_ARGS="--sessions 3 --turns 3 --system-tokens 1000 --tool-tokens 150 --max-tokens 8"
+SLOTS="${SLOTS:-2}"
+CTX="${CTX:-8192}"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --only-build) ONLY_BUILD=1 ;;
+    --shape) SHAPE="$2"; shift ;;
+    --archs) ARCHS="$2"; shift ;;
+    --trace-args) TRACE_ARGS="$2"; shift ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+
+# llama-server from the pinned source, in its own build dir; no network (no UI download, no TLS).
+build_llama_server() {
+  local bin="$SERVER_BUILD/bin/llama-server"
+  if [[ -x "$bin" ]]; then echo "$bin"; return; fi
+  [[ -d "$LLAMA_SRC" ]] || bash scripts/setup-llama.sh >/dev/null
+  log "building llama-server in $SERVER_BUILD (-j$JOBS; takes a while on 2 cores)"
+  cmake -S "$LLAMA_SRC" -B "$SERVER_BUILD" -DCMAKE_BUILD_TYPE=Release \
+    -DBUILD_SHARED_LIBS=ON -DGGML_CUDA=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON \
+    -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=ON \
+    -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+    -DLLAMA_OPENSSL=OFF -DLLAMA_LLGUIDANCE=OFF >&2
+  cmake --build "$SERVER_BUILD" -j "$JOBS" --target llama-server >&2
+  echo "$bin"
+}
+
+LLAMA_SERVER="$(build_llama_server)"
+[[ "$ONLY_BUILD" == 1 ]] && { echo "$LLAMA_SERVER"; exit 0; }
+
+[[ -x "$PREFIXD_BIN" ]] || { echo "prefixd binary not found: $PREFIXD_BIN (build it or set PREFIXD_BIN)" >&2; exit 1; }
+if ! command -v gnuplot >/dev/null 2>&1; then
+  log "installing gnuplot-nox (charts)"
+  apt-get install -y -q gnuplot-nox >/dev/null 2>&1 || log "gnuplot-nox not installed: no charts"
+fi
+
+mkdir -p "$WORK" "$OUT"
+"$LLAMA_SERVER" --help > "$WORK/llama-server-help.txt" 2>&1 || true
+started="$(date +%s)"
+trace="$WORK/trace.jsonl"
+# shellcheck disable=SC2086
+"$PREFIXD_BIN" bench --trace-only --trace-out "$trace" $TRACE_ARGS
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# run_one ARCH LABEL SERVER_CMD PORT: replays the trace against one server the bench launches.
+run_one() {
+  local arch="$1" label="$2" cmd="$3" port="$4"
+  local log_file="$WORK/$arch-$label.log"
+  : > "$log_file"
+  log "$arch: $label"
+  "$PREFIXD_BIN" bench --trace "$trace" --url "http://127.0.0.1:$port" --label "$label" \
+    --server-cmd "$cmd" --server-log "$log_file" --out "$WORK/$arch-$label.json" \
+    --md "$WORK/$arch-$label.md"
+}
+
+chart() {
+  local arch="$1" tsv="$WORK/$arch.tsv" png="$OUT/$arch.png"
+  command -v gnuplot >/dev/null 2>&1 || return 0
+  gnuplot <<GP
+set terminal pngcairo size 1000,700 font ",10"
+set output "$png"
+set multiplot layout 2,1 title "$arch ($SHAPE test model): prefixd vs llama-server, same trace"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set grid ytics
+set key top left
+set ylabel "evaluated prompt tokens"
+set xlabel "request (flags)"
+plot "$tsv" using 2:xtic(sprintf("%d %s", \$1, strcol(7) eq "-" ? "" : strcol(7))) title "prefixd" lc rgb "#1f77b4", \
+     "" using 3 title "llama-server" lc rgb "#ff7f0e", \
+     "" using 6 title "reusable" with linespoints lc rgb "#2ca02c" pt 7
+set ylabel "TTFT (s)"
+plot "$tsv" using 4:xtic(sprintf("%d %s", \$1, strcol(7) eq "-" ? "" : strcol(7))) title "prefixd" lc rgb "#1f77b4", \
+     "" using 5 title "llama-server" lc rgb "#ff7f0e"
+unset multiplot
+GP
+}
+
+done_archs=()
+for arch in $ARCHS; do
+  model="$WORK/model-$arch-$SHAPE.gguf"
+  [[ -f "$model" ]] || "$PREFIXD_BIN" make-test-model --arch "$arch" --shape "$SHAPE" --out "$model" >&2
+  cache="$WORK/cache-$arch"
+  rm -rf "$cache"
+  port="$(free_port)"
+  run_one "$arch" prefixd "exec '$PREFIXD_BIN' serve -m '$model' --alias bench --port $port \
+    --cache-dir '$cache' --slots $SLOTS --ctx $CTX --threads $THREADS" "$port"
+  swa=()
+  case "$arch" in gemma3|gpt-oss) swa=(--swa-full) ;; esac
+  port="$(free_port)"
+  run_one "$arch" llama-server "exec '$LLAMA_SERVER' -m '$model' --host 127.0.0.1 --port $port \
+    -np $SLOTS -c $((SLOTS * CTX)) -t $THREADS --jinja --cache-ram 4096 --ctx-checkpoints 64 \
+    --checkpoint-min-step 0 ${swa[*]}" "$port"
+  "$PREFIXD_BIN" bench --combine "$WORK/$arch-prefixd.json,$WORK/$arch-llama-server.json" \
+    --title "$arch ($SHAPE test model): prefixd vs llama-server" \
+    --out "$OUT/$arch.json" --md "$OUT/$arch.md" --tsv "$WORK/$arch.tsv" >/dev/null
+  # the per-request miss reasons of prefixd, for the report
+  grep 'route=/v1/chat/completions' "$WORK/$arch-prefixd.log" \
+    > "$OUT/$arch-prefixd-requests.log" || true
+  chart "$arch"
+  done_archs+=("$arch")
+  # the report after every family, so that an interrupted run still leaves one
+  python3 "$here/bench/results_readme.py" "$OUT" "${done_archs[@]}" --shape "$SHAPE" \
+    --trace-args "$TRACE_ARGS" --minutes $(( ($(date +%s) - started) / 60 ))
+  log "$arch done: $(sed -n 5,8p "$OUT/$arch.md" | tr '\n' ' ')"
+done
+log "done in $(( ($(date +%s) - started) / 60 )) min; report: $OUT/README.md"
