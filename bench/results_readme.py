@@ -102,7 +102,7 @@ the whole script took {a.minutes} min.
 |---|---|---|---|
 {chr(10).join(target_rows)}
 
-"Re-prefilled": llama-server evaluated more than 64 tokens beyond the non-reusable part of the
+"Re-prefilled": llama-server evaluated at least 256 more tokens than the non-reusable part of the
 prompt.
 {analysis}
 {chr(10).join(notes)}

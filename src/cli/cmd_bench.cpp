@@ -66,7 +66,7 @@ struct BenchArgs {
   bool no_branch = false;
   bool no_warmup = false;
   bool trace_only = false;
-  int64_t reprefill_slack = 64;
+  int64_t reprefill_slack = 256;
   std::string out;
   std::string md;
   std::string combine;

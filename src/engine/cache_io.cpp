@@ -10,6 +10,9 @@ namespace prefixd::engine {
 namespace {
 
 using cache::PayloadRef;
+
+// A restore buffer larger than this is released after use rather than kept for the next one.
+constexpr size_t kMaxScratchBytes = size_t(512) << 20;
 using cache::SnapshotKind;
 
 PayloadRef MakePayload(std::vector<uint8_t> bytes) {
@@ -60,6 +63,7 @@ struct CacheIo::Impl {
   CacheIoOptions options;
   std::optional<StateShape> shape;  // learned once from a one-token state
   Status shape_status;
+  std::vector<uint8_t> scratch;  // assembled state bytes, reused across restores
 
   Impl(Context& c, cache::PrefixCache& pc, cache::DiskTier* d, const CacheIoOptions& o)
       : ctx(c), cache(pc), disk(d), options(o) {}
@@ -106,9 +110,12 @@ Status CacheIo::Impl::RestoreMatch(Slot& slot, const cache::PrefixCache::Match& 
   }
   std::span<const uint8_t> partial;
   if (m.snapshot) partial = m.snapshot->bytes;
-  PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
-                           AssembleState(rows, partial, *shape, int32_t(m.n_tokens)));
-  PREFIXD_RETURN_IF_ERROR(ctx.SetState(slot.seq, bytes, StatePart::kWhole));
+  std::vector<uint8_t>& bytes = scratch;
+  PREFIXD_RETURN_IF_ERROR(AssembleStateInto(rows, partial, *shape, int32_t(m.n_tokens), &bytes));
+  Status set = ctx.SetState(slot.seq, bytes, StatePart::kWhole);
+  slot.result.usage.restored_bytes = bytes.size();
+  if (bytes.capacity() > kMaxScratchBytes) std::vector<uint8_t>().swap(bytes);
+  PREFIXD_RETURN_IF_ERROR(set);
   if (ctx.SeqPosMax(slot.seq) != int32_t(m.n_tokens) - 1) {
     ctx.SeqClear(slot.seq);
     return Status::Corruption("restored sequence ends at " + std::to_string(ctx.SeqPosMax(slot.seq)) +

@@ -53,6 +53,7 @@ struct Usage {
   int32_t completion_tokens = 0;
   double prefill_ms = 0;          // restore + prompt evaluation
   double restore_ms = 0;          // of which: lookup, disk reads, assembly, state set
+  uint64_t restored_bytes = 0;    // state bytes set into the sequence by the restore
   double decode_ms = 0;
   double queue_ms = 0;
 };

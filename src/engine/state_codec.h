@@ -181,5 +181,9 @@ struct RowsRef {
 Result<std::vector<uint8_t>> AssembleState(std::span<const RowsRef> rows,
                                            std::span<const uint8_t> partial,
                                            const StateShape& shape, int32_t expected_p = -1);
+// The same into `out` (cleared first, its capacity kept): a caller that restores often reuses
+// one buffer instead of faulting in fresh pages for every state.
+Status AssembleStateInto(std::span<const RowsRef> rows, std::span<const uint8_t> partial,
+                         const StateShape& shape, int32_t expected_p, std::vector<uint8_t>* out);
 
 }  // namespace prefixd::engine

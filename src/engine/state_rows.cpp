@@ -433,10 +433,19 @@ void PutLayers(std::span<const CheckedRows> rows, const StateShape& shape, ByteW
 Result<std::vector<uint8_t>> AssembleState(std::span<const RowsRef> rows,
                                            std::span<const uint8_t> partial,
                                            const StateShape& shape, int32_t expected_p) {
+  std::vector<uint8_t> out;
+  PREFIXD_RETURN_IF_ERROR(AssembleStateInto(rows, partial, shape, expected_p, &out));
+  return out;
+}
+
+Status AssembleStateInto(std::span<const RowsRef> rows, std::span<const uint8_t> partial,
+                         const StateShape& shape, int32_t expected_p, std::vector<uint8_t>* out) {
+  out->clear();
   if (!LayoutHasRows(shape.layout)) {
     if (!rows.empty()) return Status::InvalidArgument("assemble: a recurrent state has no rows");
     PREFIXD_RETURN_IF_ERROR(CheckPartial(partial, shape, expected_p).status());
-    return std::vector<uint8_t>(partial.begin(), partial.end());
+    out->assign(partial.begin(), partial.end());
+    return Status::OK();
   }
   if (rows.empty()) return Status::InvalidArgument("assemble: no rows");
   if (shape.stream >= shape.n_stream || shape.layers.empty()) {
@@ -455,9 +464,8 @@ Result<std::vector<uint8_t>> AssembleState(std::span<const RowsRef> rows,
   } else if (!partial.empty()) {
     return Status::InvalidArgument("assemble: an attention-only state takes no partial");
   }
-  std::vector<uint8_t> out;
-  out.reserve(AssembledSize(shape, uint32_t(p), partial_body.size()));
-  ByteWriter w(&out);
+  out->reserve(AssembledSize(shape, uint32_t(p), partial_body.size()));
+  ByteWriter w(out);
   w.Put(kSeqStateMagic);
   w.Put(shape.seq_id);
   w.Put(shape.n_stream);
@@ -473,7 +481,7 @@ Result<std::vector<uint8_t>> AssembleState(std::span<const RowsRef> rows,
     PutLayers(checked, shape, w);
   }
   w.Append(partial_body);
-  return out;
+  return Status::OK();
 }
 
 }  // namespace prefixd::engine
