@@ -100,6 +100,8 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(const Model& model,
       so.quota_bytes = options.disk_quota_bytes;
       so.writer_queue_depth = 1024;
       PREFIXD_ASSIGN_OR_RETURN(impl->store, store::DiskStore::Open(so));
+      std::fprintf(stderr, "prefixd: disk tier %s: %s\n", so.dir.c_str(),
+                   impl->store->GetStats().recovery.ToString().c_str());
       impl->disk = std::make_unique<cache::DiskTier>(*impl->store, *impl->cache);
     }
     impl->cache_io = std::make_unique<CacheIo>(*impl->ctx, *impl->cache, impl->disk.get(), io);
