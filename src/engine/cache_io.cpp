@@ -40,7 +40,13 @@ std::vector<CapturePoint> PlanCaptures(const Prompt& prompt, int32_t restored, i
     add(prompt.capture_points[i], last ? SnapshotKind::kTail : SnapshotKind::kMessage);
   }
   add(branch, SnapshotKind::kBranch);
-  add(n, SnapshotKind::kGenerationEnd);  // the prompt's end: the answer starts here
+  // The prompt's end: a next turn that keeps this exchange in history restores all of this
+  // prompt; and one token short of it, so that an exact repeat (a retry) restores all it may.
+  // (Pure attention needs neither: the Tail published at n covers any position.)
+  if (options.needs_snapshot) {
+    add(n, SnapshotKind::kGenerationEnd);
+    add(n - 1, SnapshotKind::kGenerationEnd);
+  }
   if (options.needs_snapshot) {
     for (int32_t b = int32_t(options.block_size); b <= n; b += int32_t(options.block_size)) {
       add(b, SnapshotKind::kBlockBoundary);
