@@ -51,6 +51,9 @@ void DiskTier::SpillSnapshot(const Digest& domain, std::span<const Token> prefix
                              SnapshotKind kind, const PayloadRef& snapshot,
                              const PayloadRef& tail_rows) {
   const size_t B = opts_.block_size, p = prefix.size(), k = p / B;
+  if (kind == SnapshotKind::kBlockBoundary && p % B == 0 && k % kDiskBoundaryEvery != 0) {
+    return;  // the rows of this Block still go to disk
+  }
   std::vector<ChainHash> chain = ChainHashes(domain, prefix.first(k * B), B);
   const ChainHash parent = k == 0 ? domain : chain[k - 1];
   RecordMeta m;

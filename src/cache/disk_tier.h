@@ -8,6 +8,8 @@
 //   Snapshot at a Block end: key h_k, kind kSnapshot
 //   Tail [kB,P)  key TailKey(h_{k-1}, tail tokens), kind kTail (rows; empty without rows)
 //   Snapshot at a Tail end: key TailKey(...), kind kSnapshot
+// Block-boundary Snapshots (large for recurrent models, and only there to make restores dense)
+// go to disk only at every kDiskBoundaryEvery-th Block; every other kind always does.
 // Reads: Promote() continues the walk where the RAM match stopped (Match::chain / n_blocks),
 // finds the longest prefix the disk can restore, reads and verifies those records (checksums in
 // the store; the stored tokens against the request here) and inserts them into RAM. The
@@ -26,6 +28,8 @@ namespace prefixd::cache {
 
 class DiskTier {
  public:
+  static constexpr size_t kDiskBoundaryEvery = 4;
+
   // REQUIRES: store and ram outlive this object.
   DiskTier(store::DiskStore& store, PrefixCache& ram);
 

@@ -99,6 +99,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(const Model& model,
       so.dir = options.cache_dir;
       so.quota_bytes = options.disk_quota_bytes;
       so.writer_queue_depth = 1024;
+      so.writer_queue_bytes = std::min<uint64_t>(options.ram_budget_bytes / 2, uint64_t(1) << 30);
       PREFIXD_ASSIGN_OR_RETURN(impl->store, store::DiskStore::Open(so));
       std::fprintf(stderr, "prefixd: disk tier %s: %s\n", so.dir.c_str(),
                    impl->store->GetStats().recovery.ToString().c_str());

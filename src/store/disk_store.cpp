@@ -210,6 +210,7 @@ class DiskStoreImpl : public DiskStore {
   std::map<RecordId, uint64_t> touched_;  // last-access times not yet in the log
   std::map<RecordId, Pending> pending_;
   std::deque<WriteJob> queue_;
+  uint64_t queued_bytes_ = 0;  // payload bytes in queue_
   uint64_t used_ = 0;
   uint64_t lru_counter_ = 0;
   uint64_t gen_counter_ = 0;
@@ -424,13 +425,15 @@ bool DiskStoreImpl::PutAsync(RecordMeta meta, std::shared_ptr<const std::vector<
       ++stats_.put_fail_too_large;
       return false;
     }
-    if (queue_.size() >= options_.writer_queue_depth) {
+    if (queue_.size() >= options_.writer_queue_depth ||
+        (!queue_.empty() && queued_bytes_ + payload->size() > options_.writer_queue_bytes)) {
       ++stats_.put_fail_queue_full;
       return false;
     }
     meta.payload_bytes = payload->size();
     uint64_t ticket = next_ticket_++;
     pending_[id] = Pending{ticket, meta.domain};
+    queued_bytes_ += payload->size();
     queue_.push_back(WriteJob{std::move(meta), std::move(payload), ticket});
     ++stats_.puts_accepted;
   }
@@ -445,6 +448,7 @@ void DiskStoreImpl::WriterLoop() {
     if (!queue_.empty()) {
       WriteJob job = std::move(queue_.front());
       queue_.pop_front();
+      queued_bytes_ -= job.payload->size();
       lock.unlock();
       WriteOne(job);
       lock.lock();

@@ -93,6 +93,8 @@ class DiskStore {
     std::string dir;                // created if missing
     uint64_t quota_bytes = 0;       // REQUIRES: > 0
     size_t writer_queue_depth = 64;
+    // Payload bytes the queue may hold (it pins them in memory); one record is always taken.
+    uint64_t writer_queue_bytes = uint64_t(1) << 30;
     Env* env = nullptr;             // default: Env::Default(); REQUIRES: outlives the store
   };
 
