@@ -55,6 +55,7 @@ def main():
     ap.add_argument("--llama-server", default="llama-server")
     ap.add_argument("--trace-args", default="")
     ap.add_argument("--minutes", default="?")
+    ap.add_argument("--prefixd-build", default=None, help="what the prefixd binary was built from")
     a = ap.parse_args()
 
     rows, target_rows, sections, notes = [], [], [], []
@@ -82,7 +83,7 @@ one machine ({platform.machine()}, {os.cpu_count()} CPU threads, shared with oth
 same generated `{a.shape}` test model per family, the same trace (`prefixd bench {a.trace_args}`),
 2 slots, 8192 tokens of context per slot, 2 threads. llama-server is built from the same pinned
 llama.cpp (de3ff81) and runs with its best caching flags (`--cache-ram 4096 --ctx-checkpoints 64
---checkpoint-min-step 0 --jinja`, plus `--swa-full` on SWA models). prefixd commit {git_commit()};
+--checkpoint-min-step 0 --jinja`, plus `--swa-full` on SWA models). prefixd: {a.prefixd_build or 'commit ' + git_commit()};
 the whole script took {a.minutes} min.
 
 - **reuse** = cached / reusable tokens over the trace; *reusable* is the longest token prefix a

@@ -40,13 +40,11 @@ std::vector<CapturePoint> PlanCaptures(const Prompt& prompt, int32_t restored, i
     add(prompt.capture_points[i], last ? SnapshotKind::kTail : SnapshotKind::kMessage);
   }
   add(branch, SnapshotKind::kBranch);
-  // The prompt's end: a next turn that keeps this exchange in history restores all of this
-  // prompt; and one token short of it, so that an exact repeat (a retry) restores all it may.
-  // (Pure attention needs neither: the Tail published at n covers any position.)
-  if (options.needs_snapshot) {
-    add(n, SnapshotKind::kGenerationEnd);
-    add(n - 1, SnapshotKind::kGenerationEnd);
-  }
+  // The prompt's end (no extra chunk: the prefill ends there anyway): a next turn that keeps
+  // this exchange in history restores all of this prompt. Not n - 1, which would cost a
+  // forward pass on every request to spare an exact repeat the few tokens after the tail.
+  // (Pure attention needs no Snapshot: the Tail published at n covers any position.)
+  if (options.needs_snapshot) add(n, SnapshotKind::kGenerationEnd);
   if (options.needs_snapshot) {
     for (int32_t b = int32_t(options.block_size); b <= n; b += int32_t(options.block_size)) {
       add(b, SnapshotKind::kBlockBoundary);
@@ -185,13 +183,13 @@ Status CacheIo::Publish(Slot& slot) {
   return impl_->PublishRange(slot, tokens, slot.restored);
 }
 
-Status CacheIo::PublishGeneration(Slot& slot) {
+Status CacheIo::PublishGeneration(Slot& slot, std::span<const Token> generated) {
   const auto& prompt = slot.job->request.prompt.tokens;
   const int32_t n = int32_t(prompt.size());
   if (slot.pos <= n) return Status::OK();  // nothing generated was decoded
   std::vector<Token> tokens(prompt);
-  tokens.insert(tokens.end(), slot.result.tokens.begin(),
-                slot.result.tokens.begin() + (slot.pos - n));
+  if (size_t(slot.pos - n) > generated.size()) return Status::Internal("generation: short");
+  tokens.insert(tokens.end(), generated.begin(), generated.begin() + (slot.pos - n));
   slot.pending.clear();
   PendingSnapshot end{slot.pos, SnapshotKind::kGenerationEnd, {}};
   if (impl_->options.needs_snapshot) {

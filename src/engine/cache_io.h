@@ -41,7 +41,9 @@ class CacheIo {
   // Runs when generation ends: publishes the Blocks the generated tokens completed and a
   // Snapshot at the end of what was decoded, so a next turn whose history keeps the answer
   // verbatim restores past it.
-  Status PublishGeneration(Slot& slot);
+  // REQUIRES: `generated` holds the tokens sampled so far (slot.pos - prompt size of them
+  // were decoded).
+  Status PublishGeneration(Slot& slot, std::span<const Token> generated);
 
  private:
   struct Impl;

@@ -96,8 +96,7 @@ struct Reference {
     };
     for (int32_t c : p.capture_points) add(c);
     add(r.cache.diverged_at);
-    add(n);      // the prompt's end
-    add(n - 1);  // and one token short of it (an exact repeat restores all it may)
+    add(n);  // the prompt's end
     for (int32_t b = kBlock; b <= n; b += kBlock) add(b);
     served.push_back(std::move(s));
     // The end of generation: what was decoded of the answer (the last token of a "length"

@@ -56,6 +56,7 @@ struct Slot {
   std::unique_ptr<Sampler> sampler;
   std::optional<TextStream> stream;
   Token next_token = -1;           // sampled, not yet decoded
+  bool publish_pending = false;    // the prompt is decoded but not yet published
   CompletionResult result;
   Clock::time_point started;
   Clock::time_point decode_started;

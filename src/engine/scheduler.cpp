@@ -32,6 +32,7 @@ struct Scheduler::Impl {
 
   mutable std::mutex mu;
   std::condition_variable cv;
+  std::condition_variable idle_cv;  // signalled when a slot becomes free
   std::deque<std::unique_ptr<Job>> queue;
   bool stopping = false;
   EngineStats stats;
@@ -48,6 +49,7 @@ struct Scheduler::Impl {
   void PrefillStep(Slot& slot);
   void GenerateStep();
   void Accept(Slot& slot, Token t);
+  void PublishPrompt(Slot& slot);
   Token SampleFor(Slot& slot, int32_t logits_index);
   std::vector<Token> eog_tokens;  // masked for requests with ignore_eos
   void Finish(Slot& slot, const std::string& reason);
@@ -172,6 +174,10 @@ Status Scheduler::ClearCache() {
 }
 
 void Scheduler::FlushDisk() {
+  {  // every request submitted so far has finished, its cache work included
+    std::unique_lock<std::mutex> lock(impl_->mu);
+    impl_->idle_cv.wait(lock, [&] { return impl_->queue.empty() && impl_->stats.slots_busy == 0; });
+  }
   if (impl_->store) impl_->store->Flush();
 }
 
@@ -272,14 +278,20 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
     if (!cst.ok()) CountCacheError("capture", cst);  // costs reuse later, never correctness
   }
   if (stop < n) return;
-  if (cache_io) {
-    Status pst = cache_io->Publish(slot);
-    if (!pst.ok()) CountCacheError("publish", pst);
-  }
   slot.result.usage.prefill_ms = MillisSince(slot.started);
   slot.decode_started = Clock::now();
   slot.phase = Phase::kGenerate;
-  Accept(slot, SampleFor(slot, -1));
+  slot.publish_pending = cache_io != nullptr;
+  Accept(slot, SampleFor(slot, -1));  // the first token goes out before the cache work
+  PublishPrompt(slot);                // (a no-op when Accept finished the request)
+}
+
+// Publishes what the prefill produced, once; the sequence still holds exactly the prompt.
+void Scheduler::Impl::PublishPrompt(Slot& slot) {
+  if (!slot.publish_pending) return;
+  slot.publish_pending = false;
+  Status st = cache_io->Publish(slot);
+  if (!st.ok()) CountCacheError("publish", st);
 }
 
 Token Scheduler::Impl::SampleFor(Slot& slot, int32_t logits_index) {
@@ -325,10 +337,6 @@ void Scheduler::Impl::GenerateStep() {
 }
 
 void Scheduler::Impl::Finish(Slot& slot, const std::string& reason) {
-  if (cache_io && reason != "cancelled" && slot.phase == Phase::kGenerate) {
-    Status st = cache_io->PublishGeneration(slot);
-    if (!st.ok()) CountCacheError("publish", st);
-  }
   std::string tail = slot.stream->Finish();
   const CompletionRequest& req = slot.job->request;
   if (!tail.empty() && reason != "cancelled" && req.on_piece) req.on_piece(tail);
@@ -337,8 +345,15 @@ void Scheduler::Impl::Finish(Slot& slot, const std::string& reason) {
   r.text = slot.stream->text();
   r.usage.completion_tokens = int32_t(r.tokens.size());
   if (slot.phase == Phase::kGenerate) r.usage.decode_ms = MillisSince(slot.decode_started);
-  CountRequest(r);
-  slot.job->done.set_value(std::move(r));
+  const CompletionResult counted = r;  // counted once the cache work is done (FlushDisk)
+  const bool publish_generation = cache_io && reason != "cancelled";
+  slot.job->done.set_value(std::move(r));  // the client has its answer; the cache work follows
+  PublishPrompt(slot);
+  if (publish_generation) {
+    Status st = cache_io->PublishGeneration(slot, counted.tokens);
+    if (!st.ok()) CountCacheError("publish", st);
+  }
+  CountRequest(counted);
   slot.job.reset();
   slot.phase = Phase::kIdle;
   ctx->SeqClear(slot.seq);
@@ -351,6 +366,7 @@ void Scheduler::Impl::Fail(Slot& slot, const Status& st) {
   ctx->SeqClear(slot.seq);
   std::lock_guard<std::mutex> lock(mu);
   stats.slots_busy--;
+  idle_cv.notify_all();
 }
 
 void Scheduler::Impl::CountCacheError(const char* what, const Status& st) {
@@ -362,6 +378,7 @@ void Scheduler::Impl::CountCacheError(const char* what, const Status& st) {
 void Scheduler::Impl::CountRequest(const CompletionResult& r) {
   std::lock_guard<std::mutex> lock(mu);
   stats.slots_busy--;
+  idle_cv.notify_all();
   stats.requests++;
   stats.prompt_tokens += r.usage.prompt_tokens;
   stats.cached_tokens += r.usage.cached_tokens;
