@@ -172,8 +172,5 @@ int main(int argc, char** argv) {
   flags.Int("--reps", &a.reps, "repetitions");
   flags.Int("--threads", &a.threads, "CPU threads, 0 = all");
   flags.Int("--block-size", &a.block_size, "cache block size");
-  Status st = flags.Parse(argc, argv, 1);
-  if (flags.help_requested()) return std::fputs(flags.Help().c_str(), stdout), 0;
-  if (!st.ok()) return std::fprintf(stderr, "%s\n%s", st.message().c_str(), flags.Help().c_str()), 2;
-  return Run(a);
+  return cli::RunWithFlags(flags, argc, argv, [&] { return Run(a); }, 1);
 }

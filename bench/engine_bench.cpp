@@ -403,14 +403,5 @@ int main(int argc, char** argv) {
   flags.Int("--overhead-tokens", &a.overhead_tokens, "capture overhead: fresh prompt size");
   flags.Int("--overhead-reps", &a.overhead_reps, "capture overhead: repetitions (0: skip)");
   // This binary has no subcommand: its flags start at argv[1].
-  const prefixd::Status st = flags.Parse(argc, argv, 1);
-  if (flags.help_requested()) {
-    std::fputs(flags.Help().c_str(), stdout);
-    return 0;
-  }
-  if (!st.ok()) {
-    std::fprintf(stderr, "%s\n\n%s", st.message().c_str(), flags.Help().c_str());
-    return 2;
-  }
-  return prefixd::bench::Main(a);
+  return prefixd::cli::RunWithFlags(flags, argc, argv, [&] { return prefixd::bench::Main(a); }, 1);
 }

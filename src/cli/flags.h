@@ -48,10 +48,11 @@ class Flags {
   bool help_requested_ = false;
 };
 
-// Runs a subcommand's body after parsing: prints help and returns 0 on --help, prints the error
-// and returns 2 on a bad flag, else returns body().
+// Runs a subcommand's body after parsing argv[first..argc): prints help and returns 0 on --help,
+// prints the error and returns 2 on a bad flag, else returns body(). Subcommands' flags start
+// at argv[2], a stand-alone program's at argv[1].
 template <typename Body>
-int RunWithFlags(Flags& flags, int argc, char** argv, Body body);
+int RunWithFlags(Flags& flags, int argc, char** argv, Body body, int first = 2);
 
 }  // namespace prefixd::cli
 

@@ -4,8 +4,8 @@
 namespace prefixd::cli {
 
 template <typename Body>
-int RunWithFlags(Flags& flags, int argc, char** argv, Body body) {
-  Status st = flags.Parse(argc, argv);
+int RunWithFlags(Flags& flags, int argc, char** argv, Body body, int first) {
+  Status st = flags.Parse(argc, argv, first);
   if (flags.help_requested()) {
     std::fputs(flags.Help().c_str(), stdout);
     return 0;
