@@ -83,7 +83,9 @@ one machine ({platform.machine()}, {os.cpu_count()} CPU threads, shared with oth
 same generated `{a.shape}` test model per family, the same trace (`prefixd bench {a.trace_args}`),
 2 slots, 8192 tokens of context per slot, 2 threads. llama-server is built from the same pinned
 llama.cpp (de3ff81) and runs with its best caching flags (`--cache-ram 4096 --ctx-checkpoints 64
---checkpoint-min-step 0 --jinja`, plus `--swa-full` on SWA models). prefixd: {a.prefixd_build or 'commit ' + git_commit()};
+--checkpoint-min-step 0 --jinja`, plus `--swa-full` on SWA models; flash attention at its
+default, `auto`, which is on for CPU, while prefixd serve runs without it). prefixd:
+{a.prefixd_build or 'commit ' + git_commit()};
 the whole script took {a.minutes} min.
 
 - **reuse** = cached / reusable tokens over the trace; *reusable* is the longest token prefix a

@@ -7,7 +7,9 @@
 #        [--trace-args "--sessions 3 --turns 3 --system-tokens 1000 --tool-tokens 150"]
 # Env: PREFIXD_BIN (default build/bin/prefixd), PREFIXD_JOBS (default 2), THREADS (default 2),
 #      SLOTS (default 2), CTX (per slot, default 8192), OUT (default bench/results),
-#      WORK (default /tmp/prefixd-vs-llama).
+#      WORK (default /tmp/prefixd-vs-llama), LLAMA_SERVER_EXTRA (more llama-server flags, e.g.
+#      "-fa off": llama-server's flash attention is "auto", i.e. on for CPU; prefixd serve runs
+#      without it).
 #
 # Both servers get the same model, slot count, context per slot, threads and batch sizes.
 # llama-server runs with its best caching flags for this version: --cache-ram (host-memory
@@ -92,17 +94,18 @@ run_one() {
 }
 
 chart() {
-  local arch="$1" tsv="$WORK/$arch.tsv" png="$OUT/$arch.png"
+  local arch="$1"
+  local tsv="$WORK/$arch.tsv" png="$OUT/$arch.png"
   command -v gnuplot >/dev/null 2>&1 || return 0
   gnuplot <<GP
-set terminal pngcairo size 1000,700 font ",10"
+set terminal pngcairo size 1000,760 font ",10"
 set output "$png"
 set multiplot layout 2,1 title "$arch ($SHAPE test model): prefixd vs llama-server, same trace"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set grid ytics
-set key top left
+set key below horizontal
 set ylabel "evaluated prompt tokens"
 set xlabel "request (flags)"
 plot "$tsv" using 2:xtic(sprintf("%d %s", \$1, strcol(7) eq "-" ? "" : strcol(7))) title "prefixd" lc rgb "#1f77b4", \
@@ -129,7 +132,7 @@ for arch in $ARCHS; do
   port="$(free_port)"
   run_one "$arch" llama-server "exec '$LLAMA_SERVER' -m '$model' --host 127.0.0.1 --port $port \
     -np $SLOTS -c $((SLOTS * CTX)) -t $THREADS --jinja --cache-ram 4096 --ctx-checkpoints 64 \
-    --checkpoint-min-step 0 ${swa[*]}" "$port"
+    --checkpoint-min-step 0 ${swa[*]} ${LLAMA_SERVER_EXTRA:-}" "$port"
   "$PREFIXD_BIN" bench --combine "$WORK/$arch-prefixd.json,$WORK/$arch-llama-server.json" \
     --title "$arch ($SHAPE test model): prefixd vs llama-server" \
     --out "$OUT/$arch.json" --md "$OUT/$arch.md" --tsv "$WORK/$arch.tsv" >/dev/null
