@@ -20,10 +20,14 @@ namespace prefixd::engine {
 // boundary. Rendering messages[:i] is often not a token prefix of the full render (templates
 // strip reasoning of earlier turns, merge text at boundaries), so a boundary is where the two
 // renders agree, never a guessed token id. Returns ascending positions in (0, full.size()).
-// `options` must be those the full render used (the tools change the system prompt).
+// `options` must be those the full render used (the tools change the system prompt);
+// `full_text` is that render and `full` its tokens. Renders are compared as text (fast even
+// for long conversations) and a shared length is mapped to the last token boundary at or
+// before it; when the tokens do not spell the text back, token by token instead.
 Result<std::vector<int32_t>> ChatCapturePoints(const Model& model, const ChatTemplate& tmpl,
                                                const std::string& messages_json,
                                                const ChatRenderOptions& options,
+                                               const std::string& full_text,
                                                std::span<const Token> full);
 
 // For raw completion text (no message list): every chat-format message start token

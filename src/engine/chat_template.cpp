@@ -70,13 +70,22 @@ Result<std::vector<std::string>> ChatTemplate::RenderPrefixes(
   std::vector<std::string> out;
   const size_t n = full.messages.size();
   const size_t last = options.add_generation_prompt ? n : n - 1;
+  common_chat_msg placeholder;
+  placeholder.role = "user";
   for (size_t i = 1; i <= last; ++i) {
     common_chat_templates_inputs part = full;
     part.messages.resize(i);
     part.add_generation_prompt = false;
     auto rendered = Apply(impl_->templates.get(), part);
     if (rendered.ok()) out.push_back(std::move(rendered).value());  // a template may refuse
-  }                                                                 // a prefix: skip it
+    if (i == n) continue;                                           // a prefix: skip it
+    // Templates that strip reasoning from assistant turns before the last user message render
+    // messages[:i] differently when a user message follows; a placeholder user message makes
+    // the prefix render as it does inside the full conversation.
+    part.messages.push_back(placeholder);
+    auto followed = Apply(impl_->templates.get(), part);
+    if (followed.ok()) out.push_back(std::move(followed).value());
+  }
   return out;
 }
 

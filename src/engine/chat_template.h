@@ -30,7 +30,9 @@ class ChatTemplate {
                              const ChatRenderOptions& options) const;
 
   // Renders messages[:i] without a generation prompt for i = 1 .. n-1 and i = n when the full
-  // render adds one (the tail). Used to find message boundaries.
+  // render adds one (the tail), and for i < n also messages[:i] followed by an empty user
+  // message (so that templates which strip reasoning before the last user message render the
+  // prefix as the full conversation does). Used to find message boundaries.
   Result<std::vector<std::string>> RenderPrefixes(const std::string& messages_json,
                                                   const ChatRenderOptions& options) const;
 

@@ -39,7 +39,8 @@ Result<Prompt> Engine::PrepareChat(const std::string& messages_json, const std::
   PREFIXD_ASSIGN_OR_RETURN(std::string text, impl_->chat->Render(messages_json, ro));
   Prompt prompt;
   prompt.tokens = impl_->model->Tokenize(text, true);
-  auto points = ChatCapturePoints(*impl_->model, *impl_->chat, messages_json, ro, prompt.tokens);
+  auto points = ChatCapturePoints(*impl_->model, *impl_->chat, messages_json, ro, text,
+                                  prompt.tokens);
   if (points.ok()) prompt.capture_points = std::move(points).value();
   return prompt;
 }

@@ -37,6 +37,7 @@ struct EngineOptions {
   int n_threads = 0;                 // 0: all cores
   bool cache_enabled = true;         // false: --no-cache, the cache fully off
   int n_gpu_layers = 0;
+  bool flash_attn = true;            // part of the cache-layout fingerprint (V layout)
   size_t max_queue = 64;             // requests waiting for a slot beyond this are refused
 };
 

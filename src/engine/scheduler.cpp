@@ -78,6 +78,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(const Model& model,
   copt.n_batch = options.n_batch;
   copt.n_ubatch = options.n_ubatch;
   copt.n_threads = options.n_threads;
+  copt.flash_attn = options.flash_attn;
   PREFIXD_ASSIGN_OR_RETURN(impl->ctx, Context::Create(model, copt));
   impl->slots.resize(options.n_slots);
   for (Token t = 0; t < model.n_vocab(); ++t) {
