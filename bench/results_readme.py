@@ -84,7 +84,7 @@ same generated `{a.shape}` test model per family, the same trace (`prefixd bench
 2 slots, 8192 tokens of context per slot, 2 threads. llama-server is built from the same pinned
 llama.cpp (de3ff81) and runs with its best caching flags (`--cache-ram 4096 --ctx-checkpoints 64
 --checkpoint-min-step 0 --jinja`, plus `--swa-full` on SWA models; flash attention at its
-default, `auto`, which is on for CPU, while prefixd serve runs without it). prefixd:
+default, `auto`, which is on for CPU; prefixd serve has it on by default too). prefixd:
 {a.prefixd_build or 'commit ' + git_commit()};
 the whole script took {a.minutes} min.
 

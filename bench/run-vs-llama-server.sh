@@ -8,8 +8,8 @@
 # Env: PREFIXD_BIN (default build/bin/prefixd), PREFIXD_JOBS (default 2), THREADS (default 2),
 #      SLOTS (default 2), CTX (per slot, default 8192), OUT (default bench/results),
 #      WORK (default /tmp/prefixd-vs-llama), LLAMA_SERVER_EXTRA (more llama-server flags, e.g.
-#      "-fa off": llama-server's flash attention is "auto", i.e. on for CPU; prefixd serve runs
-#      without it).
+#      "-fa off"; both servers use flash attention by default (llama-server: "auto", on for CPU;
+#      prefixd serve: on unless --no-flash-attn).
 #
 # Both servers get the same model, slot count, context per slot, threads and batch sizes.
 # llama-server runs with its best caching flags for this version: --cache-ram (host-memory

@@ -42,6 +42,7 @@ struct ServeArgs {
   int64_t gpu_layers = 0;
   int64_t max_queue = 64;
   bool no_cache = false;
+  bool no_flash_attn = false;
   std::string api_key_file;
 };
 
@@ -121,6 +122,7 @@ Result<engine::EngineOptions> EngineOptionsOf(const ServeArgs& a) {
   eo.n_threads = int(a.threads);
   eo.n_gpu_layers = int(a.gpu_layers);
   eo.cache_enabled = !a.no_cache;
+  eo.flash_attn = !a.no_flash_attn;
   eo.max_queue = size_t(a.max_queue);
   return eo;
 }
@@ -217,6 +219,7 @@ int CmdServe(int argc, char** argv) {
             "requests that may wait for a slot; more get 503 with Retry-After");
   flags.String("--max-body", &a.max_body, "largest request body accepted (e.g. 32M)");
   flags.Bool("--no-cache", &a.no_cache, "turn the prompt cache fully off");
+  flags.Bool("--no-flash-attn", &a.no_flash_attn, "run attention without flash attention");
   flags.String("--api-key-file", &a.api_key_file,
                "file with one API key per line; requests must send one (default: no keys)");
   return RunWithFlags(flags, argc, argv, [&] {
