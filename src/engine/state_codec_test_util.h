@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "engine/context.h"
-#include "engine/generate.h"
+#include "engine/prefill.h"
 #include "engine/model.h"
 #include "engine/state_codec.h"
 #include "engine/test_model.h"

@@ -1,4 +1,4 @@
-#include "engine/generate.h"
+#include "engine/prefill.h"
 
 #include <algorithm>
 
@@ -20,23 +20,6 @@ Status Prefill(Context& ctx, int32_t seq, std::span<const Token> tokens, int32_t
     if (on_chunk_end) PREFIXD_RETURN_IF_ERROR(on_chunk_end(pos));
   }
   return Status::OK();
-}
-
-Result<std::vector<Token>> Generate(Context& ctx, int32_t seq, int32_t pos,
-                                    const GenerateOptions& options) {
-  Sampler sampler(options.sampling);
-  const int n_vocab = ctx.model().n_vocab();
-  std::vector<Token> out;
-  for (int i = 0; i < options.max_tokens; ++i) {
-    Token t = sampler.Sample(ctx.Logits(-1), n_vocab);
-    if (ctx.model().IsEndOfGeneration(t)) break;
-    out.push_back(t);
-    if (options.on_token && !options.on_token(t)) break;
-    if (i + 1 == options.max_tokens) break;
-    Token one[1] = {t};
-    PREFIXD_RETURN_IF_ERROR(ctx.DecodeChunk(seq, one, pos++, true));
-  }
-  return out;
 }
 
 }  // namespace prefixd::engine
