@@ -192,7 +192,7 @@ void PrintRow(size_t i, const TraceRequest& t, int32_t reusable, const Completio
   std::printf("%4zu %4d %-14s %7d %8d %7d %7d %7d %8d %9.1f %9.1f %-5s %-16s %s\n", i,
               t.session, flags.empty() ? "-" : flags.c_str(), on.usage.prompt_tokens, reusable,
               on.usage.cached_tokens, on.cache.reusable_tokens, on.usage.evaluated_tokens, off.usage.evaluated_tokens,
-              on.usage.prefill_ms, off.usage.prefill_ms, on.cache.tier.c_str(),
+              on.usage.prefill_ms, off.usage.prefill_ms, engine::CacheTierName(on.cache.tier),
               on.cache.miss_reason.empty() ? "-" : on.cache.miss_reason.c_str(),
               on.tokens == off.tokens ? "same" : "DIFF");
   std::fflush(stdout);

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Fetches the pinned llama.cpp (from the npm package node-llama-cpp@3.22.1, which ships the
 # source as a git bundle), verifies the commit and builds llama, ggml and llama-common.
-# The build is cached by commit (and backend) under $PREFIXD_DEPS_DIR, so a second run is instant.
+# Applies and verifies the small patches in patches/llama.cpp/ (docs/llama-patches.md says why
+# each exists). The build is cached by commit, backend and patch set under $PREFIXD_DEPS_DIR, so
+# a second run is instant; a changed patch set rebuilds incrementally.
 # Prints nothing on a cache hit except the build directory on the last line.
 # Usage: scripts/setup-llama.sh [--cuda]
 set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PATCH_DIR="$here/patches/llama.cpp"
 
 LLAMA_NPM_PACKAGE="node-llama-cpp@3.22.1"
 LLAMA_COMMIT="de3ff815ea7d559ee917f063901b8986f038abc6"
@@ -26,7 +30,9 @@ src="$root/src"
 build="$root/build-$backend"
 stamp="$build/.prefixd-built"
 
-if [[ -f "$stamp" ]]; then
+patches=("$PATCH_DIR"/*.patch)
+patch_id="$(cat "${patches[@]}" | sha256sum | cut -c1-16)"
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$patch_id" ]]; then
   echo "$build"
   exit 0
 fi
@@ -50,6 +56,24 @@ if [[ "$actual" != "$LLAMA_COMMIT" ]]; then
   exit 1
 fi
 
+# The patches: applied to a clean tree, then verified (each must reverse-apply exactly, and the
+# patched API must be in the header). A tree already carrying exactly these patches is kept as
+# is, so an interrupted build resumes instead of recompiling.
+patches_applied() {
+  for p in "${patches[@]}"; do git -C "$src" apply --reverse --check "$p" 2>/dev/null || return 1; done
+}
+if ! patches_applied; then
+  git -C "$src" checkout --quiet -- .
+  for p in "${patches[@]}"; do
+    echo "setup-llama: applying $(basename "$p")" >&2
+    git -C "$src" apply "$p"
+  done
+fi
+if ! patches_applied || ! grep -q llama_state_seq_get_data_range "$src/include/llama.h"; then
+  echo "setup-llama: the patches in $PATCH_DIR do not apply to llama.cpp $LLAMA_COMMIT" >&2
+  exit 1
+fi
+
 echo "setup-llama: building llama.cpp ${LLAMA_COMMIT:0:7} ($backend) in $build" >&2
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DBUILD_SHARED_LIBS=ON \
@@ -58,5 +82,5 @@ cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DLLAMA_OPENSSL=OFF -DLLAMA_SUBPROCESS=OFF -DLLAMA_LLGUIDANCE=OFF \
   "${cmake_backend[@]}" >&2
 cmake --build "$build" -j "$JOBS" --target llama llama-common ggml >&2
-touch "$stamp"
+echo "$patch_id" > "$stamp"
 echo "$build"

@@ -31,7 +31,7 @@ void PrintUsage(const engine::CompletionResult& r) {
                "prompt_tokens=%d cached_tokens=%d evaluated_tokens=%d completion_tokens=%d "
                "prefill_ms=%.1f tier=%s miss=%s\n",
                r.usage.prompt_tokens, r.usage.cached_tokens, r.usage.evaluated_tokens,
-               r.usage.completion_tokens, r.usage.prefill_ms, r.cache.tier.c_str(),
+               r.usage.completion_tokens, r.usage.prefill_ms, engine::CacheTierName(r.cache.tier),
                r.cache.miss_reason.c_str());
 }
 

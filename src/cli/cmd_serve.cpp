@@ -35,8 +35,9 @@ struct ServeArgs {
   std::string max_body = "32M";
   int64_t block_size = 256;
   int64_t slots = 2;
-  int64_t ctx = 16384;
+  int64_t ctx = 0;
   int64_t threads = 0;
+  int64_t threads_batch = 0;
   int64_t batch = 2048;
   int64_t ubatch = 512;
   int64_t gpu_layers = 0;
@@ -93,15 +94,17 @@ std::string ModelId(const ServeArgs& a) {
 Status CheckRanges(const ServeArgs& a) {
   if (a.port < 0 || a.port > 65535) return Status::InvalidArgument("--port: 0..65535");
   if (a.slots < 1 || a.slots > 256) return Status::InvalidArgument("--slots: 1..256");
-  if (a.ctx < 16 || a.ctx > (1 << 24)) return Status::InvalidArgument("--ctx: 16..16777216");
+  if (a.ctx != 0 && (a.ctx < 16 || a.ctx > (1 << 24))) {
+    return Status::InvalidArgument("--ctx: 0 (the model's) or 16..16777216");
+  }
   if (a.block_size < 1 || a.block_size > (1 << 20)) {
     return Status::InvalidArgument("--block-size: 1..1048576");
   }
   if (a.max_queue < 0 || a.max_queue > 100000) {
     return Status::InvalidArgument("--max-queue: 0..100000");
   }
-  if (a.threads < 0 || a.batch < 1 || a.ubatch < 1 || a.gpu_layers < -1) {
-    return Status::InvalidArgument("--threads, --batch, --ubatch, --gpu-layers: out of range");
+  if (a.threads < 0 || a.threads_batch < 0 || a.batch < 1 || a.ubatch < 1 || a.gpu_layers < -1) {
+    return Status::InvalidArgument("--threads, --threads-batch, --batch, --ubatch, --gpu-layers: out of range");
   }
   return Status::OK();
 }
@@ -120,6 +123,7 @@ Result<engine::EngineOptions> EngineOptionsOf(const ServeArgs& a) {
   eo.n_batch = uint32_t(a.batch);
   eo.n_ubatch = uint32_t(a.ubatch);
   eo.n_threads = int(a.threads);
+  eo.n_threads_batch = int(a.threads_batch);
   eo.n_gpu_layers = int(a.gpu_layers);
   eo.cache_enabled = !a.no_cache;
   eo.flash_attn = !a.no_flash_attn;
@@ -176,7 +180,7 @@ int Serve(const ServeArgs& a) {
                            .Add("port", (long long)*port)
                            .Add("model", http.model_id())
                            .Add("slots", (long long)eo->n_slots)
-                           .Add("ctx", (long long)eo->n_ctx_per_slot)
+                           .Add("ctx", (long long)engine_ptr->n_ctx_per_slot())
                            .Add("cache_dir", eo->cache_dir.empty() ? "none" : eo->cache_dir)
                            .Add("api_keys", (*auth)->enabled() ? "on" : "off"));
   std::atomic<bool> signalled{false};
@@ -210,8 +214,11 @@ int CmdServe(int argc, char** argv) {
   flags.String("--disk-quota", &a.disk_quota, "bytes the disk tier may hold (e.g. 20G)");
   flags.Int("--block-size", &a.block_size, "cache block size in tokens");
   flags.Int("--slots", &a.slots, "requests generated at once (continuous batching)");
-  flags.Int("-c,--ctx", &a.ctx, "context length of each slot, in tokens");
-  flags.Int("-t,--threads", &a.threads, "CPU threads; 0: all cores");
+  flags.Int("-c,--ctx", &a.ctx,
+            "context length of each slot, in tokens; 0: the model's trained context length");
+  flags.Int("-t,--threads", &a.threads, "CPU threads for generation; 0: all cores");
+  flags.Int("-tb,--threads-batch", &a.threads_batch,
+            "CPU threads for prompt processing; 0: the same as --threads");
   flags.Int("--batch", &a.batch, "logical batch size (prefill chunk)");
   flags.Int("--ubatch", &a.ubatch, "physical batch size");
   flags.Int("-ngl,--gpu-layers", &a.gpu_layers, "layers to offload to the GPU");

@@ -46,7 +46,8 @@ std::vector<CapturePoint> PlanCaptures(const Prompt& prompt, int32_t restored, i
   // (Pure attention needs no Snapshot: the Tail published at n covers any position.)
   if (options.needs_snapshot) add(n, SnapshotKind::kGenerationEnd);
   if (options.needs_snapshot) {
-    for (int32_t b = int32_t(options.block_size); b <= n; b += int32_t(options.block_size)) {
+    const int32_t step = int32_t(std::max(options.snapshot_spacing, options.block_size));
+    for (int32_t b = step; b <= n; b += step) {
       add(b, SnapshotKind::kBlockBoundary);
     }
   }
@@ -74,9 +75,17 @@ struct CacheIo::Impl {
 
   Status LearnShape(int32_t seq);
   // Slices Blocks [from / B, n / B) of `tokens` (n = tokens.size(), all decoded in slot.seq)
-  // from one whole state and publishes them, then slot.pending.
+  // from one read of the rows [first Block, n) and publishes them, then slot.pending.
   Status PublishRange(Slot& slot, std::span<const Token> tokens, int32_t from);
   Status RestoreMatch(Slot& slot, const cache::PrefixCache::Match& m);
+  struct Held;
+  Held HeldPrefix(const Slot& slot, size_t max_len) const;
+  Status KeepHeld(Slot& slot, size_t keep);
+  Status RestorePartial(Slot& slot, const cache::PrefixCache::Match& m);
+  Status CheckPartial(std::span<const uint8_t> partial, size_t p) const;
+  Status CheckEndsAt(Slot& slot, size_t p);
+  cache::PrefixCache::Match LookupTiers(const Slot& slot, size_t max_len, size_t good_enough,
+                                        CacheTier* tier);
 };
 
 CacheIo::CacheIo(Context& ctx, cache::PrefixCache& cache, cache::DiskTier* disk,
@@ -120,45 +129,113 @@ Status CacheIo::Impl::RestoreMatch(Slot& slot, const cache::PrefixCache::Match& 
   slot.result.usage.restored_bytes = bytes.size();
   if (bytes.capacity() > kMaxScratchBytes) std::vector<uint8_t>().swap(bytes);
   PREFIXD_RETURN_IF_ERROR(set);
-  if (ctx.SeqPosMax(slot.seq) != int32_t(m.n_tokens) - 1) {
-    ctx.SeqClear(slot.seq);
-    return Status::Corruption("restored sequence ends at " + std::to_string(ctx.SeqPosMax(slot.seq)) +
-                              ", expected " + std::to_string(m.n_tokens - 1));
-  }
-  return Status::OK();
+  return CheckEndsAt(slot, m.n_tokens);
 }
 
+// How much of a prompt the slot's sequence can keep as it is (see Slot::held).
+struct CacheIo::Impl::Held {
+  size_t shared = 0;  // tokens the held sequence shares with the prompt (at most max_len)
+  size_t keep = 0;    // of which kept with no bytes restored: any of them for pure attention,
+                      // all or nothing where the state is valid at its end only
+};
+
+CacheIo::Impl::Held CacheIo::Impl::HeldPrefix(const Slot& slot, size_t max_len) const {
+  Held h;
+  if (slot.held_domain != slot.domain) return h;
+  const auto& tokens = slot.job->request.prompt.tokens;
+  const size_t n = std::min({slot.held.size(), tokens.size(), max_len});
+  while (h.shared < n && slot.held[h.shared] == tokens[h.shared]) ++h.shared;
+  if (!options.needs_snapshot || h.shared == slot.held.size()) h.keep = h.shared;
+  return h;
+}
+
+// Keeps the first `keep` held tokens: the tail of pure-attention rows is cut off.
+Status CacheIo::Impl::KeepHeld(Slot& slot, size_t keep) {
+  if (keep < slot.held.size() && !ctx.SeqTruncate(slot.seq, int32_t(keep))) {
+    return Status::Internal("cannot cut the held sequence at " + std::to_string(keep));
+  }
+  return CheckEndsAt(slot, keep);
+}
+
+// The slot holds the rows of [0, P) already: sets only the Snapshot's partial state (recurrent
+// or SWA) taken at P and cuts the rows after P. The bytes moved are the partial's alone.
+Status CacheIo::Impl::RestorePartial(Slot& slot, const cache::PrefixCache::Match& m) {
+  if (!m.snapshot) return Status::Internal("partial restore without a snapshot");
+  PREFIXD_RETURN_IF_ERROR(CheckPartial(m.snapshot->bytes, m.n_tokens));
+  PREFIXD_RETURN_IF_ERROR(ctx.SetState(slot.seq, m.snapshot->bytes, StatePart::kPartial));
+  slot.result.usage.restored_bytes = m.snapshot->bytes.size();
+  if (!ctx.SeqTruncate(slot.seq, int32_t(m.n_tokens))) {
+    return Status::Internal("cannot cut the held rows at " + std::to_string(m.n_tokens));
+  }
+  return CheckEndsAt(slot, m.n_tokens);
+}
+
+// The partial section must be one a state taken at exactly P would have.
+Status CacheIo::Impl::CheckPartial(std::span<const uint8_t> partial, size_t p) const {
+  if (!shape) return shape_status.ok() ? Status::Internal("no state shape") : shape_status;
+  return CheckPartialState(partial, *shape, int32_t(p));
+}
+
+Status CacheIo::Impl::CheckEndsAt(Slot& slot, size_t p) {
+  if (ctx.SeqPosMax(slot.seq) == int32_t(p) - 1) return Status::OK();
+  const int32_t got = ctx.SeqPosMax(slot.seq);
+  ctx.SeqClear(slot.seq);
+  return Status::Corruption("restored sequence ends at " + std::to_string(got) + ", expected " +
+                            std::to_string(int64_t(p) - 1));
+}
+
+// The longest restorable prefix in the cache tiers: RAM, then disk (promoted into RAM).
+cache::PrefixCache::Match CacheIo::Impl::LookupTiers(const Slot& slot, size_t max_len,
+                                                      size_t good_enough, CacheTier* tier) {
+  const auto& tokens = slot.job->request.prompt.tokens;
+  cache::PrefixCache::Match m = cache.Lookup(slot.domain, tokens, max_len);
+  *tier = CacheTier::kRam;
+  const size_t floor = std::max(m.n_tokens, good_enough);
+  if (disk && floor < max_len && disk->Promote(slot.domain, tokens, max_len, m) > floor) {
+    size_t diverged = m.diverged_at;
+    m = cache.Lookup(slot.domain, tokens, max_len);
+    m.diverged_at = std::max(m.diverged_at, diverged);
+    *tier = CacheTier::kDisk;
+  }
+  return m;
+}
+
+// Three ways, cheapest first: keep what the slot holds (0 bytes); set only a Snapshot's
+// partial into a slot that holds its rows; assemble the whole prefix from the tiers.
 void CacheIo::Restore(Slot& slot) {
   const Prompt& prompt = slot.job->request.prompt;
-  const auto& tokens = prompt.tokens;
-  const size_t max_len = tokens.size() - 1;
-  cache::PrefixCache::Match m = impl_->cache.Lookup(slot.domain, tokens, max_len);
+  const size_t max_len = prompt.tokens.size() - 1;
+  const Impl::Held held = impl_->HeldPrefix(slot, max_len);
+  CacheTier tier = CacheTier::kRam;
+  cache::PrefixCache::Match m = impl_->LookupTiers(slot, max_len, held.keep, &tier);
   CacheOutcome& out = slot.result.cache;
-  const char* tier = "ram";
-  if (impl_->disk && m.n_tokens < max_len &&
-      impl_->disk->Promote(slot.domain, tokens, max_len, m) > m.n_tokens) {
-    size_t diverged = m.diverged_at;
-    m = impl_->cache.Lookup(slot.domain, tokens, max_len);
-    m.diverged_at = std::max(m.diverged_at, diverged);
-    tier = "disk";
-  }
-  out.reusable_tokens = int32_t(std::min(m.diverged_at, tokens.size() - 1));
-  out.diverged_at = m.diverged_at < tokens.size() ? int32_t(m.diverged_at) : -1;
+  const size_t reusable = std::max(m.diverged_at, held.shared);
+  out.reusable_tokens = int32_t(std::min(reusable, max_len));
+  out.diverged_at = reusable < prompt.tokens.size() ? int32_t(reusable) : -1;
   slot.restored = 0;
-  if (m.n_tokens > 0) {
-    Status st = impl_->RestoreMatch(slot, m);
-    if (st.ok()) {
-      slot.restored = int32_t(m.n_tokens);
-      out.tier = tier;
-    } else {
-      impl_->ctx.SeqClear(slot.seq);  // fail closed: prefill cold
-      out.miss_reason = "restore_failed";
-      std::fprintf(stderr, "prefixd: restore of %zu tokens refused: %s\n", m.n_tokens,
-                   st.ToString().c_str());
-    }
+  Status st = Status::OK();
+  if (held.keep > 0 && held.keep >= m.n_tokens) {
+    st = impl_->KeepHeld(slot, held.keep);
+    if (st.ok()) slot.restored = int32_t(held.keep), out.tier = CacheTier::kSlot;
+  } else if (m.n_tokens > 0 && m.n_tokens <= held.shared && impl_->options.has_rows &&
+             impl_->options.needs_snapshot) {
+    st = impl_->RestorePartial(slot, m);
+    if (st.ok()) slot.restored = int32_t(m.n_tokens), out.tier = tier;
   } else {
-    out.miss_reason = MissReasonText(m);
+    impl_->ctx.SeqClear(slot.seq);
+    if (m.n_tokens > 0) st = impl_->RestoreMatch(slot, m);
+    if (m.n_tokens > 0 && st.ok()) slot.restored = int32_t(m.n_tokens), out.tier = tier;
+    if (m.n_tokens == 0) out.miss_reason = MissReasonText(m);
   }
+  if (!st.ok()) {
+    impl_->ctx.SeqClear(slot.seq);  // fail closed: prefill cold
+    slot.restored = 0;
+    out.tier = CacheTier::kNone;
+    out.miss_reason = "restore_failed";
+    std::fprintf(stderr, "prefixd: restore of %zu tokens refused: %s\n",
+                 std::max(m.n_tokens, held.keep), st.ToString().c_str());
+  }
+  slot.held.clear();  // the sequence now holds the request's own state
   slot.pos = slot.restored;
   slot.captures = PlanCaptures(prompt, slot.restored, out.diverged_at, impl_->options);
   slot.next_capture = 0;
@@ -202,16 +279,18 @@ Status CacheIo::PublishGeneration(Slot& slot, std::span<const Token> generated) 
 Status CacheIo::Impl::PublishRange(Slot& slot, std::span<const Token> tokens, int32_t from) {
   const int32_t n = int32_t(tokens.size());
   const int32_t B = int32_t(options.block_size);
-  std::vector<uint8_t> whole;
+  // Blocks: every full Block from the one `from` falls in. Every row published (Blocks, and the
+  // Tails of the pending Snapshots, which all start at or after that Block) lies in
+  // [first * B, n): only those rows are read, never the whole context.
+  const int32_t first = from / B;
+  std::vector<uint8_t> state;
   std::optional<ParsedState> parsed;
-  if (options.has_rows) {
-    PREFIXD_ASSIGN_OR_RETURN(whole, ctx.GetState(slot.seq, StatePart::kWhole));
-    PREFIXD_ASSIGN_OR_RETURN(ParsedState p, ParseState(whole, ctx.model().layout(),
+  if (options.has_rows && first * B < n) {
+    PREFIXD_ASSIGN_OR_RETURN(state, ctx.GetStateRange(slot.seq, first * B, n));
+    PREFIXD_ASSIGN_OR_RETURN(ParsedState p, ParseState(state, ctx.model().layout(),
                                                        ctx.model().has_cell_ext()));
     parsed = std::move(p);
   }
-  // Blocks: every full Block from the one `from` falls in.
-  const int32_t first = from / B;
   std::vector<PayloadRef> rows;
   for (int32_t k = first; (k + 1) * B <= n; ++k) {
     if (!options.has_rows) {
@@ -229,7 +308,7 @@ Status CacheIo::Impl::PublishRange(Slot& slot, std::span<const Token> tokens, in
   // Snapshots and Tails, after the Blocks they depend on.
   for (PendingSnapshot& s : slot.pending) {
     PayloadRef tail;
-    if (options.has_rows && s.pos % B != 0) {
+    if (parsed && s.pos % B != 0) {
       PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> r, EncodeRows(*parsed, s.pos / B * B, s.pos));
       tail = MakePayload(std::move(r));
     }

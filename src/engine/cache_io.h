@@ -16,6 +16,11 @@ namespace prefixd::engine {
 
 struct CacheIoOptions {
   uint32_t block_size = 256;
+  // Models with non-sliceable state: a Snapshot every this many tokens (a multiple of
+  // block_size) besides the message points, so a prompt that diverges inside a long message
+  // goes back at most this far. The prefill batch rounded down to Blocks: chunks stay as large
+  // as the backend wants (a cut at every Block halves a GPU's prefill throughput).
+  uint32_t snapshot_spacing = 2048;
   bool has_rows = true;
   bool needs_snapshot = false;
 };
@@ -35,7 +40,7 @@ class CacheIo {
   void Restore(Slot& slot);
   // Runs after the prefill chunk that ended at `point.pos`: takes the Snapshot there.
   Status Capture(Slot& slot, const CapturePoint& point);
-  // Runs once the prompt is fully decoded: slices the new Blocks from one whole state and
+  // Runs once the prompt is fully decoded: slices the new Blocks from one ranged state read and
   // publishes them, then the Snapshots and Tails taken during prefill.
   Status Publish(Slot& slot);
   // Runs when generation ends: publishes the Blocks the generated tokens completed and a
@@ -51,7 +56,8 @@ class CacheIo {
 };
 
 // Plans where a prefill must end chunks: the prompt's capture points, the branch point, and
-// (for models with non-sliceable state) every Block boundary, all inside (restored, n].
+// (for models with non-sliceable state) the prompt's end and every snapshot_spacing tokens,
+// all inside (restored, n].
 std::vector<CapturePoint> PlanCaptures(const Prompt& prompt, int32_t restored, int32_t branch,
                                        const CacheIoOptions& options);
 

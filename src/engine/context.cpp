@@ -1,5 +1,7 @@
 #include "engine/context.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "llama.h"
@@ -57,7 +59,8 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   p.n_ctx = options.n_ctx_per_seq * options.n_seq;
   p.n_batch = options.n_batch;
   p.n_ubatch = options.n_ubatch;
-  p.n_threads = p.n_threads_batch = options.n_threads > 0 ? options.n_threads : DefaultThreads();
+  p.n_threads = options.n_threads > 0 ? options.n_threads : DefaultThreads();
+  p.n_threads_batch = options.n_threads_batch > 0 ? options.n_threads_batch : p.n_threads;
   p.flash_attn_type = options.flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED
                                          : LLAMA_FLASH_ATTN_TYPE_DISABLED;
   p.type_k = type_k;
@@ -67,19 +70,32 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   std::unique_ptr<Context> ctx(new Context(model, options));
   ctx->ctx_ = llama_init_from_model(model.raw(), p);
   if (ctx->ctx_ == nullptr) {
-    return Status::ResourceExhausted("cannot create a llama context (n_ctx " +
-                                     std::to_string(p.n_ctx) + ", " +
-                                     std::to_string(options.n_seq) + " sequences)");
+    return Status::ResourceExhausted(
+        "cannot create a llama context of " + std::to_string(options.n_ctx_per_seq) +
+        " tokens per slot x " + std::to_string(options.n_seq) +
+        " slots (not enough memory?): lower the context (--ctx) or the slots (--slots)");
   }
   return ctx;
 }
 
+Context::Context(const Model& model, const ContextOptions& options)
+    : model_(model), options_(options), owner_(std::this_thread::get_id()) {}
+
 Context::~Context() {
-  if (ctx_ != nullptr) llama_free(ctx_);
+  if (ctx_ == nullptr) return;
+  RequireOwner();
+  llama_free(ctx_);
+}
+
+void Context::RequireOwner() const {
+  if (std::this_thread::get_id() == owner_) return;
+  std::fprintf(stderr, "prefixd: BUG: the llama context was used off its owning thread\n");
+  std::abort();
 }
 
 Status Context::DecodeChunk(int32_t seq, std::span<const Token> tokens, int32_t pos0,
                             bool want_last_logits) {
+  RequireOwner();
   if (tokens.empty()) return Status::InvalidArgument("DecodeChunk: no tokens");
   if (tokens.size() > options_.n_batch) {
     return Status::InvalidArgument("DecodeChunk: " + std::to_string(tokens.size()) +
@@ -93,17 +109,25 @@ Status Context::DecodeChunk(int32_t seq, std::span<const Token> tokens, int32_t 
 }
 
 Status Context::DecodeBatch(std::span<const BatchToken> tokens) {
+  RequireOwner();
   if (tokens.empty()) return Status::InvalidArgument("DecodeBatch: no tokens");
   Batch batch(int32_t(tokens.size()));
   for (const BatchToken& t : tokens) batch.Add(t.token, t.pos, t.seq, t.want_logits);
   return DecodeStatus(llama_decode(ctx_, batch.b));
 }
 
-const float* Context::Logits(int32_t i) const { return llama_get_logits_ith(ctx_, i); }
+const float* Context::Logits(int32_t i) const {
+  RequireOwner();
+  return llama_get_logits_ith(ctx_, i);
+}
 
-void Context::SeqClear(int32_t seq) { llama_memory_seq_rm(llama_get_memory(ctx_), seq, -1, -1); }
+void Context::SeqClear(int32_t seq) {
+  RequireOwner();
+  llama_memory_seq_rm(llama_get_memory(ctx_), seq, -1, -1);
+}
 
 bool Context::SeqTruncate(int32_t seq, int32_t p0) {
+  RequireOwner();
   return llama_memory_seq_rm(llama_get_memory(ctx_), seq, p0, -1);
 }
 
@@ -119,6 +143,7 @@ llama_state_seq_flags FlagsFor(StatePart part) {
 }  // namespace
 
 Result<std::vector<uint8_t>> Context::GetState(int32_t seq, StatePart part) const {
+  RequireOwner();
   const llama_state_seq_flags flags = FlagsFor(part);
   std::vector<uint8_t> bytes(llama_state_seq_get_size_ext(ctx_, seq, flags));
   size_t n = llama_state_seq_get_data_ext(ctx_, bytes.data(), bytes.size(), seq, flags);
@@ -129,7 +154,24 @@ Result<std::vector<uint8_t>> Context::GetState(int32_t seq, StatePart part) cons
   return bytes;
 }
 
+Result<std::vector<uint8_t>> Context::GetStateRange(int32_t seq, int32_t p0, int32_t p1) const {
+  RequireOwner();
+  if (p0 < 0 || p0 >= p1) {
+    return Status::InvalidArgument("GetStateRange: empty range [" + std::to_string(p0) + ", " +
+                                   std::to_string(p1) + ")");
+  }
+  const llama_state_seq_flags flags = LLAMA_STATE_SEQ_FLAGS_NONE;
+  std::vector<uint8_t> bytes(llama_state_seq_get_size_range(ctx_, seq, flags, p0, p1));
+  size_t n = llama_state_seq_get_data_range(ctx_, bytes.data(), bytes.size(), seq, flags, p0, p1);
+  if (n != bytes.size()) {
+    return Status::Internal("llama_state_seq_get_data_range wrote " + std::to_string(n) +
+                            " bytes, expected " + std::to_string(bytes.size()));
+  }
+  return bytes;
+}
+
 Status Context::SetState(int32_t seq, std::span<const uint8_t> bytes, StatePart part) {
+  RequireOwner();
   if (part == StatePart::kWhole) SeqClear(seq);
   size_t n = llama_state_seq_set_data_ext(ctx_, bytes.data(), bytes.size(), seq, FlagsFor(part));
   if (n != bytes.size()) {

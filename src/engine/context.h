@@ -2,8 +2,10 @@
 // prefill scheduler, the cache and generation are built from: batched decode, logits, sequence
 // removal, and sequence state get/set (whole or partial).
 //
-// Thread-safety: a Context is used by one thread at a time (the engine's scheduler thread);
-// it is not internally synchronized. Owns its llama_context; borrows the Model, which must
+// Thread-safety: a Context belongs to the thread that created it (the engine's scheduler
+// thread) and every method that reaches the llama context aborts when called from another one:
+// ggml's CPU backend keeps an OpenMP thread team per calling thread, and a second team halves
+// decode speed on a small machine (issue 11). Not internally synchronized. Owns its llama_context; borrows the Model, which must
 // outlive it.
 #pragma once
 
@@ -11,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/model.h"
@@ -26,7 +29,8 @@ struct ContextOptions {
   uint32_t n_seq = 1;             // sequences (slots)
   uint32_t n_batch = 2048;        // largest logical batch handed to one decode
   uint32_t n_ubatch = 512;        // physical micro-batch
-  int n_threads = 0;              // 0: all cores
+  int n_threads = 0;              // decode (generation) threads; 0: all cores
+  int n_threads_batch = 0;        // prefill threads; 0: the same as n_threads
   bool flash_attn = false;
   std::string type_k = "f16";     // KV cache types; part of the cache-layout fingerprint
   std::string type_v = "f16";
@@ -66,6 +70,11 @@ class Context {
   int32_t SeqPosMax(int32_t seq) const;
 
   Result<std::vector<uint8_t>> GetState(int32_t seq, StatePart part) const;
+  // The whole state restricted to the attention (and SWA) cells with positions in [p0, p1);
+  // a recurrent section is written whole. One pass over the rows that are asked for, not over
+  // the whole context (llama.cpp patch 0001, docs/llama-patches.md). Parse it with ParseState;
+  // EncodeRows slices it as it slices a whole state.
+  Result<std::vector<uint8_t>> GetStateRange(int32_t seq, int32_t p0, int32_t p1) const;
   // Sets a state into `seq` (cleared first). Fails closed: any refusal by llama.cpp is an error
   // and leaves `seq` cleared.
   Status SetState(int32_t seq, std::span<const uint8_t> bytes, StatePart part);
@@ -76,10 +85,12 @@ class Context {
   llama_context* raw() const { return ctx_; }
 
  private:
-  Context(const Model& model, const ContextOptions& options) : model_(model), options_(options) {}
+  Context(const Model& model, const ContextOptions& options);
+  void RequireOwner() const;  // aborts off the owning thread
   const Model& model_;
   ContextOptions options_;
   llama_context* ctx_ = nullptr;
+  std::thread::id owner_;
 };
 
 }  // namespace prefixd::engine

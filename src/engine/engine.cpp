@@ -1,10 +1,22 @@
 #include "engine/engine.h"
 
+#include <algorithm>
+
 #include "engine/chat_template.h"
 #include "engine/capture_points.h"
 #include "engine/scheduler.h"
 
 namespace prefixd::engine {
+
+const char* CacheTierName(CacheTier tier) {
+  switch (tier) {
+    case CacheTier::kNone: return "none";
+    case CacheTier::kSlot: return "slot";
+    case CacheTier::kRam: return "ram";
+    case CacheTier::kDisk: return "disk";
+  }
+  return "none";
+}
 
 struct Engine::Impl {
   EngineOptions options;
@@ -17,16 +29,20 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
 Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
-  if (options.n_slots == 0 || options.block_size == 0 || options.n_ctx_per_slot < 16) {
+  if (options.n_slots == 0 || options.block_size == 0 ||
+      (options.n_ctx_per_slot != 0 && options.n_ctx_per_slot < 16)) {
     return Status::InvalidArgument("engine: slots, block size and context must be positive");
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   PREFIXD_ASSIGN_OR_RETURN(impl->model, Model::Load({options.model_path, options.n_gpu_layers}));
+  if (impl->options.n_ctx_per_slot == 0) {  // as llama-server's -c 0
+    impl->options.n_ctx_per_slot = uint32_t(std::max(impl->model->n_ctx_train(), 16));
+  }
   auto chat = ChatTemplate::Create(*impl->model);
   if (chat.ok()) impl->chat = std::move(chat).value();  // a model without a template serves
                                                         // completions only
-  PREFIXD_ASSIGN_OR_RETURN(impl->scheduler, Scheduler::Create(*impl->model, options));
+  PREFIXD_ASSIGN_OR_RETURN(impl->scheduler, Scheduler::Create(*impl->model, impl->options));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 

@@ -31,10 +31,11 @@ struct EngineOptions {
   uint64_t disk_quota_bytes = 20ull << 30;
   uint32_t block_size = 256;
   uint32_t n_slots = 1;
-  uint32_t n_ctx_per_slot = 8192;
+  uint32_t n_ctx_per_slot = 8192;    // 0: the model's trained context length (each slot)
   uint32_t n_batch = 2048;
   uint32_t n_ubatch = 512;
-  int n_threads = 0;                 // 0: all cores
+  int n_threads = 0;                 // decode threads; 0: all cores
+  int n_threads_batch = 0;           // prefill threads; 0: the same as n_threads
   bool cache_enabled = true;         // false: --no-cache, the cache fully off
   int n_gpu_layers = 0;
   bool flash_attn = true;            // part of the cache-layout fingerprint (V layout)
@@ -51,17 +52,29 @@ struct Usage {
   int32_t prompt_tokens = 0;
   int32_t cached_tokens = 0;      // restored from the cache
   int32_t evaluated_tokens = 0;   // prompt tokens actually decoded
+  int32_t prefill_chunks = 0;     // llama_decode calls the prefill took
   int32_t completion_tokens = 0;
   double prefill_ms = 0;          // restore + prompt evaluation
   double restore_ms = 0;          // of which: lookup, disk reads, assembly, state set
-  uint64_t restored_bytes = 0;    // state bytes set into the sequence by the restore
+  double prompt_eval_ms = 0;      // of which: inside llama_decode (the model itself)
+  uint64_t restored_bytes = 0;    // state bytes set into the sequence (0: the slot kept it)
   double decode_ms = 0;
   double queue_ms = 0;
 };
 
+// Where a request's cached prefix came from.
+enum class CacheTier {
+  kNone,  // nothing reused
+  kSlot,  // the slot's sequence already held it: nothing restored
+  kRam,   // the RAM tier (a Snapshot may have been set into a slot that kept its rows)
+  kDisk,  // the disk tier
+};
+// "none", "slot", "ram", "disk": the names logs, metrics and JSON use.
+const char* CacheTierName(CacheTier tier);
+
 // What the cache did for one request, for logs and metrics.
 struct CacheOutcome {
-  std::string tier = "none";      // "ram", "disk" or "none"
+  CacheTier tier = CacheTier::kNone;
   std::string miss_reason;        // "" on a hit; else no_entry, diverged, no_snapshot, …
   int32_t diverged_at = -1;       // first token that differs from the longest cached path
   int32_t reusable_tokens = 0;    // longest prefix shared with anything cached (before -1)
@@ -76,6 +89,10 @@ struct CompletionRequest {
   // Streaming: called on the scheduler thread with each new text piece; return false to cancel
   // (client gone). Keep it cheap.
   std::function<bool(const std::string& piece)> on_piece;
+  // Polled on the scheduler thread before every prefill chunk: true cancels the request (the
+  // client is gone), freeing its slot at the next chunk rather than after the whole prompt.
+  // Keep it cheap. May be empty.
+  std::function<bool()> is_cancelled;
 };
 
 struct CompletionResult {
@@ -93,8 +110,10 @@ struct EngineStats {
   uint64_t cached_tokens = 0;
   uint64_t evaluated_tokens = 0;
   uint64_t generated_tokens = 0;
+  uint64_t hits_slot = 0;  // the slot held the prefix: 0 bytes restored
   uint64_t hits_ram = 0;
   uint64_t hits_disk = 0;
+  uint64_t restored_bytes = 0;  // state bytes set into sequences by restores
   uint64_t misses = 0;
   std::map<std::string, uint64_t> misses_by_reason;
   std::map<std::string, uint64_t> bytes_by_tier;     // "ram", "disk"

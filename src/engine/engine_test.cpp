@@ -12,12 +12,15 @@
 #include <set>
 #include <thread>
 
+#include "engine/model.h"
 #include "engine/test_model.h"
 
 namespace prefixd::engine {
 namespace {
 
 constexpr uint32_t kBlock = 32;
+constexpr int32_t kBatch = 256;
+constexpr int32_t kSpacing = kBatch;  // boundary Snapshots: the batch rounded down to Blocks
 
 std::string ModelPath(const std::string& arch) {
   static std::map<std::string, std::string> made;
@@ -32,6 +35,12 @@ std::string ModelPath(const std::string& arch) {
   return path;
 }
 
+MemoryLayout ModelLayoutOf(const std::string& arch) {
+  auto model = Model::Load({ModelPath(arch), 0});
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  return model.ok() ? (*model)->layout() : MemoryLayout::kAttention;
+}
+
 std::unique_ptr<Engine> MakeEngine(const std::string& arch, bool cache,
                                    const std::string& cache_dir = "", uint32_t slots = 1) {
   EngineOptions o;
@@ -40,8 +49,8 @@ std::unique_ptr<Engine> MakeEngine(const std::string& arch, bool cache,
   o.model_path = ModelPath(arch);
   o.block_size = kBlock;
   o.n_ctx_per_slot = 2048;
-  o.n_batch = 256;
-  o.n_ubatch = 256;
+  o.n_batch = kBatch;
+  o.n_ubatch = kBatch;
   o.n_threads = 2;
   o.cache_enabled = cache;
   o.ram_budget_bytes = 512ull << 20;
@@ -97,7 +106,7 @@ struct Reference {
     for (int32_t c : p.capture_points) add(c);
     add(r.cache.diverged_at);
     add(n);  // the prompt's end
-    for (int32_t b = kBlock; b <= n; b += kBlock) add(b);
+    for (int32_t b = kSpacing; b <= n; b += kSpacing) add(b);
     served.push_back(std::move(s));
     // The end of generation: what was decoded of the answer (the last token of a "length"
     // finish was sampled, never decoded).
@@ -161,10 +170,22 @@ class EngineCacheTest : public ::testing::TestWithParam<std::string> {
               int32_t(prompt.tokens.size())) << what;
     EXPECT_EQ(without->usage.cached_tokens, 0) << what;
     ref_.Record(prompt, *with);
+    last_ = *with;
     return with->text;
   }
 
+  // The last answer's prompt followed by what its slot decoded of the answer, then `more`.
+  Prompt Continue(const Prompt& before, const std::string& more) {
+    Prompt p = before;
+    const size_t decoded = last_.tokens.size() - (last_.finish_reason == "length" ? 1 : 0);
+    p.tokens.insert(p.tokens.end(), last_.tokens.begin(), last_.tokens.begin() + decoded);
+    std::vector<Token> tail = on_->Tokenize(more);
+    p.tokens.insert(p.tokens.end(), tail.begin(), tail.end());
+    return p;
+  }
+
   std::unique_ptr<Engine> on_, off_;
+  CompletionResult last_;
   Reference ref_;
 };
 
@@ -254,7 +275,7 @@ TEST_P(EngineCacheTest, RestartReusesFromDisk) {
   ASSERT_TRUE(with.ok() && without.ok());
   EXPECT_EQ(with->tokens, without->tokens);
   EXPECT_EQ(with->usage.cached_tokens, expected) << with->cache.miss_reason;
-  EXPECT_EQ(with->cache.tier, "disk");
+  EXPECT_EQ(with->cache.tier, CacheTier::kDisk);
   on_.reset();
   std::filesystem::remove_all(dir);
 }
@@ -297,7 +318,7 @@ TEST_P(EngineCacheTest, DamagedDiskFilesFailClosed) {
   auto without = off_->Complete(req);
   ASSERT_TRUE(with.ok() && without.ok());
   EXPECT_EQ(with->tokens, without->tokens);
-  EXPECT_NE(with->cache.tier, "disk");
+  EXPECT_NE(with->cache.tier, CacheTier::kDisk);
   on_.reset();
   fs::remove_all(dir);
 }
@@ -342,6 +363,103 @@ TEST_P(EngineCacheTest, ConcurrentRequestsMatchSequential) {
     cached += got[i]->usage.cached_tokens;
   }
   EXPECT_GT(cached, 0);  // the later requests restored the shared system prompt
+}
+
+// A session continuing on its slot (issue 10): the next prompt starts with everything the slot
+// decoded (its prompt and answer), so nothing is restored and only the new tokens are
+// evaluated, with output equal to a cold run.
+TEST_P(EngineCacheTest, SessionContinuingOnItsSlotRestoresNothing) {
+  auto first = on_->PrepareText("<|im_start|>user\nOpen the cache file and read it.<|im_end|>\n"
+                                "<|im_start|>assistant\n");
+  ASSERT_TRUE(first.ok());
+  ServePrompt(*first, "turn 1");
+  Prompt second = Continue(*first, "<|im_end|>\n<|im_start|>user\nNow the index.<|im_end|>\n"
+                                   "<|im_start|>assistant\n");
+  ServePrompt(second, "turn 2 continues on the slot");
+  EXPECT_EQ(last_.cache.tier, CacheTier::kSlot);
+  EXPECT_EQ(last_.usage.restored_bytes, 0u);
+  EXPECT_EQ(last_.usage.evaluated_tokens,
+            int32_t(second.tokens.size()) - last_.usage.cached_tokens);
+  Prompt third = Continue(second, "<|im_end|>\n<|im_start|>user\nAnd the disk.<|im_end|>\n"
+                                  "<|im_start|>assistant\n");
+  ServePrompt(third, "turn 3 continues on the slot");
+  EXPECT_EQ(last_.cache.tier, CacheTier::kSlot);
+  EXPECT_EQ(last_.usage.restored_bytes, 0u);
+}
+
+// Two sessions alternating on two slots: each continues on the slot that holds it (nothing
+// restored), and every answer equals a cold run.
+TEST_P(EngineCacheTest, SessionsAlternatingBetweenSlots) {
+  on_ = MakeEngine(GetParam(), true, "", 2);
+  ASSERT_TRUE(on_);
+  std::vector<Prompt> sessions;
+  for (const char* topic : {"hashing", "sockets and timeouts"}) {
+    auto p = on_->PrepareText(std::string("<|im_start|>user\nSession about ") + topic +
+                              ".<|im_end|>\n<|im_start|>assistant\n");
+    ASSERT_TRUE(p.ok());
+    sessions.push_back(*p);
+  }
+  for (int turn = 0; turn < 3; ++turn) {
+    for (size_t s = 0; s < sessions.size(); ++s) {
+      const std::string what = "session " + std::to_string(s) + " turn " + std::to_string(turn);
+      ServePrompt(sessions[s], what);
+      if (turn > 0) EXPECT_EQ(last_.cache.tier, CacheTier::kSlot) << what;
+      sessions[s] = Continue(sessions[s], "<|im_end|>\n<|im_start|>user\nNext " +
+                                              std::to_string(turn) + ".<|im_end|>\n"
+                                              "<|im_start|>assistant\n");
+    }
+  }
+}
+
+// History the template rewrites (reasoning stripped): the slot holds the rows of the shared
+// prefix, so only the Snapshot's partial state is set (recurrent / SWA), far fewer bytes than
+// the whole-prefix restore the same request needs once another session took the slot.
+TEST_P(EngineCacheTest, RewrittenHistoryRestoresOnlyThePartial) {
+  std::vector<std::string> msgs = {kSystem, Msg("user", "List the files in src.")};
+  Serve(Chat(msgs), "turn 1");
+  msgs.push_back(Msg("assistant", "<think>Call run.</think>I will run ls."));
+  msgs.push_back(Msg("user", "Tool result: cache.cpp engine.cpp. Continue."));
+  Serve(Chat(msgs), "turn 2, reasoning stripped, same slot");
+  const CompletionResult on_slot = last_;
+  ASSERT_GT(on_slot.usage.cached_tokens, 0);
+  Serve(Chat({Msg("user", "An unrelated question about networking takes the slot.")}), "other");
+  Serve(Chat(msgs), "turn 2 again, after another session took the slot");
+  const CompletionResult whole = last_;
+  if (!LayoutNeedsSnapshot(ModelLayoutOf(GetParam()))) {
+    EXPECT_EQ(on_slot.cache.tier, CacheTier::kSlot);  // pure attention: the rows are cut
+    EXPECT_EQ(on_slot.usage.restored_bytes, 0u);
+    return;
+  }
+  EXPECT_EQ(on_slot.cache.tier, CacheTier::kRam);
+  EXPECT_GT(on_slot.usage.restored_bytes, 0u);
+  EXPECT_EQ(whole.cache.tier, CacheTier::kRam);
+  if (LayoutHasRows(ModelLayoutOf(GetParam()))) {
+    EXPECT_LT(on_slot.usage.restored_bytes, whole.usage.restored_bytes);
+  }
+}
+
+// A client gone during a long prefill frees the slot at the next chunk (issue 10).
+TEST_P(EngineCacheTest, CancelledBetweenPrefillChunks) {
+  std::string text = "<|im_start|>user\n";
+  for (int i = 0; i < 40; ++i) text += "the cache keeps every block it saw and more ";
+  auto prompt = on_->PrepareText(text + "<|im_end|>\n<|im_start|>assistant\n");
+  ASSERT_TRUE(prompt.ok());
+  ASSERT_GT(prompt->tokens.size(), size_t(3 * kBatch));
+  CompletionRequest req;
+  req.prompt = *prompt;
+  req.max_tokens = 4;
+  int polls = 0;
+  req.is_cancelled = [&polls] { return ++polls > 1; };  // gone after the first chunk
+  auto r = on_->Complete(req);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->finish_reason, "cancelled");
+  EXPECT_LE(r->usage.evaluated_tokens, kBatch);
+  EXPECT_TRUE(r->tokens.empty());
+  // The slot keeps the chunk it decoded: a state valid at its end, which the retry reuses.
+  Prompt decoded;
+  decoded.tokens.assign(prompt->tokens.begin(), prompt->tokens.begin() + r->usage.evaluated_tokens);
+  ref_.served.push_back({decoded.tokens, {r->usage.evaluated_tokens}});
+  ServePrompt(*prompt, "the same prompt after the cancelled one");  // equal to a cold run
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, EngineCacheTest, ::testing::ValuesIn(TestModelArchs()),

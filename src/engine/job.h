@@ -55,6 +55,13 @@ struct Slot {
   std::vector<PendingSnapshot> pending;
   std::unique_ptr<Sampler> sampler;
   std::optional<TextStream> stream;
+  // What the sequence holds between requests: the tokens decoded into `seq` (positions
+  // [0, held.size())) in `held_domain`. A next request of the same domain that starts with
+  // them keeps them (slot-local reuse); empty when the sequence is empty.
+  std::vector<Token> held;
+  Digest held_domain{};
+  size_t held_tail = 0;            // the last prompt's last capture point (its tail)
+  uint64_t last_used = 0;          // admission order, for picking the least recently used slot
   Token next_token = -1;           // sampled, not yet decoded
   bool publish_pending = false;    // the prompt is decoded but not yet published
   CompletionResult result;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <mutex>
 #include <set>
 #include <cstdio>
@@ -40,12 +41,18 @@ struct Scheduler::Impl {
   std::vector<Slot> slots;  // sized once; never reallocated
   std::thread worker;
   size_t next_prefill = 0;
+  uint64_t admissions = 0;
 
   Impl(const Model& m, const EngineOptions& o) : model(m), options(o) {}
 
+  void Run(std::promise<Status>& ready);
+  Status Setup();
   void Loop();
   bool Admit();
+  Slot& PickSlot(std::span<const Token> tokens, const Digest& domain);
   void Start(Slot& slot, std::unique_ptr<Job> job);
+  void KeepHeld(Slot& slot, std::span<const Token> generated);
+  void ForgetHeld(Slot& slot);
   void PrefillStep(Slot& slot);
   void GenerateStep();
   void Accept(Slot& slot, Token t);
@@ -69,53 +76,79 @@ void Scheduler::Impl::RememberDomain(const Digest& domain) {
 
 Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
+// Everything that touches the llama context runs on the worker thread, set-up included: ggml's
+// CPU backend (OpenMP) keeps a thread team for every thread that ever ran a graph, and a second
+// team makes libgomp count more threads than cores and put its spinning workers to sleep around
+// every op, which slowed every decode step (issue 11). Context enforces it.
 Result<std::unique_ptr<Scheduler>> Scheduler::Create(const Model& model,
                                                      const EngineOptions& options) {
   auto impl = std::make_unique<Impl>(model, options);
+  std::promise<Status> ready;
+  std::future<Status> ready_future = ready.get_future();
+  Impl* raw = impl.get();
+  impl->worker = std::thread([raw, &ready] { raw->Run(ready); });
+  Status st = ready_future.get();
+  if (!st.ok()) {
+    impl->worker.join();
+    return st;
+  }
+  return std::unique_ptr<Scheduler>(new Scheduler(std::move(impl)));
+}
+
+void Scheduler::Impl::Run(std::promise<Status>& ready) {
+  Status st = Setup();
+  const bool ok = st.ok();
+  ready.set_value(std::move(st));  // `ready` is gone after this
+  if (!ok) return;
+  Loop();
+  cache_io.reset();  // the context is freed by the thread that used it
+  ctx.reset();
+}
+
+Status Scheduler::Impl::Setup() {
   ContextOptions copt;
   copt.n_ctx_per_seq = options.n_ctx_per_slot;
   copt.n_seq = options.n_slots;
   copt.n_batch = options.n_batch;
   copt.n_ubatch = options.n_ubatch;
   copt.n_threads = options.n_threads;
+  copt.n_threads_batch = options.n_threads_batch;
   copt.flash_attn = options.flash_attn;
-  PREFIXD_ASSIGN_OR_RETURN(impl->ctx, Context::Create(model, copt));
-  impl->slots.resize(options.n_slots);
+  PREFIXD_ASSIGN_OR_RETURN(ctx, Context::Create(model, copt));
+  slots.resize(options.n_slots);
   for (Token t = 0; t < model.n_vocab(); ++t) {
-    if (model.IsEndOfGeneration(t)) impl->eog_tokens.push_back(t);
+    if (model.IsEndOfGeneration(t)) eog_tokens.push_back(t);
   }
-  for (uint32_t i = 0; i < options.n_slots; ++i) impl->slots[i].seq = int32_t(i);
-  if (options.cache_enabled) {
-    PREFIXD_ASSIGN_OR_RETURN(impl->fingerprints, ComputeFingerprints(model, copt, options));
-    CacheIoOptions io;
-    io.block_size = options.block_size;
-    io.has_rows = LayoutHasRows(model.layout());
-    io.needs_snapshot = LayoutNeedsSnapshot(model.layout());
-    cache::PrefixCache::Options co;
-    co.block_size = options.block_size;
-    co.ram_budget_bytes = options.ram_budget_bytes;
-    co.has_rows = io.has_rows;
-    co.needs_snapshot = io.needs_snapshot;
-    impl->cache = std::make_unique<cache::PrefixCache>(co);
-    if (!options.cache_dir.empty()) {
-      store::DiskStore::Options so;
-      so.dir = options.cache_dir;
-      so.quota_bytes = options.disk_quota_bytes;
-      so.writer_queue_depth = 1024;
-      so.writer_queue_bytes = std::min<uint64_t>(options.ram_budget_bytes / 2, uint64_t(1) << 30);
-      PREFIXD_ASSIGN_OR_RETURN(impl->store, store::DiskStore::Open(so));
-      std::fprintf(stderr, "prefixd: disk tier %s: %s\n", so.dir.c_str(),
-                   impl->store->GetStats().recovery.ToString().c_str());
-      impl->disk = std::make_unique<cache::DiskTier>(*impl->store, *impl->cache);
-    }
-    impl->cache_io = std::make_unique<CacheIo>(*impl->ctx, *impl->cache, impl->disk.get(), io);
-    Status st = impl->cache_io->Init(0);
-    if (!st.ok()) std::fprintf(stderr, "prefixd: the state codec cannot slice this model's state "
-                                       "(%s); nothing will be restored\n", st.ToString().c_str());
+  for (uint32_t i = 0; i < options.n_slots; ++i) slots[i].seq = int32_t(i);
+  if (!options.cache_enabled) return Status::OK();
+  PREFIXD_ASSIGN_OR_RETURN(fingerprints, ComputeFingerprints(model, copt, options));
+  CacheIoOptions io;
+  io.block_size = options.block_size;
+  io.snapshot_spacing = std::max(options.n_batch / options.block_size, 1u) * options.block_size;
+  io.has_rows = LayoutHasRows(model.layout());
+  io.needs_snapshot = LayoutNeedsSnapshot(model.layout());
+  cache::PrefixCache::Options co;
+  co.block_size = options.block_size;
+  co.ram_budget_bytes = options.ram_budget_bytes;
+  co.has_rows = io.has_rows;
+  co.needs_snapshot = io.needs_snapshot;
+  cache = std::make_unique<cache::PrefixCache>(co);
+  if (!options.cache_dir.empty()) {
+    store::DiskStore::Options so;
+    so.dir = options.cache_dir;
+    so.quota_bytes = options.disk_quota_bytes;
+    so.writer_queue_depth = 1024;
+    so.writer_queue_bytes = std::min<uint64_t>(options.ram_budget_bytes / 2, uint64_t(1) << 30);
+    PREFIXD_ASSIGN_OR_RETURN(store, store::DiskStore::Open(so));
+    std::fprintf(stderr, "prefixd: disk tier %s: %s\n", so.dir.c_str(),
+                 store->GetStats().recovery.ToString().c_str());
+    disk = std::make_unique<cache::DiskTier>(*store, *cache);
   }
-  Impl* raw = impl.get();
-  impl->worker = std::thread([raw] { raw->Loop(); });
-  return std::unique_ptr<Scheduler>(new Scheduler(std::move(impl)));
+  cache_io = std::make_unique<CacheIo>(*ctx, *cache, disk.get(), io);
+  Status st = cache_io->Init(0);
+  if (!st.ok()) std::fprintf(stderr, "prefixd: the state codec cannot slice this model's state "
+                                     "(%s); nothing will be restored\n", st.ToString().c_str());
+  return Status::OK();
 }
 
 Scheduler::~Scheduler() {
@@ -217,20 +250,61 @@ void Scheduler::Impl::Loop() {
 
 bool Scheduler::Impl::Admit() {
   bool admitted = false;
-  for (Slot& slot : slots) {
-    if (slot.phase != Phase::kIdle) continue;
+  for (;;) {
     std::unique_ptr<Job> job;
     {
       std::lock_guard<std::mutex> lock(mu);
-      if (queue.empty()) break;
+      if (queue.empty() || stats.slots_busy == slots.size()) break;
       job = std::move(queue.front());
       queue.pop_front();
       stats.slots_busy++;
     }
+    Digest domain{};
+    if (cache_io) domain = DomainFor(fingerprints, job->request.tenant_salt);
+    Slot& slot = PickSlot(job->request.prompt.tokens, domain);
+    slot.domain = domain;
     Start(slot, std::move(job));
     admitted = true;
   }
   return admitted;
+}
+
+namespace {
+
+size_t SharedPrefix(std::span<const Token> a, std::span<const Token> b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
+}  // namespace
+
+// The idle slot of the session this prompt continues: the one whose held tokens share the most
+// with `tokens` in `domain`, if they share at least that slot's last prompt up to its last
+// capture point (all but the generation prompt, which the next turn's history renders
+// otherwise): a continuing turn, an exact repeat, an edited last message. Another session that
+// shares only a system prompt never takes a slot that holds more: it gets the least recently
+// used idle slot, an empty one first, and restores the shared part from the cache instead.
+// REQUIRES: an idle slot exists.
+Slot& Scheduler::Impl::PickSlot(std::span<const Token> tokens, const Digest& domain) {
+  Slot* best = nullptr;
+  size_t best_shared = 0;
+  for (Slot& s : slots) {
+    if (s.phase != Phase::kIdle || s.held_domain != domain || s.held.empty()) continue;
+    const size_t shared = SharedPrefix(s.held, tokens);
+    const bool continues = shared == s.held.size() || shared >= s.held_tail;
+    if (continues && shared > best_shared) best = &s, best_shared = shared;
+  }
+  if (best != nullptr) return *best;
+  for (Slot& s : slots) {
+    if (s.phase != Phase::kIdle) continue;
+    if (best == nullptr || s.held.empty() > best->held.empty() ||
+        (s.held.empty() == best->held.empty() && s.last_used < best->last_used)) {
+      best = &s;
+    }
+  }
+  return *best;
 }
 
 void Scheduler::Impl::Start(Slot& slot, std::unique_ptr<Job> job) {
@@ -244,13 +318,13 @@ void Scheduler::Impl::Start(Slot& slot, std::unique_ptr<Job> job) {
   slot.pending.clear();
   slot.next_capture = 0;
   slot.phase = Phase::kPrefill;
-  ctx->SeqClear(slot.seq);
+  slot.last_used = ++admissions;
   if (cache_io) {
-    slot.domain = DomainFor(fingerprints, slot.job->request.tenant_salt);
     RememberDomain(slot.domain);
     cache_io->Restore(slot);
     slot.result.usage.restore_ms = MillisSince(slot.started);
   } else {
+    ForgetHeld(slot);
     slot.restored = slot.pos = 0;
     slot.captures.clear();
   }
@@ -258,7 +332,9 @@ void Scheduler::Impl::Start(Slot& slot, std::unique_ptr<Job> job) {
 }
 
 void Scheduler::Impl::PrefillStep(Slot& slot) {
-  const auto& tokens = slot.job->request.prompt.tokens;
+  const CompletionRequest& req = slot.job->request;
+  if (req.is_cancelled && req.is_cancelled()) return Finish(slot, "cancelled");
+  const auto& tokens = req.prompt.tokens;
   const int32_t n = int32_t(tokens.size());
   int32_t stop = std::min<int32_t>(n, slot.pos + int32_t(ctx->n_batch()));
   while (slot.next_capture < slot.captures.size() &&
@@ -269,9 +345,12 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
     stop = std::min(stop, slot.captures[slot.next_capture].pos);
   }
   std::span<const Token> chunk(tokens.data() + slot.pos, size_t(stop - slot.pos));
+  const Clock::time_point t0 = Clock::now();
   Status st = ctx->DecodeChunk(slot.seq, chunk, slot.pos, stop == n);
+  slot.result.usage.prompt_eval_ms += MillisSince(t0);
   if (!st.ok()) return Fail(slot, st);
   slot.result.usage.evaluated_tokens += int32_t(chunk.size());
+  slot.result.usage.prefill_chunks++;
   slot.pos = stop;
   if (cache_io && slot.next_capture < slot.captures.size() &&
       slot.captures[slot.next_capture].pos == stop) {
@@ -354,17 +433,39 @@ void Scheduler::Impl::Finish(Slot& slot, const std::string& reason) {
     Status st = cache_io->PublishGeneration(slot, counted.tokens);
     if (!st.ok()) CountCacheError("publish", st);
   }
+  if (cache_io) {
+    KeepHeld(slot, counted.tokens);
+  } else {
+    ForgetHeld(slot);
+  }
   CountRequest(counted);
   slot.job.reset();
   slot.phase = Phase::kIdle;
+}
+
+// The sequence keeps what was decoded: the prompt up to slot.pos and the generated tokens that
+// were fed back (the last sampled one never was).
+void Scheduler::Impl::KeepHeld(Slot& slot, std::span<const Token> generated) {
+  const auto& prompt = slot.job->request.prompt.tokens;
+  const size_t n = prompt.size();
+  const size_t pos = size_t(slot.pos);
+  slot.held.assign(prompt.begin(), prompt.begin() + std::min(pos, n));
+  const auto& points = slot.job->request.prompt.capture_points;
+  slot.held_tail = std::min(points.empty() ? n - 1 : size_t(points.back()), pos);
+  if (pos > n) slot.held.insert(slot.held.end(), generated.begin(), generated.begin() + (pos - n));
+  slot.held_domain = slot.domain;
+}
+
+void Scheduler::Impl::ForgetHeld(Slot& slot) {
   ctx->SeqClear(slot.seq);
+  slot.held.clear();
 }
 
 void Scheduler::Impl::Fail(Slot& slot, const Status& st) {
   slot.job->done.set_value(st);
   slot.job.reset();
   slot.phase = Phase::kIdle;
-  ctx->SeqClear(slot.seq);
+  ForgetHeld(slot);
   std::lock_guard<std::mutex> lock(mu);
   stats.slots_busy--;
   idle_cv.notify_all();
@@ -385,9 +486,11 @@ void Scheduler::Impl::CountRequest(const CompletionResult& r) {
   stats.cached_tokens += r.usage.cached_tokens;
   stats.evaluated_tokens += r.usage.evaluated_tokens;
   stats.generated_tokens += r.usage.completion_tokens;
-  if (r.cache.tier == "ram") stats.hits_ram++;
-  if (r.cache.tier == "disk") stats.hits_disk++;
-  if (r.cache.tier == "none") {
+  stats.restored_bytes += r.usage.restored_bytes;
+  if (r.cache.tier == CacheTier::kSlot) stats.hits_slot++;
+  if (r.cache.tier == CacheTier::kRam) stats.hits_ram++;
+  if (r.cache.tier == CacheTier::kDisk) stats.hits_disk++;
+  if (r.cache.tier == CacheTier::kNone) {
     stats.misses++;
     stats.misses_by_reason[r.cache.miss_reason.empty() ? "disabled" : r.cache.miss_reason]++;
   }

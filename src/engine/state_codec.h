@@ -150,9 +150,10 @@ struct StateShape {
 // sliced (rows in several streams, several recurrent cells, ...).
 Result<StateShape> StateShapeOf(const ParsedState& state);
 
-// Cuts the attention rows of [p0, p1) into a rows payload. REQUIRES `state` taken at Q >= p1
-// whose rows are in one stream with positions 0..Q-1 in cell order; otherwise InvalidArgument /
-// NotSupported naming what is wrong.
+// Cuts the attention rows of [p0, p1) into a rows payload. REQUIRES `state` whose rows are in
+// one stream with consecutive positions base..base+Q-1 in cell order and [p0, p1) inside them:
+// a whole state (base 0) or a ranged one (Context::GetStateRange, base = its p0); otherwise
+// InvalidArgument / NotSupported naming what is wrong.
 Result<std::vector<uint8_t>> EncodeRows(const ParsedState& state, int32_t p0, int32_t p1);
 
 // The header of a rows payload, checked against the payload's size.
@@ -170,6 +171,11 @@ struct RowsRef {
   std::span<const uint8_t> payload;
   uint32_t n_tokens_used = 0;
 };
+
+// Checks a partial (GetState(kPartial)) against `shape` as AssembleState does: its sections,
+// sizes and that it was taken at exactly P (its last position is P - 1). What a restore that
+// sets only the partial into a sequence already holding the rows of [0, P) checks first.
+Status CheckPartialState(std::span<const uint8_t> partial, const StateShape& shape, int32_t p);
 
 // Assembles whole-state bytes for Context::SetState(seq, bytes, StatePart::kWhole) from rows
 // covering [0, P) in order (each payload must start where the previous used part ended; any

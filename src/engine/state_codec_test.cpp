@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -251,6 +252,32 @@ TEST_P(StateCodecTest, RefusesWhatDoesNotFit) {
   EXPECT_FALSE(EncodeRows(*at_q, -1, 5).ok());
 }
 
+// The ranged read (llama.cpp patch 0001) against the unpatched whole-state read: rows cut
+// from GetStateRange(p0, Q) are byte-identical to the same rows cut from GetState(kWhole), for
+// ranges that start on and off a block, and a range outside the state is refused.
+TEST_P(StateCodecTest, RangedReadEqualsSliceOfWholeState) {
+  if (!LayoutHasRows(model_->layout())) GTEST_SKIP() << "no attention rows to read by range";
+  auto ctx = NewContext(true);
+  ASSERT_NE(ctx, nullptr);
+  auto c = PrefillAndCapture(*ctx, 0, tokens_, kQ, {});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto whole = ParseState(c->whole, model_->layout(), model_->has_cell_ext());
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  for (auto [p0, p1] : {std::pair{0, kQ}, std::pair{32, kQ}, std::pair{45, 100}, std::pair{96, 97}}) {
+    auto bytes = ctx->GetStateRange(0, p0, kQ);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    EXPECT_LT(bytes->size(), c->whole.size() + (p0 == 0 ? 1 : 0)) << p0;
+    auto ranged = ParseState(*bytes, model_->layout(), model_->has_cell_ext());
+    ASSERT_TRUE(ranged.ok()) << ranged.status().ToString();
+    auto from_range = EncodeRows(*ranged, p0, p1);
+    auto from_whole = EncodeRows(*whole, p0, p1);
+    ASSERT_TRUE(from_range.ok() && from_whole.ok()) << from_range.status().ToString();
+    EXPECT_EQ(*from_range, *from_whole) << "[" << p0 << ", " << p1 << ")";
+    if (p0 > 0) EXPECT_FALSE(EncodeRows(*ranged, p0 - 1, p1).ok()) << "rows before the range";
+  }
+  EXPECT_FALSE(ctx->GetStateRange(0, 10, 10).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, StateCodecTest, ::testing::ValuesIn(TestModelArchs()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
@@ -259,6 +286,20 @@ INSTANTIATE_TEST_SUITE_P(Archs, StateCodecTest, ::testing::ValuesIn(TestModelArc
                            }
                            return name;
                          });
+
+// One thread owns the llama context (issue 11): a call from another thread aborts instead of
+// quietly creating a second OpenMP thread team.
+TEST(ContextTest, RefusesOtherThreads) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        const Model* model = CodecModels::Get().Load("llama");
+        auto ctx = Context::Create(*model, CodecContextOptions(true));
+        std::thread other([&] { (*ctx)->SeqClear(0); });
+        other.join();
+      },
+      "off its owning thread");
+}
 
 }  // namespace
 }  // namespace prefixd::engine

@@ -108,12 +108,16 @@ Result<std::vector<LayerShape>> LayersOf(const KvStream& s, const char* what) {
   return layers;
 }
 
+// Positions must run base, base+1, … in cell order (base = the first cell's position: 0 for a
+// whole state, p0 for a ranged one).
 Status CheckContiguous(const KvStream& s) {
+  const int32_t base = s.cells.empty() ? 0 : s.cells[0].pos;
   for (size_t i = 0; i < s.cells.size(); ++i) {
-    if (s.cells[i].pos != int32_t(i)) {
+    if (s.cells[i].pos != base + int32_t(i)) {
       return Status::InvalidArgument("rows: cell " + Str(i) + " holds position " +
-                                     std::to_string(s.cells[i].pos) +
-                                     " (positions must be 0..Q-1 in cell order)");
+                                     std::to_string(s.cells[i].pos) + " (positions must be " +
+                                     std::to_string(base) + ".." + std::to_string(base) +
+                                     "+Q-1 in cell order)");
     }
     if (s.cells[i].n_seq_id != 1) {
       return Status::InvalidArgument("rows: cell " + Str(i) + " belongs to " +
@@ -173,11 +177,13 @@ Result<std::vector<uint8_t>> EncodeRows(const ParsedState& ps, int32_t p0, int32
   const KvStream& s = ps.kv.streams[stream];
   PREFIXD_RETURN_IF_ERROR(CheckContiguous(s));
   const int64_t q = int64_t(s.cells.size());
-  if (p0 < 0 || p0 >= p1 || p1 > q) {
+  const int64_t base = s.cells.empty() ? 0 : s.cells[0].pos;
+  if (p0 < base || p0 >= p1 || p1 > base + q) {
     return Status::InvalidArgument("rows: range [" + std::to_string(p0) + ", " +
-                                   std::to_string(p1) + ") is not inside a state of " + Str(q) +
-                                   " tokens");
+                                   std::to_string(p1) + ") is not inside a state holding [" +
+                                   std::to_string(base) + ", " + std::to_string(base + q) + ")");
   }
+  const int64_t i0 = p0 - base;  // the first cell of the range
   RowsInfo info;
   info.p0 = p0;
   info.n_tokens = uint32_t(p1 - p0);
@@ -199,19 +205,19 @@ Result<std::vector<uint8_t>> EncodeRows(const ParsedState& ps, int32_t p0, int32
   w.Put(uint32_t(0));
   PutLayerTable(info.layers, w);
   if (info.cell_ext) {
-    for (int32_t p = p0; p < p1; ++p) w.Put(s.cells[p].ext);
+    for (int64_t i = i0; i < i0 + int64_t(info.n_tokens); ++i) w.Put(s.cells[i].ext);
   }
   const uint64_t n = info.n_tokens;
   for (const KvTensor& t : s.k) {
-    w.Append(ps.bytes.subspan(t.data.offset + p0 * t.row_size, n * t.row_size));
+    w.Append(ps.bytes.subspan(t.data.offset + i0 * t.row_size, n * t.row_size));
   }
   for (const KvTensor& t : s.v) {
     if (!s.v_trans) {
-      w.Append(ps.bytes.subspan(t.data.offset + p0 * t.row_size, n * t.row_size));
+      w.Append(ps.bytes.subspan(t.data.offset + i0 * t.row_size, n * t.row_size));
       continue;
     }
     for (uint64_t j = 0; j < t.n_embd; ++j) {
-      w.Append(ps.bytes.subspan(t.data.offset + (j * q + p0) * t.el_size, n * t.el_size));
+      w.Append(ps.bytes.subspan(t.data.offset + (j * q + i0) * t.el_size, n * t.el_size));
     }
   }
   if (out.size() != offsets.end) return Status::Internal("rows: encoded size mismatch");
@@ -429,6 +435,10 @@ void PutLayers(std::span<const CheckedRows> rows, const StateShape& shape, ByteW
 }
 
 }  // namespace
+
+Status CheckPartialState(std::span<const uint8_t> partial, const StateShape& shape, int32_t p) {
+  return CheckPartial(partial, shape, p).status();
+}
 
 Result<std::vector<uint8_t>> AssembleState(std::span<const RowsRef> rows,
                                            std::span<const uint8_t> partial,

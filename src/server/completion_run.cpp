@@ -6,6 +6,7 @@ CompletionRun::CompletionRun(Backend& backend, CompletionRequest request,
                              const std::atomic<bool>* stop_all)
     : stop_all_(stop_all) {
   request.on_piece = [this](const std::string& piece) { return OnPiece(piece); };
+  request.is_cancelled = [this] { return cancel_ || (stop_all_ && *stop_all_); };
   thread_ = std::thread([this, &backend, req = std::move(request)]() mutable {
     Result<CompletionResult> r = backend.Complete(std::move(req));
     std::lock_guard<std::mutex> lock(mu_);

@@ -42,7 +42,7 @@ class FakeBackend : public Backend {
     r.usage.prompt_tokens = int32_t(request.prompt.tokens.size());
     r.usage.cached_tokens = CachedPrefix(request);
     r.usage.evaluated_tokens = r.usage.prompt_tokens - r.usage.cached_tokens;
-    r.cache.tier = r.usage.cached_tokens > 0 ? "ram" : "none";
+    r.cache.tier = r.usage.cached_tokens > 0 ? engine::CacheTier::kRam : engine::CacheTier::kNone;
     if (r.usage.cached_tokens == 0) r.cache.miss_reason = "no_entry";
     r.finish_reason = "length";
     for (int i = 0; i < request.max_tokens; ++i) {

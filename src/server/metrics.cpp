@@ -63,7 +63,10 @@ void RenderEngine(const engine::EngineStats& s, std::string* out) {
           s.evaluated_tokens, out);
   Counter("prefixd_generated_tokens_total", "Tokens generated.", s.generated_tokens, out);
   ByLabel("prefixd_cache_hits_total", "counter", "Completions that restored a prefix, by tier.",
-          "tier", {{"ram", s.hits_ram}, {"disk", s.hits_disk}}, out);
+          "tier", {{"slot", s.hits_slot}, {"ram", s.hits_ram}, {"disk", s.hits_disk}}, out);
+  Counter("prefixd_restored_bytes_total",
+          "State bytes set into sequences by restores (0 when a slot already held the prefix).",
+          s.restored_bytes, out);
   Counter("prefixd_cache_misses_total", "Completions that restored nothing.", s.misses, out);
   ByLabel("prefixd_cache_misses_by_reason_total", "counter", "Cache misses by reason.", "reason",
           s.misses_by_reason, out);

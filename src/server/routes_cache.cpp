@@ -21,7 +21,8 @@ json StatsJson(const engine::EngineStats& s) {
           {"cached_tokens", s.cached_tokens},
           {"evaluated_tokens", s.evaluated_tokens},
           {"generated_tokens", s.generated_tokens},
-          {"hits", {{"ram", s.hits_ram}, {"disk", s.hits_disk}}},
+          {"hits", {{"slot", s.hits_slot}, {"ram", s.hits_ram}, {"disk", s.hits_disk}}},
+          {"restored_bytes", s.restored_bytes},
           {"misses", s.misses},
           {"misses_by_reason", s.misses_by_reason},
           {"bytes_by_tier", s.bytes_by_tier},
@@ -59,7 +60,7 @@ void Warm(const RouteContext& ctx, const httplib::Request& req, httplib::Respons
   SendJson(res, Dump({{"prompt_tokens", r->usage.prompt_tokens},
                       {"cached_tokens", r->usage.cached_tokens},
                       {"evaluated_tokens", r->usage.evaluated_tokens},
-                      {"tier", r->cache.tier},
+                      {"tier", engine::CacheTierName(r->cache.tier)},
                       {"prefill_ms", r->usage.prefill_ms}}));
 }
 
