@@ -36,6 +36,7 @@ struct PrepareArgs {
   int64_t think_tokens = 80;
   int64_t user_every = 12;       // tool steps between new user messages
   int64_t max_prompt_tokens = 65536;
+  int64_t every = 1;             // time every n-th request only (the others still grow the chat)
   int64_t seed = 1;
 };
 
@@ -141,6 +142,7 @@ Result<Split> PrepareOnce(const engine::Model& model, const engine::ChatTemplate
 }
 
 Status Main(const PrepareArgs& a) {
+  if (a.every < 1 || a.user_every < 1) return Status::InvalidArgument("--every and --user-every must be >= 1");
   PREFIXD_ASSIGN_OR_RETURN(std::string path, ResolveModel(a));
   PREFIXD_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::Load({path, 0}));
   PREFIXD_ASSIGN_OR_RETURN(std::unique_ptr<engine::ChatTemplate> tmpl,
@@ -152,6 +154,10 @@ Status Main(const PrepareArgs& a) {
   std::printf("%4s %5s %7s %6s %9s %9s %9s %9s %9s\n", "req", "msgs", "tokens", "points",
               "total_ms", "render_ms", "tokens_ms", "points_ms", "pieces_ms");
   for (int req = 0;; ++req) {
+    if (req % a.every != 0) {
+      Advance(c, a);
+      continue;
+    }
     PREFIXD_ASSIGN_OR_RETURN(Split s, PrepareOnce(*model, *tmpl, c));
     std::printf("%4d %5zu %7zu %6zu %9.1f %9.1f %9.1f %9.1f %9.1f\n", req, c.messages.size(),
                 s.tokens, s.points, s.render_ms + s.tokenize_ms + s.points_ms, s.render_ms,
@@ -180,6 +186,7 @@ int main(int argc, char** argv) {
   flags.Int("--think-tokens", &a.think_tokens, "one assistant turn's reasoning, approx tokens");
   flags.Int("--user-every", &a.user_every, "tool steps between new user messages");
   flags.Int("--max-prompt-tokens", &a.max_prompt_tokens, "stop after a prompt this long");
+  flags.Int("--every", &a.every, "time every n-th request only");
   flags.Int("--seed", &a.seed, "conversation seed");
   return prefixd::cli::RunWithFlags(flags, argc, argv, [&] {
     prefixd::Status st = prefixd::bench::Main(a);
