@@ -10,25 +10,46 @@
 
 #include "engine/chat_template.h"
 #include "engine/model.h"
+#include "engine/render_memo.h"
 #include "engine/types.h"
 #include "util/status.h"
 
 namespace prefixd::engine {
 
-// For a rendered chat: renders every prefix messages[:i] (without a generation prompt) and
-// compares its tokens with the full render token by token; the shared length is a message
-// boundary. Rendering messages[:i] is often not a token prefix of the full render (templates
-// strip reasoning of earlier turns, merge text at boundaries), so a boundary is where the two
-// renders agree, never a guessed token id. Returns ascending positions in (0, full.size()).
+// For a rendered chat: renders every prefix messages[:i] (PrefixesToCompare) and compares it
+// with the full render; the shared length is a message boundary. Rendering messages[:i] is
+// often not a token prefix of the full render (templates strip reasoning of earlier turns,
+// merge text at boundaries), so a boundary is where the two renders agree, never a guessed
+// token id. Returns ascending positions in (0, full.size()).
 // `options` must be those the full render used (the tools change the system prompt);
 // `full_text` is that render and `full` its tokens. Renders are compared as text (fast even
 // for long conversations) and a shared length is mapped to the last token boundary at or
 // before it; when the tokens do not spell the text back, token by token instead.
+// This is the reference: 2n renders of up to the whole conversation on every call.
 Result<std::vector<int32_t>> ChatCapturePoints(const Model& model, const ChatTemplate& tmpl,
                                                const std::string& messages_json,
                                                const ChatRenderOptions& options,
                                                const std::string& full_text,
                                                std::span<const Token> full);
+
+// What one memoized ChatCapturePoints call did, for tests and the bench.
+struct CapturePointStats {
+  size_t prefixes = 0;  // prefix renders the points are found from (PrefixesToCompare)
+  size_t renders = 0;   // of which rendered by this call; `memo` proved the others
+  double render_ms = 0; // time spent in those renders
+};
+
+// The same points as the reference, rendering only the prefixes whose shared length `memo`
+// cannot prove (RenderMemo): on a conversation that grows by k messages, about 2k + 1 renders,
+// plus the turns a template rewrites (e.g. reasoning it strips once a new user message comes).
+// When the tokens do not spell the text back it renders every prefix, as the reference does.
+// REQUIRES: `chat` was parsed by `tmpl`, `full_text` is tmpl.Render(chat), `full` its tokens.
+// Thread-safe (memo is); `stats` may be null.
+Result<std::vector<int32_t>> ChatCapturePoints(const Model& model, const ChatTemplate& tmpl,
+                                               const ParsedChat& chat,
+                                               const std::string& full_text,
+                                               std::span<const Token> full, RenderMemo& memo,
+                                               CapturePointStats* stats = nullptr);
 
 // For raw completion text (no message list): every chat-format message start token
 // (<|im_start|> and its equivalents) after position 0 is a boundary.

@@ -1,5 +1,6 @@
 #include "engine/chat_template.h"
 
+#include <ctime>
 #include <exception>
 
 #include "chat.h"
@@ -9,7 +10,23 @@ namespace prefixd::engine {
 
 struct ChatTemplate::Impl {
   common_chat_templates_ptr templates;
+  Digest fingerprint{};
 };
+
+// The inputs of the full render; prefix renders copy them with fewer messages.
+struct ParsedChat::Impl {
+  common_chat_templates_inputs inputs;
+  common_chat_templates_inputs inputs_without_messages;  // copied cheaply per prefix render
+  std::vector<std::string> message_json;
+  ChatRenderOptions options;
+  std::string render_date;
+};
+
+ParsedChat::ParsedChat(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+size_t ParsedChat::n_messages() const { return impl_->inputs.messages.size(); }
+const std::string& ParsedChat::message_json(size_t i) const { return impl_->message_json.at(i); }
+const ChatRenderOptions& ParsedChat::options() const { return impl_->options; }
+const std::string& ParsedChat::render_date() const { return impl_->render_date; }
 
 ChatTemplate::ChatTemplate(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ChatTemplate::~ChatTemplate() = default;
@@ -23,18 +40,39 @@ Result<std::unique_ptr<ChatTemplate>> ChatTemplate::Create(const Model& model,
     return Status::InvalidArgument(std::string("chat template: ") + e.what());
   }
   if (!impl->templates) return Status::InvalidArgument("chat template: cannot be parsed");
+  Sha256 h;
+  for (const char* variant : {"", "tool_use"}) {
+    const std::string source = common_chat_templates_source(impl->templates.get(), variant);
+    h.UpdateU64(source.size());
+    h.Update(source);
+  }
+  impl->fingerprint = h.Finish();
   return std::unique_ptr<ChatTemplate>(new ChatTemplate(std::move(impl)));
 }
 
+const Digest& ChatTemplate::fingerprint() const { return impl_->fingerprint; }
+
 namespace {
 
-Result<common_chat_templates_inputs> ParseInputs(const std::string& messages_json,
-                                                 const ChatRenderOptions& options) {
-  common_chat_templates_inputs inputs;
+std::string LocalDate(std::chrono::system_clock::time_point now) {
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+  return buf;
+}
+
+// Fills `out` from the messages JSON text: the inputs of the full render and each message's
+// JSON text.
+Status ParseInputs(const std::string& messages_json, const ChatRenderOptions& options,
+                   common_chat_templates_inputs& inputs, std::vector<std::string>& message_json) {
   inputs.add_generation_prompt = options.add_generation_prompt;
   inputs.use_jinja = true;
   try {
-    inputs.messages = common_chat_msgs_parse_oaicompat(common_json::parse(messages_json));
+    const common_json messages = common_json::parse(messages_json);
+    inputs.messages = common_chat_msgs_parse_oaicompat(messages);
+    for (const auto& m : messages) message_json.push_back(m.dump());
     if (!options.tools_json.empty()) {
       inputs.tools = common_chat_tools_parse_oaicompat(common_json::parse(options.tools_json));
     }
@@ -42,7 +80,7 @@ Result<common_chat_templates_inputs> ParseInputs(const std::string& messages_jso
     return Status::InvalidArgument(std::string("messages: ") + e.what());
   }
   if (inputs.messages.empty()) return Status::InvalidArgument("messages: empty");
-  return inputs;
+  return Status::OK();
 }
 
 Result<std::string> Apply(const common_chat_templates* t,
@@ -56,35 +94,62 @@ Result<std::string> Apply(const common_chat_templates* t,
 
 }  // namespace
 
+Result<ParsedChat> ChatTemplate::Parse(const std::string& messages_json,
+                                       const ChatRenderOptions& options) const {
+  auto impl = std::make_shared<ParsedChat::Impl>();
+  PREFIXD_RETURN_IF_ERROR(ParseInputs(messages_json, options, impl->inputs, impl->message_json));
+  impl->inputs_without_messages = impl->inputs;
+  impl->inputs_without_messages.messages.clear();
+  impl->options = options;
+  impl->render_date = LocalDate(impl->inputs.now);
+  return ParsedChat(std::move(impl));
+}
+
+Result<std::string> ChatTemplate::Render(const ParsedChat& chat) const {
+  return Apply(impl_->templates.get(), chat.impl_->inputs);
+}
+
 Result<std::string> ChatTemplate::Render(const std::string& messages_json,
                                          const ChatRenderOptions& options) const {
-  PREFIXD_ASSIGN_OR_RETURN(common_chat_templates_inputs inputs,
-                           ParseInputs(messages_json, options));
-  return Apply(impl_->templates.get(), inputs);
+  PREFIXD_ASSIGN_OR_RETURN(ParsedChat chat, Parse(messages_json, options));
+  return Render(chat);
+}
+
+Result<std::string> ChatTemplate::RenderPrefix(const ParsedChat& chat, size_t n_messages,
+                                               PrefixVariant variant) const {
+  const common_chat_templates_inputs& full = chat.impl_->inputs;
+  common_chat_templates_inputs part = chat.impl_->inputs_without_messages;
+  part.add_generation_prompt = false;
+  part.messages.assign(full.messages.begin(), full.messages.begin() + long(n_messages));
+  // Templates that strip reasoning from assistant turns before the last user message render
+  // messages[:i] differently when a user message follows; a placeholder user message makes
+  // the prefix render as it does inside the full conversation.
+  if (variant == PrefixVariant::kFollowedByUser) {
+    common_chat_msg placeholder;
+    placeholder.role = "user";
+    part.messages.push_back(placeholder);
+  }
+  return Apply(impl_->templates.get(), part);
+}
+
+std::vector<PrefixRender> PrefixesToCompare(const ParsedChat& chat) {
+  const size_t n_messages = chat.n_messages();
+  std::vector<PrefixRender> out;
+  for (size_t i = 1; i < n_messages; ++i) {
+    out.push_back({i, PrefixVariant::kPlain});
+    out.push_back({i, PrefixVariant::kFollowedByUser});
+  }
+  if (chat.options().add_generation_prompt) out.push_back({n_messages, PrefixVariant::kPlain});
+  return out;
 }
 
 Result<std::vector<std::string>> ChatTemplate::RenderPrefixes(
     const std::string& messages_json, const ChatRenderOptions& options) const {
-  PREFIXD_ASSIGN_OR_RETURN(common_chat_templates_inputs full,
-                           ParseInputs(messages_json, options));
+  PREFIXD_ASSIGN_OR_RETURN(ParsedChat chat, Parse(messages_json, options));
   std::vector<std::string> out;
-  const size_t n = full.messages.size();
-  const size_t last = options.add_generation_prompt ? n : n - 1;
-  common_chat_msg placeholder;
-  placeholder.role = "user";
-  for (size_t i = 1; i <= last; ++i) {
-    common_chat_templates_inputs part = full;
-    part.messages.resize(i);
-    part.add_generation_prompt = false;
-    auto rendered = Apply(impl_->templates.get(), part);
+  for (const PrefixRender& p : PrefixesToCompare(chat)) {
+    auto rendered = RenderPrefix(chat, p.n_messages, p.variant);
     if (rendered.ok()) out.push_back(std::move(rendered).value());  // a template may refuse
-    if (i == n) continue;                                           // a prefix: skip it
-    // Templates that strip reasoning from assistant turns before the last user message render
-    // messages[:i] differently when a user message follows; a placeholder user message makes
-    // the prefix render as it does inside the full conversation.
-    part.messages.push_back(placeholder);
-    auto followed = Apply(impl_->templates.get(), part);
-    if (followed.ok()) out.push_back(std::move(followed).value());
   }
   return out;
 }

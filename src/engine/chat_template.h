@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/model.h"
+#include "util/hash.h"
 #include "util/status.h"
 
 namespace prefixd::engine {
@@ -15,6 +16,31 @@ namespace prefixd::engine {
 struct ChatRenderOptions {
   bool add_generation_prompt = true;
   std::string tools_json;  // OpenAI "tools" array as JSON text, or ""
+};
+
+// Which render of a prefix messages[:i] the capture points compare with the full render: the
+// prefix as it is, or followed by an empty user message (see RenderPrefixes).
+enum class PrefixVariant : uint8_t { kPlain = 0, kFollowedByUser = 1 };
+
+// A messages array parsed once, so that the whole conversation and many of its prefixes can be
+// rendered without parsing it again. Every render from one ParsedChat uses the same clock
+// reading (templates that print today's date print the same date). Immutable; copies share
+// the parsed messages; any thread may use it.
+class ParsedChat {
+ public:
+  size_t n_messages() const;
+  // Message i as JSON text (re-serialized, no whitespace), for keys that name a prefix.
+  // REQUIRES: i < n_messages().
+  const std::string& message_json(size_t i) const;
+  const ChatRenderOptions& options() const;
+  // The local date of the clock reading, "YYYY-MM-DD" (the finest unit templates print).
+  const std::string& render_date() const;
+
+ private:
+  friend class ChatTemplate;
+  struct Impl;
+  explicit ParsedChat(std::shared_ptr<const Impl> impl);
+  std::shared_ptr<const Impl> impl_;
 };
 
 class ChatTemplate {
@@ -29,6 +55,20 @@ class ChatTemplate {
   Result<std::string> Render(const std::string& messages_json,
                              const ChatRenderOptions& options) const;
 
+  // Parses an OpenAI "messages" array given as JSON text, with the errors Render() gives.
+  Result<ParsedChat> Parse(const std::string& messages_json,
+                           const ChatRenderOptions& options) const;
+  // Renders the whole parsed conversation with its options.
+  Result<std::string> Render(const ParsedChat& chat) const;
+  // Renders messages[:n_messages] without a generation prompt; kFollowedByUser appends an empty
+  // user message first. REQUIRES: 1 <= n_messages <= chat.n_messages(). InvalidArgument when
+  // the template refuses (some refuse a conversation that ends on an assistant turn).
+  Result<std::string> RenderPrefix(const ParsedChat& chat, size_t n_messages,
+                                   PrefixVariant variant) const;
+  // SHA-256 of the template source; with the model's own tokens (one ChatTemplate serves one
+  // model) it decides what given messages render to.
+  const Digest& fingerprint() const;
+
   // Renders messages[:i] without a generation prompt for i = 1 .. n-1 and i = n when the full
   // render adds one (the tail), and for i < n also messages[:i] followed by an empty user
   // message (so that templates which strip reasoning before the last user message render the
@@ -41,5 +81,16 @@ class ChatTemplate {
   explicit ChatTemplate(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// One prefix render the capture points compare with the full render.
+struct PrefixRender {
+  size_t n_messages = 0;
+  PrefixVariant variant = PrefixVariant::kPlain;
+};
+
+// The prefix renders RenderPrefixes() makes for `chat` of n messages, in its order: for
+// i = 1 .. n-1 (plain, followed by user), then (n, plain) when the full render adds a
+// generation prompt.
+std::vector<PrefixRender> PrefixesToCompare(const ParsedChat& chat);
 
 }  // namespace prefixd::engine

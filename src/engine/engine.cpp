@@ -4,6 +4,7 @@
 
 #include "engine/chat_template.h"
 #include "engine/capture_points.h"
+#include "engine/render_memo.h"
 #include "engine/scheduler.h"
 
 namespace prefixd::engine {
@@ -22,6 +23,7 @@ struct Engine::Impl {
   EngineOptions options;
   std::unique_ptr<Model> model;
   std::unique_ptr<ChatTemplate> chat;
+  RenderMemo render_memo;  // what the capture points know of earlier requests' prefixes
   std::unique_ptr<Scheduler> scheduler;
 };
 
@@ -52,11 +54,12 @@ Result<Prompt> Engine::PrepareChat(const std::string& messages_json, const std::
   ChatRenderOptions ro;
   ro.add_generation_prompt = add_generation_prompt;
   ro.tools_json = tools_json;
-  PREFIXD_ASSIGN_OR_RETURN(std::string text, impl_->chat->Render(messages_json, ro));
+  PREFIXD_ASSIGN_OR_RETURN(ParsedChat chat, impl_->chat->Parse(messages_json, ro));
+  PREFIXD_ASSIGN_OR_RETURN(std::string text, impl_->chat->Render(chat));
   Prompt prompt;
   prompt.tokens = impl_->model->Tokenize(text, true);
-  auto points = ChatCapturePoints(*impl_->model, *impl_->chat, messages_json, ro, text,
-                                  prompt.tokens);
+  auto points = ChatCapturePoints(*impl_->model, *impl_->chat, chat, text, prompt.tokens,
+                                  impl_->render_memo);
   if (points.ok()) prompt.capture_points = std::move(points).value();
   return prompt;
 }

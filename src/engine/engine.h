@@ -129,7 +129,8 @@ class Engine {
   ~Engine();
 
   // Renders an OpenAI messages array (JSON text) with the chat template and marks the
-  // message boundaries as capture points.
+  // message boundaries as capture points. Remembers what it learnt of each prefix (a bounded
+  // RenderMemo), so a continuing conversation renders only its new messages again.
   Result<Prompt> PrepareChat(const std::string& messages_json, const std::string& tools_json,
                              bool add_generation_prompt = true) const;
   // Tokenizes raw completion text (special tokens parsed); the chat format's special tokens

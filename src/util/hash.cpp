@@ -31,6 +31,16 @@ Digest Sha256::Finish() {
   return d;
 }
 
+Digest Sha256::Peek() const {
+  EVP_MD_CTX* copy = EVP_MD_CTX_new();
+  if (copy == nullptr || EVP_MD_CTX_copy_ex(copy, impl_->ctx) != 1) std::abort();
+  Digest d{};
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(copy, d.data(), &len);
+  EVP_MD_CTX_free(copy);
+  return d;
+}
+
 Digest Sha256Of(const void* data, size_t n) {
   Sha256 h;
   h.Update(data, n);

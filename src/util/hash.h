@@ -27,6 +27,9 @@ class Sha256 {
   // Hashes the value's bytes in little-endian order (the only order prefixd runs on).
   void UpdateU64(uint64_t v) { Update(&v, sizeof v); }
   Digest Finish();
+  // The digest of everything hashed so far, without ending: Update() may continue after it.
+  // Lets one pass over a text give the digests of several of its prefixes.
+  Digest Peek() const;
 
  private:
   struct Impl;

@@ -17,6 +17,18 @@ TEST(HashTest, Sha256KnownVector) {
   EXPECT_EQ(h.Finish(), Sha256Of("abc"));
 }
 
+TEST(HashTest, Sha256PeekGivesPrefixDigestsAndContinues) {
+  Sha256 h;
+  EXPECT_EQ(DigestHex(h.Peek()),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");  // ""
+  h.Update("a");
+  EXPECT_EQ(h.Peek(), Sha256Of("a"));
+  h.Update("bc");
+  EXPECT_EQ(DigestHex(h.Peek()),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(h.Finish(), Sha256Of("abc"));
+}
+
 TEST(HashTest, Crc32cKnownVector) {
   EXPECT_EQ(Crc32c("123456789", 9), 0xE3069283u);
   EXPECT_EQ(Crc32cSoftware(0, "123456789", 9), 0xE3069283u);
