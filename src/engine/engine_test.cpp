@@ -385,6 +385,16 @@ TEST_P(EngineCacheTest, SessionContinuingOnItsSlotRestoresNothing) {
   ServePrompt(third, "turn 3 continues on the slot");
   EXPECT_EQ(last_.cache.tier, CacheTier::kSlot);
   EXPECT_EQ(last_.usage.restored_bytes, 0u);
+  // A cleared cache reuses nothing, not even what the slot holds.
+  ASSERT_TRUE(on_->ClearCache().ok());
+  CompletionRequest req;
+  req.prompt = Continue(third, "<|im_end|>\n<|im_start|>user\nAgain.<|im_end|>\n"
+                               "<|im_start|>assistant\n");
+  req.max_tokens = 4;
+  auto after_clear = on_->Complete(req);
+  ASSERT_TRUE(after_clear.ok());
+  EXPECT_EQ(after_clear->usage.cached_tokens, 0);
+  EXPECT_EQ(after_clear->cache.tier, CacheTier::kNone);
 }
 
 // Two sessions alternating on two slots: each continues on the slot that holds it (nothing

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <atomic>
 #include <future>
 #include <mutex>
 #include <set>
@@ -42,6 +43,7 @@ struct Scheduler::Impl {
   std::thread worker;
   size_t next_prefill = 0;
   uint64_t admissions = 0;
+  std::atomic<bool> forget_held{false};  // set by ClearCache: no reuse of what slots hold
 
   Impl(const Model& m, const EngineOptions& o) : model(m), options(o) {}
 
@@ -202,6 +204,7 @@ EngineStats Scheduler::GetStats() const {
 }
 
 Status Scheduler::ClearCache() {
+  impl_->forget_held = true;  // the slots drop what they hold before the next admission
   if (impl_->cache) impl_->cache->Clear();
   if (impl_->store) return impl_->store->Clear(std::nullopt);
   return Status::OK();
@@ -249,6 +252,11 @@ void Scheduler::Impl::Loop() {
 }
 
 bool Scheduler::Impl::Admit() {
+  if (forget_held.exchange(false)) {
+    for (Slot& s : slots) {
+      if (s.phase == Phase::kIdle) ForgetHeld(s);
+    }
+  }
   bool admitted = false;
   for (;;) {
     std::unique_ptr<Job> job;

@@ -24,6 +24,8 @@ class Scheduler {
   // InvalidArgument when the prompt is empty or does not fit a slot's context.
   Result<CompletionResult> Submit(CompletionRequest request);
   EngineStats GetStats() const;
+  // Drops every tier's entries; the idle slots forget the sequences they hold before the next
+  // request is admitted, so nothing cleared is reused.
   Status ClearCache();
   // Waits until everything published so far is on disk (no-op without a disk tier).
   void FlushDisk();
