@@ -45,6 +45,8 @@ struct BenchArgs {
   int64_t ctx = 8192;
   int64_t overhead_tokens = 512;
   int64_t overhead_reps = 3;
+  int64_t decode_tokens = 128;
+  int64_t decode_reps = 3;
   bool no_restart = false;
   std::string command_line;  // for the report
 };
@@ -181,18 +183,20 @@ struct Totals {
 };
 
 void PrintHeader() {
-  std::printf("%4s %4s %-14s %7s %8s %7s %7s %7s %8s %9s %9s %-5s %-16s %s\n", "#", "sess",
-              "flags", "prompt", "reusable", "cached", "eng_reu", "eval_on", "eval_off",
-              "pf_on_ms", "pf_off_ms", "tier", "miss", "out");
+  std::printf("%4s %4s %-14s %7s %8s %7s %7s %7s %8s %9s %9s %6s %6s %-5s %-16s %s\n", "#",
+              "sess", "flags", "prompt", "reusable", "cached", "eng_reu", "eval_on", "eval_off",
+              "pf_on_ms", "pf_off_ms", "ch_on", "ch_off", "tier", "miss", "out");
 }
 
 void PrintRow(size_t i, const TraceRequest& t, int32_t reusable, const CompletionResult& on,
               const CompletionResult& off) {
   const std::string flags = TraceFlagsToString(t.flags);
-  std::printf("%4zu %4d %-14s %7d %8d %7d %7d %7d %8d %9.1f %9.1f %-5s %-16s %s\n", i,
+  std::printf("%4zu %4d %-14s %7d %8d %7d %7d %7d %8d %9.1f %9.1f %6d %6d %-5s %-16s %s\n", i,
               t.session, flags.empty() ? "-" : flags.c_str(), on.usage.prompt_tokens, reusable,
-              on.usage.cached_tokens, on.cache.reusable_tokens, on.usage.evaluated_tokens, off.usage.evaluated_tokens,
-              on.usage.prefill_ms, off.usage.prefill_ms, engine::CacheTierName(on.cache.tier),
+              on.usage.cached_tokens, on.cache.reusable_tokens, on.usage.evaluated_tokens,
+              off.usage.evaluated_tokens, on.usage.prefill_ms, off.usage.prefill_ms,
+              on.usage.prefill_chunks, off.usage.prefill_chunks,
+              engine::CacheTierName(on.cache.tier),
               on.cache.miss_reason.empty() ? "-" : on.cache.miss_reason.c_str(),
               on.tokens == off.tokens ? "same" : "DIFF");
   std::fflush(stdout);
@@ -296,6 +300,63 @@ Status MeasureCaptureOverhead(EnginePair& p, const BenchArgs& a) {
   return Status::OK();
 }
 
+// Decode tokens/s of one engine: `streams` requests generating `tokens` each (ignore_eos) at
+// once; all streams' tokens over the wall time of the whole batch, prefill excluded.
+Result<double> DecodeRate(Engine& e, int streams, int tokens) {
+  PREFIXD_ASSIGN_OR_RETURN(engine::Prompt prompt,
+                           e.PrepareText("<|im_start|>user\nWrite a long story.<|im_end|>\n"
+                                         "<|im_start|>assistant\n"));
+  std::vector<Result<CompletionResult>> got(size_t(streams), Status::Internal("not run"));
+  std::vector<std::thread> threads;
+  for (int s = 0; s < streams; ++s) {
+    threads.emplace_back([&, s] {
+      engine::CompletionRequest req;
+      req.prompt = prompt;
+      req.max_tokens = tokens;
+      req.sampling.ignore_eos = true;
+      got[size_t(s)] = e.Complete(std::move(req));
+    });
+  }
+  for (auto& t : threads) t.join();
+  double generated = 0, decode_ms = 0;
+  for (auto& r : got) {
+    if (!r.ok()) return r.status();
+    generated += r->usage.completion_tokens;
+    decode_ms = std::max(decode_ms, r->usage.decode_ms);
+  }
+  return Ratio(generated * 1000, decode_ms);
+}
+
+// Issue 11: decode with the cache on runs as fast as with it off. One engine at a time (two
+// engines in one process are two scheduler threads, each with its own OpenMP thread team,
+// which is exactly the slowdown this guards against), best of `reps` per cell.
+Status MeasureDecode(const BenchArgs& a, const std::string& model) {
+  std::printf("\nDECODE (%lld tokens per stream, ignore_eos, best of %lld; one engine loaded at a "
+              "time)\n%-10s %12s %12s\n", (long long)a.decode_tokens, (long long)a.decode_reps,
+              "engine", "1 stream", "2 streams");
+  std::map<bool, std::vector<double>> rates;
+  for (bool cache_on : {true, false}) {
+    engine::EngineOptions o = MakeOptions(a, model, cache_on);
+    o.n_slots = 2;
+    o.cache_dir = "";
+    PREFIXD_ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, Engine::Create(o));
+    PREFIXD_RETURN_IF_ERROR(EnginePair::WarmUp(*e));
+    for (int streams : {1, 2}) {
+      double best = 0;
+      for (int64_t r = 0; r < a.decode_reps; ++r) {
+        PREFIXD_ASSIGN_OR_RETURN(double rate, DecodeRate(*e, streams, int(a.decode_tokens)));
+        best = std::max(best, rate);
+      }
+      rates[cache_on].push_back(best);
+    }
+    std::printf("%-10s %12.1f %12.1f\n", cache_on ? "cache on" : "cache off",
+                rates[cache_on][0], rates[cache_on][1]);
+  }
+  std::printf("  on / off: 1 stream %.3f, 2 streams %.3f (target >= 0.97)\n",
+              Ratio(rates[true][0], rates[false][0]), Ratio(rates[true][1], rates[false][1]));
+  return Status::OK();
+}
+
 TraceOptions MakeTraceOptions(const BenchArgs& a) {
   TraceOptions t;
   t.seed = uint64_t(a.seed);
@@ -365,6 +426,15 @@ int Main(const BenchArgs& a) {
       return 1;
     }
   }
+  engines->on.reset();  // one engine at a time from here on
+  engines->off.reset();
+  if (a.decode_reps > 0) {
+    const Status st = MeasureDecode(a, *model);
+    if (!st.ok()) {
+      std::fprintf(stderr, "prefixd_engine_bench: %s\n", st.ToString().c_str());
+      return 1;
+    }
+  }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("\nwall time %.0f s\n", secs);
@@ -395,6 +465,8 @@ int main(int argc, char** argv) {
   flags.Int("--system-tokens", &a.system_tokens, "system prompt + tool schemas, approx tokens");
   flags.Int("--tool-tokens", &a.tool_tokens, "one tool result, approx tokens");
   flags.Int("--max-tokens", &a.max_tokens, "tokens generated per request (greedy)");
+  flags.Int("--decode-tokens", &a.decode_tokens, "tokens per stream in the decode measurement");
+  flags.Int("--decode-reps", &a.decode_reps, "decode measurement repetitions (0: skip it)");
   flags.Int("--seed", &a.seed, "trace seed");
   flags.Bool("--no-restart", &a.no_restart, "leave out the restart in the middle of the trace");
   flags.String("--trace-out", &a.trace_out, "also write the trace as JSONL to this file");
