@@ -49,6 +49,7 @@ struct Scheduler::Impl {
 
   void Run(std::promise<Status>& ready);
   Status Setup();
+  void ReleaseContext();
   void Loop();
   bool Admit();
   Slot& PickSlot(std::span<const Token> tokens, const Digest& domain);
@@ -100,10 +101,16 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(const Model& model,
 void Scheduler::Impl::Run(std::promise<Status>& ready) {
   Status st = Setup();
   const bool ok = st.ok();
+  if (!ok) ReleaseContext();
   ready.set_value(std::move(st));  // `ready` is gone after this
   if (!ok) return;
   Loop();
-  cache_io.reset();  // the context is freed by the thread that used it
+  ReleaseContext();
+}
+
+// The context is freed by the thread that used it.
+void Scheduler::Impl::ReleaseContext() {
+  cache_io.reset();
   ctx.reset();
 }
 
