@@ -127,8 +127,11 @@ decode_arg=()
 } >> "$OUT/$NAME.md"
 
 if command -v gnuplot >/dev/null 2>&1 || apt-get install -y -q gnuplot-nox >/dev/null 2>&1; then
+  totals="$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]));
+print("session wall %.0f s vs %.0f s, ratio %.2f" % (r["a"]["wall_ms"]/1e3, r["b"]["wall_ms"]/1e3,
+      r["wall_ratio_a_over_b"]))' "$OUT/$NAME.json")"
   bash "$here/bench/long_session_chart.sh" "$WORK/$NAME.tsv" "$OUT/$NAME.png" \
-    "Long session ($ARCH $SHAPE test model): prefixd vs llama-server"
+    "Long session ($ARCH $SHAPE test model): prefixd vs llama-server; $totals"
 else
   log "gnuplot not available: no chart"
 fi
