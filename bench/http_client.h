@@ -104,6 +104,7 @@ struct ServerOptions {
   std::string url = "http://127.0.0.1:8080";
   std::string api_key;
   std::string model;       // "model" sent in requests; "" leaves it out
+  std::string label;       // the server's name in logs and reports
   std::string server_cmd;  // "" when the server runs already
   std::string server_log;
   int64_t start_timeout_s = 600;

@@ -171,47 +171,81 @@ Status Send(Endpoint& ep, const TraceRequest& t, const std::string& model, Reque
   return Status::OK();
 }
 
-void LogRow(const RequestResult& m, size_t n) {
+void LogRow(const RequestResult& m, size_t n, const std::string& label) {
   const std::string flags = TraceFlagsToString(m.flags);
-  Progress("%zu/%zu sess %d %-8s prompt %lld reusable %lld cached %lld evaluated %lld "
-           "TTFT %.0f ms outside %.0f ms", m.index + 1, n, m.session,
+  Progress("%s %zu/%zu sess %d %-8s prompt %lld reusable %lld cached %lld evaluated %lld "
+           "TTFT %.0f ms outside %.0f ms", label.c_str(), m.index + 1, n, m.session,
            flags.empty() ? "-" : flags.c_str(), (long long)m.prompt, (long long)m.reusable,
            (long long)m.cached, (long long)m.evaluated, m.ttft_ms, m.OutsideMs());
 }
 
 }  // namespace
 
-Status Replay(ServerUnderTest& server, const std::vector<TraceRequest>& trace,
-              std::vector<RequestResult>* rows, bool* restarted) {
-  std::vector<std::vector<int64_t>> seen;  // token ids of every earlier prompt
-  const std::string& model = server.options().model;
+namespace {
+
+// One server's side of a replay: its run and the token ids of every earlier prompt it saw.
+struct ReplaySide {
+  ServerUnderTest& server;
+  ReplayRun* run;
+  std::vector<std::vector<int64_t>> seen;
+};
+
+Status ApplyRestart(ReplaySide& side, const TraceRequest& t, RequestResult* m) {
+  if (!(t.flags & kTraceRestart)) return Status::OK();
+  if (!side.server.launched()) {
+    Progress("restart marker at request %zu: the server was not launched by the bench "
+             "(--server-cmd), so it is not restarted", m->index);
+    return Status::OK();
+  }
+  Progress("restart marker at request %zu: stopping and starting the server", m->index);
+  PREFIXD_RETURN_IF_ERROR(side.server.Restart());
+  side.run->restarted = m->restarted = true;
+  return Status::OK();
+}
+
+// Request i of the trace against one side.
+Status Step(ReplaySide& side, const std::vector<TraceRequest>& trace, size_t i) {
+  const TraceRequest& t = trace[i];
+  RequestResult m;
+  m.index = i;
+  m.session = t.session;
+  m.turn = t.turn;
+  m.flags = t.flags;
+  PREFIXD_RETURN_IF_ERROR(ApplyRestart(side, t, &m));
+  const std::string& model = side.server.options().model;
+  auto tokens = PromptTokens(side.server.endpoint(), t, model);
+  if (!tokens.ok()) {
+    Progress("request %zu: no token ids (%s); reusable unknown", i,
+             tokens.status().ToString().c_str());
+  }
+  PREFIXD_RETURN_IF_ERROR(Send(side.server.endpoint(), t, model, &m));
+  if (tokens.ok()) {
+    m.reusable = std::min(LongestSharedPrefix(side.seen, *tokens),
+                          std::max<int64_t>(m.prompt - 1, 0));
+    side.seen.push_back(std::move(*tokens));
+  }
+  LogRow(m, trace.size(), side.server.options().label);
+  side.run->rows.push_back(m);
+  return Status::OK();
+}
+
+}  // namespace
+
+Status Replay(ServerUnderTest& server, const std::vector<TraceRequest>& trace, ReplayRun* run) {
+  ReplaySide side{server, run, {}};
+  for (size_t i = 0; i < trace.size(); ++i) PREFIXD_RETURN_IF_ERROR(Step(side, trace, i));
+  return Status::OK();
+}
+
+Status ReplaySideBySide(ServerUnderTest& a, ServerUnderTest& b,
+                        const std::vector<TraceRequest>& trace, ReplayRun* run_a,
+                        ReplayRun* run_b) {
+  ReplaySide sa{a, run_a, {}}, sb{b, run_b, {}};
   for (size_t i = 0; i < trace.size(); ++i) {
-    const TraceRequest& t = trace[i];
-    RequestResult m;
-    m.index = i;
-    m.session = t.session;
-    m.turn = t.turn;
-    m.flags = t.flags;
-    if ((t.flags & kTraceRestart) && !server.launched()) {
-      Progress("restart marker at request %zu: the server was not launched by the bench "
-               "(--server-cmd), so it is not restarted", i);
-    } else if (t.flags & kTraceRestart) {
-      Progress("restart marker at request %zu: stopping and starting the server", i);
-      PREFIXD_RETURN_IF_ERROR(server.Restart());
-      *restarted = m.restarted = true;
-    }
-    auto tokens = PromptTokens(server.endpoint(), t, model);
-    if (!tokens.ok()) {
-      Progress("request %zu: no token ids (%s); reusable unknown", i,
-               tokens.status().ToString().c_str());
-    }
-    PREFIXD_RETURN_IF_ERROR(Send(server.endpoint(), t, model, &m));
-    if (tokens.ok()) {
-      m.reusable = std::min(LongestSharedPrefix(seen, *tokens), std::max<int64_t>(m.prompt - 1, 0));
-      seen.push_back(std::move(*tokens));
-    }
-    LogRow(m, trace.size());
-    rows->push_back(m);
+    ReplaySide& first = i % 2 == 0 ? sa : sb;
+    ReplaySide& second = i % 2 == 0 ? sb : sa;
+    PREFIXD_RETURN_IF_ERROR(Step(first, trace, i));
+    PREFIXD_RETURN_IF_ERROR(Step(second, trace, i));
   }
   return Status::OK();
 }

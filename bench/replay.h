@@ -72,11 +72,23 @@ int64_t LongestSharedPrefix(const std::vector<std::vector<int64_t>>& earlier,
 // Fills the server-reported fields of `r` from a finished stream.
 void ReadServerNumbers(const StreamStats& s, RequestResult* r);
 
+// What a replay measured: a row per request completed (on an error the rows so far stay), and
+// whether the server was restarted at a restart flag.
+struct ReplayRun {
+  std::vector<RequestResult> rows;
+  bool restarted = false;
+};
+
 // Replays `trace` against `server` (started and warmed up by the caller), restarting it at a
-// restart flag. Appends a row per request as it completes; on an error the rows so far stay.
-// `restarted` is set when the server was restarted.
-Status Replay(ServerUnderTest& server, const std::vector<TraceRequest>& trace,
-              std::vector<RequestResult>* rows, bool* restarted);
+// restart flag.
+Status Replay(ServerUnderTest& server, const std::vector<TraceRequest>& trace, ReplayRun* run);
+
+// Replays `trace` against two servers side by side, both running at once: each request goes to
+// one, then to the other, the order alternating from request to request (a first on even
+// requests), so that the noise of a shared machine hits both alike. Restart flags restart both.
+Status ReplaySideBySide(ServerUnderTest& a, ServerUnderTest& b,
+                        const std::vector<TraceRequest>& trace, ReplayRun* run_a,
+                        ReplayRun* run_b);
 
 // The results file: {"label", "url", "server_cmd", "trace", "restarted", "requests": [...],
 // "totals": {...}, "from_restart": {...} | null}. `meta` gives label, url, server_cmd, trace.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Long-session bench (issues 10 and 11): one agent session that grows by ~1.5K tokens a request
 # up to --max-context, replayed against prefixd serve and against llama-server built from the
-# SAME pinned llama.cpp source, one after the other with the same model, context, batch and
-# threads; then decode throughput (ignore_eos, 128 tokens, 1 and 2 concurrent streams) of
+# SAME pinned llama.cpp source, side by side (both running, each request sent to one then the
+# other, the order alternating) with the same model, context, batch and threads; then decode
+# throughput (ignore_eos, 128 tokens, 1 and 2 concurrent streams) of
 # prefixd with the cache on, prefixd --no-cache and llama-server, all in one run.
 # Writes $OUT/$NAME.{json,md,png} (NAME defaults to long-session-<shape>). docs/bench.md explains.
 #
@@ -81,15 +82,19 @@ llama_cmd() {  # PORT SLOTS CTX_PER_SLOT
     --ctx-checkpoints 64 --checkpoint-min-step 0 ${LLAMA_SERVER_EXTRA:-}"
 }
 
-# session LABEL CMD PORT: replays the long session against one server the bench launches.
+# The long session against both servers side by side: both run at once, each request goes to
+# one then the other, the order alternating, so that a shared machine's noise hits both alike.
 session() {
-  local label="$1" cmd="$2" port="$3"
+  local pa pb
+  pa="$(free_port)"; pb="$(free_port)"
   rm -rf "$WORK/cache"
-  : > "$WORK/$NAME-$label.log"
-  log "session: $label"
-  "$PREFIXD_BIN" bench --trace "$trace" --url "http://127.0.0.1:$port" --label "$label" \
-    --server-cmd "$cmd" --server-log "$WORK/$NAME-$label.log" --out "$WORK/$NAME-$label.json" \
-    --md "$WORK/$NAME-$label.md"
+  : > "$WORK/$NAME-prefixd.log"; : > "$WORK/$NAME-llama-server.log"
+  log "session: prefixd and llama-server side by side"
+  "$PREFIXD_BIN" bench --trace "$trace" \
+    --url "http://127.0.0.1:$pa" --label prefixd --server-cmd "$(prefixd_cmd "$pa" 1 "$CTX")" \
+    --server-log "$WORK/$NAME-prefixd.log" --out "$WORK/$NAME-prefixd.json" \
+    --b-url "http://127.0.0.1:$pb" --b-label llama-server --b-server-cmd "$(llama_cmd "$pb" 1 "$CTX")" \
+    --b-server-log "$WORK/$NAME-llama-server.log" --b-out "$WORK/$NAME-llama-server.json"
 }
 
 # decode LABEL CMD PORT: decode throughput of one server configuration.
@@ -104,8 +109,7 @@ decode() {
   decode_results+=("$WORK/$NAME-decode-$label.json")
 }
 
-port="$(free_port)"; session prefixd "$(prefixd_cmd "$port" 1 "$CTX")" "$port"
-port="$(free_port)"; session llama-server "$(llama_cmd "$port" 1 "$CTX")" "$port"
+session
 if [[ "$SKIP_DECODE" == 0 ]]; then
   port="$(free_port)"; decode prefixd "$(prefixd_cmd "$port" 2 "$DECODE_CTX")" "$port"
   port="$(free_port)"; decode prefixd-no-cache "$(prefixd_cmd "$port" 2 "$DECODE_CTX" --no-cache)" "$port"

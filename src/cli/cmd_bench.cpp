@@ -26,7 +26,9 @@ using nlohmann::json;
 
 struct BenchArgs {
   bench::ServerOptions server;
-  std::string label;  // the server's name in the report
+  bench::ServerOptions b;  // --b-*: a second server, replayed side by side (b.url "" when none)
+  std::string b_out;
+  std::string b_md;
   bool no_warmup = false;
   // The agent trace.
   std::string trace;
@@ -109,6 +111,35 @@ Status WriteOutputs(const BenchArgs& a, const json& r, const std::string& md) {
   return Status::OK();
 }
 
+json ResultsOf(const bench::ServerOptions& so, const BenchArgs& a, const bench::ReplayRun& run,
+               const Status& st) {
+  const json meta = {{"label", so.label}, {"url", so.url}, {"server_cmd", so.server_cmd},
+                     {"trace", a.trace}, {"long_session", a.long_session},
+                     {"side_by_side", !a.b.url.empty()}};
+  json r = bench::ResultsJson(meta, run.rows, run.restarted);
+  if (!st.ok()) r["error"] = st.ToString();
+  return r;
+}
+
+Status WriteResults(const std::string& out, const std::string& md, const json& r) {
+  if (!out.empty()) PREFIXD_RETURN_IF_ERROR(bench::WriteTextFile(out, r.dump(2)));
+  if (!md.empty()) PREFIXD_RETURN_IF_ERROR(bench::WriteTextFile(md, bench::SingleMarkdown(r)));
+  bench::PrintSummary(r);
+  return Status::OK();
+}
+
+// Starts both servers, replays side by side, stops both.
+Status ReplayBoth(const BenchArgs& a, const std::vector<bench::TraceRequest>& trace,
+                  bench::ReplayRun* run_a, bench::ReplayRun* run_b) {
+  bench::ServerUnderTest sa(a.server), sb(a.b);
+  Status st = sa.Start();
+  if (st.ok()) st = sb.Start();
+  if (st.ok()) st = bench::ReplaySideBySide(sa, sb, trace, run_a, run_b);
+  sa.Stop();
+  sb.Stop();
+  return st;
+}
+
 Status RunReplay(const BenchArgs& a) {
   PREFIXD_ASSIGN_OR_RETURN(auto trace, LoadTrace(a));
   if (a.trace_only) {
@@ -116,21 +147,22 @@ Status RunReplay(const BenchArgs& a) {
     bench::Progress("%zu requests written to %s", trace.size(), a.trace_out.c_str());
     return Status::OK();
   }
-  bench::Progress("%zu requests against %s (%s)", trace.size(), a.server.url.c_str(),
-                  a.label.c_str());
-  bench::ServerUnderTest server(a.server);
-  std::vector<bench::RequestResult> rows;
-  bool restarted = false;
-  Status st = server.Start();
-  if (st.ok()) st = bench::Replay(server, trace, &rows, &restarted);
-  server.Stop();
-  const json meta = {{"label", a.label}, {"url", a.server.url},
-                     {"server_cmd", a.server.server_cmd}, {"trace", a.trace},
-                     {"long_session", a.long_session}};
-  json r = bench::ResultsJson(meta, rows, restarted);
-  if (!st.ok()) r["error"] = st.ToString();
-  PREFIXD_RETURN_IF_ERROR(WriteOutputs(a, r, bench::SingleMarkdown(r)));
-  bench::PrintSummary(r);
+  bench::Progress("%zu requests against %s (%s)%s", trace.size(), a.server.url.c_str(),
+                  a.server.label.c_str(), a.b.url.empty() ? "" : " and --b-url side by side");
+  bench::ReplayRun run_a, run_b;
+  Status st;
+  if (a.b.url.empty()) {
+    bench::ServerUnderTest server(a.server);
+    st = server.Start();
+    if (st.ok()) st = bench::Replay(server, trace, &run_a);
+    server.Stop();
+  } else {
+    st = ReplayBoth(a, trace, &run_a, &run_b);
+  }
+  PREFIXD_RETURN_IF_ERROR(WriteResults(a.out, a.md, ResultsOf(a.server, a, run_a, st)));
+  if (!a.b.url.empty()) {
+    PREFIXD_RETURN_IF_ERROR(WriteResults(a.b_out, a.b_md, ResultsOf(a.b, a, run_b, st)));
+  }
   return st;
 }
 
@@ -143,7 +175,7 @@ Status RunDecode(const BenchArgs& a) {
   o.seed = uint64_t(a.seed);
   bench::ServerUnderTest server(a.server);
   PREFIXD_RETURN_IF_ERROR(server.Start());
-  auto r = bench::RunDecode(server, o, a.label);
+  auto r = bench::RunDecode(server, o, a.server.label);
   server.Stop();
   if (!r.ok()) return r.status();
   return WriteOutputs(a, *r, "");
@@ -165,8 +197,16 @@ Status RunLongReport(const BenchArgs& a) {
 Status RunBench(BenchArgs a) {
   if (!a.combine.empty()) return RunCombine(a);
   if (!a.long_report.empty()) return RunLongReport(a);
-  if (a.label.empty()) a.label = a.server.url;
+  if (a.server.label.empty()) a.server.label = a.server.url;
   a.server.warmup = !a.no_warmup;
+  if (!a.b.url.empty()) {
+    a.b.api_key = a.server.api_key;
+    a.b.model = a.server.model;
+    a.b.start_timeout_s = a.server.start_timeout_s;
+    a.b.request_timeout_s = a.server.request_timeout_s;
+    a.b.warmup = a.server.warmup;
+    if (a.b.label.empty()) a.b.label = a.b.url;
+  }
   if (a.decode) return RunDecode(a);
   return RunReplay(a);
 }
@@ -175,7 +215,7 @@ void ServerFlags(Flags& flags, BenchArgs& a) {
   flags.String("--url", &a.server.url, "the endpoint's base URL");
   flags.String("--api-key", &a.server.api_key, "sent as Authorization: Bearer KEY");
   flags.String("--model", &a.server.model, "\"model\" of every request ('' leaves it out)");
-  flags.String("--label", &a.label, "the server's name in the report (default: the URL)");
+  flags.String("--label", &a.server.label, "the server's name in the report (default: the URL)");
   flags.String("--server-cmd", &a.server.server_cmd,
                "launch this shell command as the server (listening at --url), wait for /health, "
                "restart it at the trace's restart marker, stop it at the end");
@@ -183,6 +223,14 @@ void ServerFlags(Flags& flags, BenchArgs& a) {
   flags.Int("--start-timeout", &a.server.start_timeout_s, "seconds to wait for /health after a start");
   flags.Int("--request-timeout", &a.server.request_timeout_s, "seconds one request may take");
   flags.Bool("--no-warmup", &a.no_warmup, "skip the warm-up request after each server start");
+  flags.String("--b-url", &a.b.url,
+               "replay side by side against a second server at this URL, both running at once, "
+               "alternating which one gets each request first");
+  flags.String("--b-label", &a.b.label, "with --b-url: the second server's name");
+  flags.String("--b-server-cmd", &a.b.server_cmd, "with --b-url: launch the second server");
+  flags.String("--b-server-log", &a.b.server_log, "with --b-url: the second server's output");
+  flags.String("--b-out", &a.b_out, "with --b-url: the second server's results as JSON");
+  flags.String("--b-md", &a.b_md, "with --b-url: the second server's results as Markdown");
 }
 
 void TraceFlags(Flags& flags, BenchArgs& a) {
@@ -240,6 +288,7 @@ void ReportFlags(Flags& flags, BenchArgs& a) {
 
 int CmdBench(int argc, char** argv) {
   BenchArgs a;
+  a.b.url.clear();
   Flags flags("bench",
               "Replay an agent trace or a long agent session against an OpenAI-compatible "
               "endpoint and report prompt reuse and TTFT, or measure decode throughput "

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CTest bench_long_smoke: the long-session bench on a tiny qwen35 model, to ~8K tokens: one
-# replay against `prefixd serve`, one against `prefixd serve --no-cache` (standing in for
+# side-by-side replay against `prefixd serve` and `prefixd serve --no-cache` (standing in for
 # llama-server, which CI does not build), a short decode run with 1 and 2 streams, and the
 # long-session report of all three; the test checks that the numbers are there and sane.
 # Env: PREFIXD_BIN (the prefixd binary).
@@ -15,16 +15,14 @@ serve() {  # PORT SLOTS EXTRA...
   local port="$1" slots="$2"; shift 2
   echo "exec '$bin' serve -m '$work/tiny.gguf' --port $port --cache-dir '$work/cache' --slots $slots --ctx 9000 --threads 2 $*"
 }
-session() {  # LABEL EXTRA...
-  local label="$1"; shift
-  local port; port="$(free_port)"
-  "$bin" bench --long-session --max-context 8000 --start-tokens 2000 --step-tokens 1500 \
-    --max-tokens 2 --url "http://127.0.0.1:$port" --label "$label" \
-    --server-cmd "$(serve "$port" 1 "$@")" --server-log "$work/$label.log" \
-    --start-timeout 60 --request-timeout 60 --out "$work/$label.json" >/dev/null
-}
-session prefixd
-session prefixd-no-cache --no-cache
+pa="$(free_port)"; pb="$(free_port)"
+"$bin" bench --long-session --max-context 8000 --start-tokens 2000 --step-tokens 1500 \
+  --max-tokens 2 --start-timeout 60 --request-timeout 60 \
+  --url "http://127.0.0.1:$pa" --label prefixd --server-cmd "$(serve "$pa" 1)" \
+  --server-log "$work/a.log" --out "$work/prefixd.json" \
+  --b-url "http://127.0.0.1:$pb" --b-label prefixd-no-cache \
+  --b-server-cmd "$(serve "$pb" 1 --no-cache)" --b-server-log "$work/b.log" \
+  --b-out "$work/prefixd-no-cache.json" >/dev/null
 port="$(free_port)"
 "$bin" bench --decode --decode-streams 1,2 --decode-tokens 8 --decode-reps 1 \
   --url "http://127.0.0.1:$port" --label prefixd --server-cmd "$(serve "$port" 2)" \
