@@ -44,7 +44,8 @@ json RequestSide(const json& q) {
   return {{"cached_tokens", q["cached_tokens"]},   {"evaluated_tokens", q["evaluated_tokens"]},
           {"ttft_ms", q["ttft_ms"]},               {"total_ms", q["total_ms"]},
           {"model_ms", q["model_ms"]},             {"outside_ms", q["outside_ms"]},
-          {"restore_ms", q.value("restore_ms", -1.0)}, {"queue_ms", q.value("queue_ms", -1.0)}};
+          {"restore_ms", q.value("restore_ms", -1.0)}, {"queue_ms", q.value("queue_ms", -1.0)},
+          {"prompt_eval_ms", q.value("prompt_eval_ms", -1.0)}};
 }
 
 json Requests(const json& ra, const json& rb) {
@@ -194,8 +195,9 @@ std::string LongSessionMarkdown(const json& r) {
   MilestoneTable(md, r);
   DecodeTable(md, r);
   RequestTable(md, r);
-  md << "\nTTFT: client, send to first streamed choice. outside = TTFT - model time, model time "
-        "= the server's timings.prompt_ms - timings.restore_ms (docs/bench.md).\n";
+  md << "\nTTFT: client, send to first streamed choice. outside = TTFT - model time; model time "
+        "= timings.prompt_eval_ms, else timings.prompt_ms - timings.restore_ms, else "
+        "timings.prompt_ms (docs/bench.md).\n";
   return md.str();
 }
 

@@ -61,6 +61,7 @@ double DoubleAt(const json& j, const char* key, double fallback) {
 
 double RequestResult::ModelMs() const {
   if (server_prompt_ms < 0) return -1;
+  if (prompt_eval_ms >= 0) return prompt_eval_ms;
   return server_prompt_ms - std::max(restore_ms, 0.0);
 }
 
@@ -84,6 +85,7 @@ json ToJson(const RequestResult& m) {
           {"server_prompt_ms", m.server_prompt_ms},
           {"restore_ms", m.restore_ms},
           {"queue_ms", m.queue_ms},
+          {"prompt_eval_ms", m.prompt_eval_ms},
           {"model_ms", m.ModelMs()},
           {"outside_ms", m.OutsideMs()},
           {"restarted_before", m.restarted}};
@@ -127,6 +129,7 @@ void ReadServerNumbers(const StreamStats& s, RequestResult* m) {
   m->server_prompt_ms = DoubleAt(s.timings, "prompt_ms", -1);
   m->restore_ms = DoubleAt(s.timings, "restore_ms", -1);
   m->queue_ms = DoubleAt(s.timings, "queue_ms", -1);
+  m->prompt_eval_ms = DoubleAt(s.timings, "prompt_eval_ms", -1);
 }
 
 namespace {

@@ -15,11 +15,12 @@
 //              from usage.prompt_tokens_details.cached_tokens, else timings.cache_n; evaluated
 //              tokens from timings.prompt_n, else prompt_tokens - cached; the server's prompt_ms,
 //              restore_ms and queue_ms from "timings" when it sends them.
-//   outside    ttft_ms - model_ms, where model_ms = prompt_ms - restore_ms: the part of the TTFT
-//              the server did not spend evaluating the prompt in the model (HTTP, template,
-//              tokenizing, queueing, cache lookup and restore, first-token sampling). A server
-//              that does not report restore_ms (llama-server) has its restore counted as model
-//              time. -1 when the server reports no prompt_ms.
+//   outside    ttft_ms - model_ms: the part of the TTFT the server did not spend evaluating the
+//              prompt in the model (HTTP, template, tokenizing, queueing, cache lookup and
+//              restore, captures, first-token sampling). model_ms = timings.prompt_eval_ms (time
+//              inside llama_decode, prefixd) when reported, else prompt_ms - restore_ms (older
+//              prefixd), else prompt_ms (llama-server: its restores and checkpoint saves count
+//              as model time). -1 when the server reports no prompt_ms.
 //
 // Thread-safety: one replay per thread.
 #pragma once
@@ -50,9 +51,11 @@ struct RequestResult {
   double server_prompt_ms = -1; // timings.prompt_ms; -1 when not reported
   double restore_ms = -1;       // timings.restore_ms (prefixd); -1 when not reported
   double queue_ms = -1;         // timings.queue_ms (prefixd); -1 when not reported
+  double prompt_eval_ms = -1;   // timings.prompt_eval_ms (prefixd); -1 when not reported
   bool restarted = false;       // the server was restarted right before this request
 
-  // prompt_ms - max(restore_ms, 0); -1 when prompt_ms is unknown.
+  // prompt_eval_ms when reported, else prompt_ms - max(restore_ms, 0); -1 when prompt_ms is
+  // unknown.
   double ModelMs() const;
   // ttft_ms - ModelMs(); -1 when prompt_ms is unknown.
   double OutsideMs() const;

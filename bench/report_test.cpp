@@ -47,6 +47,14 @@ TEST(ReplayTest, ServerNumbersFromPrefixdAndLlamaServerTimings) {
   EXPECT_DOUBLE_EQ(m.ModelMs(), 230);    // the restore is not model time
   EXPECT_DOUBLE_EQ(m.OutsideMs(), 70);   // 300 - 230
 
+  StreamStats e = s;  // prefixd with prompt_eval_ms: the model time itself
+  e.timings["prompt_eval_ms"] = 200.0;
+  RequestResult p;
+  p.ttft_ms = 300;
+  ReadServerNumbers(e, &p);
+  EXPECT_DOUBLE_EQ(p.ModelMs(), 200);
+  EXPECT_DOUBLE_EQ(p.OutsideMs(), 100);
+
   StreamStats l;  // llama-server: cache_n in timings, no restore_ms / queue_ms
   l.usage = {{"prompt_tokens", 1000}, {"completion_tokens", 8}};
   l.timings = {{"cache_n", 512}, {"prompt_n", 488}, {"prompt_ms", 400.0}};
