@@ -192,12 +192,12 @@ constexpr int kToolOverheadTokens = 150;
 
 // An eighth of the prose goes into the tool descriptions, the rest into the rules; budgets
 // below the tool schemas' own size (~1000 tokens) give a short rules section.
-SystemPart MakeSystem(Rng& rng, int n_tokens) {
-  const int n_tools = int(std::size(kTools));
+// The first n_tools of kTools are offered.
+SystemPart MakeSystem(Rng& rng, int n_tokens, int n_tools = int(std::size(kTools))) {
   const int prose_tokens = std::max(100, n_tokens - n_tools * kToolOverheadTokens);
   const int tool_words = WordsFor(prose_tokens / 8) / n_tools;
   json tools = json::array();
-  for (const ToolSpec& t : kTools) tools.push_back(ToolSchema(rng, t, tool_words));
+  for (int i = 0; i < n_tools; ++i) tools.push_back(ToolSchema(rng, kTools[i], tool_words));
   std::string text =
       "You are a coding agent working in a software repository. Use the tools to read files, "
       "run commands and search the code, then answer the user.\n\n# Rules\n";
@@ -229,12 +229,19 @@ std::string Think(Rng& rng, int n_tokens) {
 }
 
 // Appends the fixed assistant turn that calls a tool, then the tool's result.
-void AppendToolStep(Session& s, int turn, const TraceOptions& o) {
-  const ToolSpec& tool = kTools[s.rng.Below(std::size(kTools))];
+// What one tool step adds: the tool called, its sizes.
+struct ToolStepSizes {
+  int n_tools = int(std::size(kTools));  // picks among the first n_tools of kTools
+  int think_tokens = 60;
+  int result_tokens = 200;
+};
+
+void AppendToolStep(Session& s, int turn, const ToolStepSizes& z) {
+  const ToolSpec& tool = kTools[s.rng.Below(size_t(z.n_tools))];
   const std::string arg_value = tool.arg == std::string("path") ? FilePath(s.rng) : Ident(s.rng);
   const std::string args = json{{tool.arg, arg_value}}.dump();
-  const std::string content = Think(s.rng, o.think_tokens) + Sentence(s.rng, 10);
-  const std::string result = ToolResult(s.rng, tool, o.tool_tokens);
+  const std::string content = Think(s.rng, z.think_tokens) + Sentence(s.rng, 10);
+  const std::string result = ToolResult(s.rng, tool, z.result_tokens);
   if (s.structured) {
     const std::string id = "call_" + std::to_string(s.id) + "_" + std::to_string(turn);
     json call = {{"id", id},
@@ -253,20 +260,20 @@ void AppendToolStep(Session& s, int turn, const TraceOptions& o) {
 }
 
 // Appends a fixed final answer, then the user's follow-up question.
-void AppendAnswerStep(Session& s, const TraceOptions& o) {
+void AppendAnswerStep(Session& s, int think_tokens, int user_tokens) {
   s.messages.push_back({{"role", "assistant"},
-                        {"content", Think(s.rng, o.think_tokens) + Prose(s.rng, 40)}});
+                        {"content", Think(s.rng, think_tokens) + Prose(s.rng, 40)}});
   s.messages.push_back(
-      {{"role", "user"}, {"content", Prose(s.rng, WordsFor(o.user_tokens))}});
+      {{"role", "user"}, {"content", Prose(s.rng, WordsFor(user_tokens))}});
 }
 
 // After request `turn`, the history grows by one step: every third step (turn 1, 4, …) is a
 // final answer and a new user message, the others a tool call and its result.
 void Advance(Session& s, int turn, const TraceOptions& o) {
   if (turn % 3 == 1) {
-    AppendAnswerStep(s, o);
+    AppendAnswerStep(s, o.think_tokens, o.user_tokens);
   } else {
-    AppendToolStep(s, turn, o);
+    AppendToolStep(s, turn, {int(std::size(kTools)), o.think_tokens, o.tool_tokens});
   }
 }
 
@@ -345,6 +352,83 @@ Result<std::vector<TraceRequest>> GenerateTrace(const TraceOptions& o) {
     step(sessions[size_t(returning)], turn, turn == 1 ? uint32_t(kTraceReturn) : 0u);
   }
   if (o.restart) PlaceRestart(trace);
+  return trace;
+}
+
+namespace {
+
+Status ValidateLong(const LongSessionOptions& o) {
+  if (o.n_tools < 1 || o.n_tools > int(std::size(kTools))) {
+    return Status::InvalidArgument("long session: n_tools must be 1.." +
+                                   std::to_string(std::size(kTools)));
+  }
+  if (o.start_tokens < 500 || o.step_tokens < 300 || o.think_tokens < 1 ||
+      o.user_tokens < 1 || o.user_every < 1 || o.max_tokens < 1) {
+    return Status::InvalidArgument(
+        "long session: start_tokens >= 500, step_tokens >= 300, other sizes >= 1");
+  }
+  if (o.max_context_tokens < o.start_tokens + o.max_tokens) {
+    return Status::InvalidArgument("long session: max_context_tokens below the first request");
+  }
+  return Status::OK();
+}
+
+// Code and command output (tool results, pastes) take about 1.6 times the tokens that
+// WordsFor's prose calibration predicts with the test models' tokenizer (measured on a 64K
+// session); the long session scales their budgets by this so that its sizes hold. (The agent
+// trace keeps its historical sizes.)
+constexpr double kCodeTokenScale = 0.62;
+
+int CodeBudget(int tokens) { return std::max(50, int(tokens * kCodeTokenScale)); }
+
+// The approximate tokens that a tool step adds besides its result: the assistant's sentence,
+// the call and the template's tags around the call and the result.
+constexpr int kToolStepOverheadTokens = 70;
+// The final answer's prose (40 words) and the tags around it and the user message.
+constexpr int kAnswerStepOverheadTokens = 110;
+
+// A final answer, then the user's next message: a question and pasted command output of about
+// paste_tokens.
+void AppendUserStep(Session& s, const LongSessionOptions& o, int paste_tokens) {
+  s.messages.push_back({{"role", "assistant"},
+                        {"content", Think(s.rng, o.think_tokens) + Prose(s.rng, 40)}});
+  const std::string text = Prose(s.rng, WordsFor(o.user_tokens)) + " Here is what I see:\n\n" +
+                           CommandOutput(s.rng, WordsFor(paste_tokens));
+  s.messages.push_back({{"role", "user"}, {"content", text}});
+}
+
+}  // namespace
+
+int LongSessionRequests(const LongSessionOptions& o) {
+  if (!ValidateLong(o).ok()) return 0;
+  const int64_t room = int64_t(o.max_context_tokens) - o.max_tokens - o.start_tokens;
+  return 1 + int(room / o.step_tokens);
+}
+
+Result<std::vector<TraceRequest>> GenerateLongSession(const LongSessionOptions& o) {
+  PREFIXD_RETURN_IF_ERROR(ValidateLong(o));
+  Rng rng(o.seed);
+  const SystemPart system = MakeSystem(rng, o.start_tokens - o.user_tokens, o.n_tools);
+  Session s;
+  s.rng = Rng(rng.Next());
+  s.messages.push_back({{"role", "system"}, {"content", system.text}});
+  s.messages.push_back({{"role", "user"},
+                        {"content", "Please look at " + FilePath(s.rng) + ". " +
+                                        Prose(s.rng, WordsFor(o.user_tokens))}});
+  const int n = LongSessionRequests(o);
+  const int answer_tokens = o.think_tokens + o.user_tokens + kAnswerStepOverheadTokens;
+  std::vector<TraceRequest> trace;
+  for (int turn = 0; turn < n; ++turn) {
+    trace.push_back({0, turn, s.messages.dump(), system.tools_json, o.max_tokens, 0});
+    // Every request adds about step_tokens: one tool step, or every user_every requests a
+    // final answer and a new user message that pastes command output.
+    if ((turn + 1) % o.user_every == 0) {
+      AppendUserStep(s, o, CodeBudget(o.step_tokens - answer_tokens));
+    } else {
+      const int result_tokens = o.step_tokens - o.think_tokens - kToolStepOverheadTokens;
+      AppendToolStep(s, turn, {o.n_tools, o.think_tokens, CodeBudget(result_tokens)});
+    }
+  }
   return trace;
 }
 

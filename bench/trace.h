@@ -62,6 +62,37 @@ struct TraceRequest {
 // Builds the trace. REQUIRES: options are positive (InvalidArgument otherwise).
 Result<std::vector<TraceRequest>> GenerateTrace(const TraceOptions& options);
 
+// One long agent session (issue 10): a single conversation that grows by about step_tokens a
+// request, from about start_tokens (system prompt with n_tools tool schemas, the user's task)
+// until the next request would pass max_context_tokens. Between two requests the history gains
+// one assistant turn that reasons (<think>…</think> in its content) and calls a tool with
+// OpenAI "tool_calls", then the "tool" message with its result; or, every user_every requests,
+// a final answer and a new user message (a question and pasted command output). After a new
+// user message the Qwen3-style template strips the reasoning of every earlier assistant turn,
+// so that request diverges from the previous one inside the history (at the first assistant
+// turn after the previous user message). Token counts are approximate, as in TraceOptions
+// (calibrated on the test models' tokenizer).
+struct LongSessionOptions {
+  uint64_t seed = 1;
+  int n_tools = 4;                  // tool schemas offered and called (at most 6)
+  int start_tokens = 4000;          // the first request, approximately
+  int step_tokens = 1500;           // growth per request, approximately
+  int max_context_tokens = 65536;   // prompt + max_tokens of the last request stay below this
+  int think_tokens = 100;           // reasoning of one assistant turn
+  int user_every = 8;               // a new user message every this many requests
+  int user_tokens = 60;             // a user's question (the first message, and before a paste)
+  int max_tokens = 16;              // max_tokens of every request
+};
+
+// The number of requests GenerateLongSession makes: 1 + (max_context_tokens - max_tokens -
+// start_tokens) / step_tokens; 0 when the options are invalid.
+int LongSessionRequests(const LongSessionOptions& options);
+
+// Builds the session: session 0, turn i for request i, no flags. A pure function of the options.
+// REQUIRES: 1 <= n_tools <= 6, start_tokens >= 500, step_tokens >= 300, positive sizes,
+// max_context_tokens >= start_tokens + max_tokens (InvalidArgument otherwise).
+Result<std::vector<TraceRequest>> GenerateLongSession(const LongSessionOptions& options);
+
 // About n_tokens of English-like prose from the trace's word list; a pure function of the seed.
 // The benches use it for prompts that must never have been seen before.
 std::string WordSalad(uint64_t seed, int n_tokens);

@@ -143,5 +143,112 @@ TEST(TraceTest, JsonlReaderNamesTheBadLine) {
   std::remove(path.c_str());
 }
 
+std::vector<TraceRequest> MakeLong(const LongSessionOptions& o) {
+  auto t = GenerateLongSession(o);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? std::move(t).value() : std::vector<TraceRequest>{};
+}
+
+LongSessionOptions SmallLong() {
+  LongSessionOptions o;
+  o.max_context_tokens = 16000;  // 1 + (16000 - 16 - 4000) / 1500 = 8 requests
+  return o;
+}
+
+TEST(LongSessionTest, SameSeedSameSessionOtherSeedOtherSession) {
+  EXPECT_TRUE(SameRequests(MakeLong(SmallLong()), MakeLong(SmallLong())));
+  LongSessionOptions other = SmallLong();
+  other.seed = 7;
+  EXPECT_FALSE(SameRequests(MakeLong(SmallLong()), MakeLong(other)));
+}
+
+TEST(LongSessionTest, RequestCountFollowsTheContext) {
+  EXPECT_EQ(LongSessionRequests(SmallLong()), 8);
+  EXPECT_EQ(MakeLong(SmallLong()).size(), size_t(8));
+  LongSessionOptions big;  // 64K: 1 + (65536 - 16 - 4000) / 1500
+  EXPECT_EQ(LongSessionRequests(big), 42);
+  big.max_context_tokens = 131072;
+  EXPECT_EQ(LongSessionRequests(big), 85);
+}
+
+TEST(LongSessionTest, OneSessionThatOnlyAppendsMessages) {
+  const auto trace = MakeLong(SmallLong());
+  json prev = json::array();
+  for (size_t i = 0; i < trace.size(); ++i) {
+    EXPECT_EQ(trace[i].session, 0);
+    EXPECT_EQ(trace[i].turn, int(i));
+    EXPECT_EQ(trace[i].flags, 0u);
+    const json msgs = json::parse(trace[i].messages_json);
+    ASSERT_GT(msgs.size(), prev.size());
+    for (size_t k = 0; k < prev.size(); ++k) EXPECT_EQ(msgs[k], prev[k]) << i << " " << k;
+    EXPECT_EQ(msgs.back()["role"], i == 0 ? "user" : "tool");
+    prev = msgs;
+  }
+}
+
+TEST(LongSessionTest, FourToolsCalledWithToolCallsAndReasoning) {
+  const auto trace = MakeLong(SmallLong());
+  EXPECT_EQ(json::parse(trace[0].tools_json).size(), size_t(4));
+  int calls = 0, results = 0, think = 0, users = 0;
+  for (const json& m : json::parse(trace.back().messages_json)) {
+    if (m["role"] == "user") ++users;
+    if (m["role"] == "tool") ++results;
+    if (m["role"] != "assistant") continue;
+    if (m.value("content", "").rfind("<think>\n", 0) == 0) ++think;
+    if (m.contains("tool_calls")) ++calls;
+  }
+  EXPECT_EQ(calls, 7);  // one per request before the last; the first user step follows request 7
+  EXPECT_EQ(results, 7);
+  EXPECT_EQ(think, 7);
+  EXPECT_EQ(users, 1);
+}
+
+TEST(LongSessionTest, NewUserMessageEveryUserEveryRequests) {
+  LongSessionOptions o = SmallLong();
+  o.user_every = 3;
+  const auto trace = MakeLong(o);
+  auto users = [](const TraceRequest& r) {
+    int n = 0;
+    for (const json& m : json::parse(r.messages_json)) n += m["role"] == "user";
+    return n;
+  };
+  auto last_role = [](const TraceRequest& r) {
+    return json::parse(r.messages_json).back()["role"].get<std::string>();
+  };
+  // After requests 2 and 5 the history gains a final answer and a new user message.
+  EXPECT_EQ(users(trace[2]), 1);
+  EXPECT_EQ(users(trace[3]), 2);
+  EXPECT_EQ(last_role(trace[3]), "user");
+  EXPECT_EQ(last_role(trace[4]), "tool");
+  EXPECT_EQ(users(trace[6]), 3);
+  EXPECT_EQ(last_role(trace[6]), "user");
+}
+
+TEST(LongSessionTest, GrowsEvenly) {
+  const auto trace = MakeLong(SmallLong());
+  for (size_t i = 1; i < trace.size(); ++i) {
+    const double grew = double(trace[i].messages_json.size()) -
+                        double(trace[i - 1].messages_json.size());
+    const double first = double(trace[1].messages_json.size() - trace[0].messages_json.size());
+    EXPECT_GT(grew, 0.7 * first) << i;
+    EXPECT_LT(grew, 1.3 * first) << i;
+  }
+  LongSessionOptions bigger = SmallLong();
+  bigger.step_tokens = 3000;
+  const auto b = MakeLong(bigger);
+  EXPECT_GT(b[2].messages_json.size() - b[1].messages_json.size(),
+            3 * (trace[2].messages_json.size() - trace[1].messages_json.size()) / 2);
+}
+
+TEST(LongSessionTest, RejectsBadOptions) {
+  LongSessionOptions o;
+  o.n_tools = 7;
+  EXPECT_FALSE(GenerateLongSession(o).ok());
+  EXPECT_EQ(LongSessionRequests(o), 0);
+  o = LongSessionOptions{};
+  o.max_context_tokens = 1000;
+  EXPECT_FALSE(GenerateLongSession(o).ok());
+}
+
 }  // namespace
 }  // namespace prefixd::bench
