@@ -76,8 +76,8 @@ std::vector<std::string> RenderAll(const ChatTemplate& tmpl, const ParsedChat& c
 struct MemoLookup {
   std::vector<PrefixRender> prefixes;
   std::vector<PrefixKey> keys;
-  // As found; after Prove(), those compared with the full render (refused kept) and, where a
-  // proof failed, the stale record still (for its split and its boundary's digest).
+  // As found; after LookUp(), records[j] is compared with the full render where proven[j]
+  // (refused ones count as proven) and the stale record where no proof held.
   std::vector<std::optional<PrefixRecord>> records;
   std::vector<bool> proven;  // records[j] holds LCP(prefix j, full)
   std::vector<size_t> moved;  // proven with a new boundary: to be stored again
@@ -182,10 +182,18 @@ MemoLookup LookUp(const ChatTemplate& tmpl, const ParsedChat& chat, std::string_
   return m;
 }
 
-// The placeholder user message rendered alone (for splits), rendered on first use.
+// What new splits compare their renders' ends with: the placeholder user message's rendering.
+// The tail of a split this chat's keys found ends with it (MakePrefixSplit), so a continuing
+// conversation takes that; otherwise the placeholder is rendered alone, on first use.
 class Placeholder {
  public:
-  Placeholder(const ChatTemplate& tmpl, const ParsedChat& chat) : tmpl_(tmpl), chat_(chat) {}
+  Placeholder(const ChatTemplate& tmpl, const ParsedChat& chat, const MemoLookup& m)
+      : tmpl_(tmpl), chat_(chat) {
+    for (const auto& r : m.records) {
+      if (r && r->split) text_ = r->split->tail;
+    }
+    done_ = text_.has_value();
+  }
   const std::optional<std::string>& text() {
     if (!done_) {
       auto r = tmpl_.RenderPrefix(chat_, 0, PrefixVariant::kFollowedByUser);
@@ -198,8 +206,8 @@ class Placeholder {
  private:
   const ChatTemplate& tmpl_;
   const ParsedChat& chat_;
-  bool done_ = false;
   std::optional<std::string> text_;
+  bool done_ = false;
 };
 
 PrefixRecord RecordOf(const Result<std::string>& rendered, PrefixVariant variant,
@@ -222,7 +230,7 @@ void RenderMissing(const ChatTemplate& tmpl, const ParsedChat& chat, std::string
                    MemoLookup& m, RenderMemo& memo, CapturePointStats* stats) {
   std::vector<std::pair<PrefixKey, PrefixRecord>> fresh;
   for (size_t j : m.moved) fresh.emplace_back(m.keys[j], *m.records[j]);
-  Placeholder placeholder(tmpl, chat);
+  Placeholder placeholder(tmpl, chat, m);
   const auto t0 = std::chrono::steady_clock::now();
   size_t renders = 0;
   for (size_t j = 0; j < m.prefixes.size(); ++j) {

@@ -73,9 +73,11 @@ PrefixRecord MakePrefixRecord(std::string_view prefix, std::string_view full);
 inline constexpr size_t kMaxSplitTail = 1024;
 
 // Splits `prefix`, a render followed by a placeholder user message, where its longest common
-// suffix with `placeholder` (the placeholder user message rendered alone) begins: the head is
-// then the earlier messages as a later user message makes the template render them.
-// nullopt when the common suffix is empty or longer than kMaxSplitTail.
+// suffix with `placeholder` begins: the head is then the earlier messages as a later user
+// message makes the template render them. `placeholder` is anything that ends with the
+// placeholder's rendering: the placeholder user message rendered alone, or the tail of an
+// earlier split with the same template, tools and date. Any split is correct; this one is
+// useful. nullopt when the common suffix is empty or longer than kMaxSplitTail.
 std::optional<PrefixSplit> MakePrefixSplit(std::string_view prefix, std::string_view placeholder);
 
 // The record `r` compared anew: LCP(render, full) == boundary, where `head_digest` is
