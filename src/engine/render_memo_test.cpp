@@ -1,7 +1,9 @@
 // The render memo (issue 10): memoized capture points equal the reference (every prefix
 // rendered) on every request of growing agent sessions, for the test models' template and for
 // real templates the pinned llama.cpp ships; a continuing request renders a small constant
-// times its new messages; an edit in history still gives the reference's points.
+// times its new messages, also one that adds a user message after a long agent run (the
+// template rewrites the turns since the previous one: splits and kept texts prove them); an
+// edit in history, misleading kept texts or none still give the reference's points.
 #include "engine/render_memo.h"
 
 #include <gtest/gtest.h>
