@@ -169,11 +169,13 @@ void PrintHeader(const PrepareArgs& a) {
               a.arch.c_str(), (long long)a.system_tokens, (long long)a.tool_tokens,
               (long long)a.think_tokens, (long long)a.user_every);
   std::printf("# total = parse + render + tokenize + points (memoized); prefix = the prefix "
-              "renders inside points; pieces = a TokenPiece loop over the prompt, timed apart; "
-              "reference = the old ChatCapturePoints (every prefix rendered)\n");
-  std::printf("%4s %5s %7s %6s %9s %8s %9s %9s %9s %7s %9s %9s %12s\n", "req", "msgs", "tokens",
-              "points", "total_ms", "parse_ms", "render_ms", "tokens_ms", "points_ms", "renders",
-              "prefix_ms", "pieces_ms", "reference_ms");
+              "renders inside points; split/text = prefixes whose boundary the memo moved by a "
+              "split / an earlier full render instead of rendering them; pieces = a TokenPiece "
+              "loop over the prompt, timed apart; reference = the old ChatCapturePoints (every "
+              "prefix rendered)\n");
+  std::printf("%4s %5s %7s %6s %9s %8s %9s %9s %9s %7s %9s %5s %4s %9s %12s\n", "req", "msgs",
+              "tokens", "points", "total_ms", "parse_ms", "render_ms", "tokens_ms", "points_ms",
+              "renders", "prefix_ms", "split", "text", "pieces_ms", "reference_ms");
 }
 
 void PrintRow(int req, const Conversation& c, const Split& s) {
@@ -181,10 +183,11 @@ void PrintRow(int req, const Conversation& c, const Split& s) {
   if (s.ref_ms >= 0) {
     std::snprintf(ref, sizeof ref, "%.1f%s", s.ref_ms, s.ref_equal ? "" : " DIFFER");
   }
-  std::printf("%4d %5zu %7zu %6zu %9.1f %8.1f %9.1f %9.1f %9.1f %7zu %9.1f %9.1f %12s\n", req,
-              c.messages.size(), s.tokens, s.points,
+  std::printf("%4d %5zu %7zu %6zu %9.1f %8.1f %9.1f %9.1f %9.1f %7zu %9.1f %5zu %4zu %9.1f %12s\n",
+              req, c.messages.size(), s.tokens, s.points,
               s.parse_ms + s.render_ms + s.tokenize_ms + s.points_ms, s.parse_ms, s.render_ms,
-              s.tokenize_ms, s.points_ms, s.stats.renders, s.stats.render_ms, s.pieces_ms, ref);
+              s.tokenize_ms, s.points_ms, s.stats.renders, s.stats.render_ms, s.stats.by_split,
+              s.stats.by_text, s.pieces_ms, ref);
   std::fflush(stdout);
 }
 

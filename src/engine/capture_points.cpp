@@ -76,49 +76,173 @@ std::vector<std::string> RenderAll(const ChatTemplate& tmpl, const ParsedChat& c
 struct MemoLookup {
   std::vector<PrefixRender> prefixes;
   std::vector<PrefixKey> keys;
-  std::vector<std::optional<PrefixRecord>> records;  // proven ones only; refused kept
+  // As found; after LookUp(), records[j] is compared with the full render where proven[j]
+  // (refused ones count as proven) and the stale record where no proof held.
+  std::vector<std::optional<PrefixRecord>> records;
+  std::vector<bool> proven;  // records[j] holds LCP(prefix j, full)
+  std::vector<size_t> moved;  // proven with a new boundary: to be stored again
 };
 
-// Looks the prefixes up and keeps the records that prove their shared length with full_text.
+// A proof that moved a record's boundary, before the digest at the new boundary is known.
+struct Moved {
+  size_t j;
+  uint64_t boundary;
+  char next_char;
+};
+
+// Proof 1 (same boundary) and proof 2 (split), from one pass of digests over full_text.
+void ProveByDigests(std::string_view full_text, MemoLookup& m, std::vector<Moved>& moved,
+                    CapturePointStats* stats) {
+  std::vector<uint64_t> at;
+  for (const auto& r : m.records) {
+    if (!r || r->refused) continue;
+    if (r->boundary <= full_text.size()) at.push_back(r->boundary);
+    if (r->split && r->split->at <= full_text.size()) at.push_back(r->split->at);
+  }
+  const std::vector<Digest> digests = PrefixDigests(full_text, at);
+  size_t next = 0;
+  for (size_t j = 0; j < m.records.size(); ++j) {
+    const auto& r = m.records[j];
+    if (!r) continue;
+    if (r->refused) {
+      m.proven[j] = true;
+      continue;
+    }
+    if (r->boundary <= full_text.size()) {
+      m.proven[j] = ProvesSharedLength(*r, full_text, digests[next++]);
+    }
+    if (!r->split || r->split->at > full_text.size()) continue;
+    const Digest& split_digest = digests[next++];
+    if (m.proven[j]) continue;
+    const std::optional<uint64_t> b = SharedLengthBySplit(*r->split, full_text, split_digest);
+    if (!b) continue;
+    const char next_char = *b < r->length ? r->split->tail[*b - r->split->at] : 0;
+    moved.push_back({j, *b, next_char});
+    m.proven[j] = true;
+    if (stats) ++stats->by_split;
+  }
+}
+
+// Proof 3 (an earlier text): for the records still unproven, the kept text closest to
+// full_text, one pass of digests over it.
+void ProveByText(std::string_view full_text, MemoLookup& m, RenderMemo& memo,
+                 std::vector<Moved>& moved, CapturePointStats* stats) {
+  std::vector<size_t> pending;
+  for (size_t j = 0; j < m.records.size(); ++j) {
+    if (m.records[j] && !m.proven[j]) pending.push_back(j);
+  }
+  if (pending.empty()) return;
+  const ClosestText closest = memo.FindClosestText(full_text);
+  if (!closest.text) return;
+  const std::string& text = *closest.text;
+  std::vector<size_t> candidates;
+  std::vector<uint64_t> at;
+  for (size_t j : pending) {
+    const uint64_t b = m.records[j]->boundary;
+    if (closest.shared < b && b <= text.size()) {
+      candidates.push_back(j);
+      at.push_back(b);
+    }
+  }
+  const std::vector<Digest> digests = PrefixDigests(text, at);
+  for (size_t k = 0; k < candidates.size(); ++k) {
+    const size_t j = candidates[k];
+    const auto c = SharedLengthByText(*m.records[j], digests[k], closest.shared);
+    if (!c) continue;
+    moved.push_back({j, *c, text[*c]});  // *c < boundary <= |text|
+    m.proven[j] = true;
+    if (stats) ++stats->by_text;
+  }
+}
+
+// Gives the moved records the digests at their new boundaries (one pass over full_text).
+void ApplyMoved(std::string_view full_text, const std::vector<Moved>& moved, MemoLookup& m) {
+  std::vector<uint64_t> at;
+  for (const Moved& mv : moved) at.push_back(mv.boundary);
+  const std::vector<Digest> digests = PrefixDigests(full_text, at);
+  for (size_t k = 0; k < moved.size(); ++k) {
+    auto& r = m.records[moved[k].j];
+    r = Rebound(*r, moved[k].boundary, moved[k].next_char, digests[k]);
+    m.moved.push_back(moved[k].j);
+  }
+}
+
+// Looks the prefixes up and proves what it can of their shared lengths with full_text.
 MemoLookup LookUp(const ChatTemplate& tmpl, const ParsedChat& chat, std::string_view full_text,
-                  RenderMemo& memo) {
+                  RenderMemo& memo, CapturePointStats* stats) {
   MemoLookup m;
   m.prefixes = PrefixesToCompare(chat);
   m.keys = PrefixKeys(tmpl, chat, m.prefixes);
   m.records = memo.Find(m.keys);
-  std::vector<uint64_t> boundaries;
-  for (auto& r : m.records) {
-    if (r && !r->refused && r->boundary > full_text.size()) r.reset();
-    if (r && !r->refused) boundaries.push_back(r->boundary);
-  }
-  const std::vector<Digest> digests = PrefixDigests(full_text, boundaries);
-  size_t next = 0;
-  for (auto& r : m.records) {
-    if (!r || r->refused) continue;
-    if (!ProvesSharedLength(*r, full_text, digests[next++])) r.reset();
-  }
+  m.proven.assign(m.records.size(), false);
+  std::vector<Moved> moved;
+  ProveByDigests(full_text, m, moved, stats);
+  ProveByText(full_text, m, memo, moved, stats);
+  ApplyMoved(full_text, moved, m);
   return m;
 }
 
-// Renders the prefixes the memo could not prove, fills in their records and stores them.
+// What new splits compare their renders' ends with: the placeholder user message's rendering.
+// The tail of a split this chat's keys found ends with it (MakePrefixSplit), so a continuing
+// conversation takes that; otherwise the placeholder is rendered alone, on first use.
+class Placeholder {
+ public:
+  Placeholder(const ChatTemplate& tmpl, const ParsedChat& chat, const MemoLookup& m)
+      : tmpl_(tmpl), chat_(chat) {
+    for (const auto& r : m.records) {
+      if (r && r->split) text_ = r->split->tail;
+    }
+    done_ = text_.has_value();
+  }
+  const std::optional<std::string>& text() {
+    if (!done_) {
+      auto r = tmpl_.RenderPrefix(chat_, 0, PrefixVariant::kFollowedByUser);
+      if (r.ok()) text_ = std::move(r).value();
+      done_ = true;
+    }
+    return text_;
+  }
+
+ private:
+  const ChatTemplate& tmpl_;
+  const ParsedChat& chat_;
+  std::optional<std::string> text_;
+  bool done_ = false;
+};
+
+PrefixRecord RecordOf(const Result<std::string>& rendered, PrefixVariant variant,
+                      std::string_view full_text, Placeholder& placeholder) {
+  PrefixRecord r;
+  if (!rendered.ok()) {
+    r.refused = true;
+    return r;
+  }
+  r = MakePrefixRecord(rendered.value(), full_text);
+  if (variant == PrefixVariant::kFollowedByUser && placeholder.text()) {
+    r.split = MakePrefixSplit(rendered.value(), *placeholder.text());
+  }
+  return r;
+}
+
+// Renders the prefixes the memo could not prove, fills in their records and stores them with
+// the moved ones.
 void RenderMissing(const ChatTemplate& tmpl, const ParsedChat& chat, std::string_view full_text,
                    MemoLookup& m, RenderMemo& memo, CapturePointStats* stats) {
   std::vector<std::pair<PrefixKey, PrefixRecord>> fresh;
+  for (size_t j : m.moved) fresh.emplace_back(m.keys[j], *m.records[j]);
+  Placeholder placeholder(tmpl, chat, m);
   const auto t0 = std::chrono::steady_clock::now();
+  size_t renders = 0;
   for (size_t j = 0; j < m.prefixes.size(); ++j) {
-    if (m.records[j]) continue;
-    auto rendered = tmpl.RenderPrefix(chat, m.prefixes[j].n_messages, m.prefixes[j].variant);
-    PrefixRecord r;
-    if (rendered.ok()) {
-      r = MakePrefixRecord(rendered.value(), full_text);
-    } else {
-      r.refused = true;
-    }
-    m.records[j] = r;
-    fresh.emplace_back(m.keys[j], r);
+    if (m.proven[j]) continue;
+    const PrefixRender& p = m.prefixes[j];
+    auto rendered = tmpl.RenderPrefix(chat, p.n_messages, p.variant);
+    m.records[j] = RecordOf(rendered, p.variant, full_text, placeholder);
+    fresh.emplace_back(m.keys[j], *m.records[j]);
+    ++renders;
   }
   if (stats) {
-    stats->renders += fresh.size();
+    stats->renders += renders;
     stats->render_ms +=
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
@@ -155,9 +279,10 @@ Result<std::vector<int32_t>> ChatCapturePoints(const Model& model, const ChatTem
     if (stats) stats->renders = prefixes.size();
     return PointsByTokens(model, prefixes, full);
   }
-  MemoLookup m = LookUp(tmpl, chat, full_text, memo);
+  MemoLookup m = LookUp(tmpl, chat, full_text, memo, stats);
   if (stats) stats->prefixes = m.prefixes.size();
   RenderMissing(tmpl, chat, full_text, m, memo, stats);
+  memo.PutText(full_text);
   std::vector<size_t> shared;
   for (const auto& r : m.records) {
     if (!r->refused) shared.push_back(r->boundary);

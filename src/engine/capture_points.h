@@ -36,12 +36,15 @@ Result<std::vector<int32_t>> ChatCapturePoints(const Model& model, const ChatTem
 struct CapturePointStats {
   size_t prefixes = 0;  // prefix renders the points are found from (PrefixesToCompare)
   size_t renders = 0;   // of which rendered by this call; `memo` proved the others
-  double render_ms = 0; // time spent in those renders
+  size_t by_split = 0;  // of the others, proved by a split (the boundary moved forward)
+  size_t by_text = 0;   // proved by an earlier full render (the boundary moved back)
+  double render_ms = 0; // time spent in those renders (and the placeholder's, when rendered)
 };
 
 // The same points as the reference, rendering only the prefixes whose shared length `memo`
 // cannot prove (RenderMemo): on a conversation that grows by k messages, about 2k + 1 renders,
-// plus the turns a template rewrites (e.g. reasoning it strips once a new user message comes).
+// also when a new user message makes the template rewrite earlier turns (e.g. strip their
+// reasoning): splits and the previous full render, which `memo` keeps, prove those.
 // When the tokens do not spell the text back it renders every prefix, as the reference does.
 // REQUIRES: `chat` was parsed by `tmpl`, `full_text` is tmpl.Render(chat), `full` its tokens.
 // Thread-safe (memo is); `stats` may be null.

@@ -61,8 +61,9 @@ class ChatTemplate {
   // Renders the whole parsed conversation with its options.
   Result<std::string> Render(const ParsedChat& chat) const;
   // Renders messages[:n_messages] without a generation prompt; kFollowedByUser appends an empty
-  // user message first. REQUIRES: 1 <= n_messages <= chat.n_messages(). InvalidArgument when
-  // the template refuses (some refuse a conversation that ends on an assistant turn).
+  // user message first (with n_messages == 0: the placeholder alone, as splits need it).
+  // REQUIRES: n_messages <= chat.n_messages(), and 1 <= n_messages for kPlain. InvalidArgument
+  // when the template refuses (some refuse a conversation that ends on an assistant turn).
   Result<std::string> RenderPrefix(const ParsedChat& chat, size_t n_messages,
                                    PrefixVariant variant) const;
   // SHA-256 of the template source; with the model's own tokens (one ChatTemplate serves one

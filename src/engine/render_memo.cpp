@@ -1,6 +1,7 @@
 #include "engine/render_memo.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 #include <list>
 #include <mutex>
@@ -13,7 +14,16 @@ namespace {
 size_t SharedChars(std::string_view a, std::string_view b) {
   const size_t n = std::min(a.size(), b.size());
   size_t i = 0;
+  constexpr size_t kBlock = 64;  // memcmp whole blocks first: texts share up to megabytes
+  while (i + kBlock <= n && std::memcmp(a.data() + i, b.data() + i, kBlock) == 0) i += kBlock;
   while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
+size_t SharedSuffixChars(std::string_view a, std::string_view b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[a.size() - 1 - i] == b[b.size() - 1 - i]) ++i;
   return i;
 }
 
@@ -66,6 +76,26 @@ PrefixRecord MakePrefixRecord(std::string_view prefix, std::string_view full) {
   return r;
 }
 
+std::optional<PrefixSplit> MakePrefixSplit(std::string_view prefix, std::string_view placeholder) {
+  const size_t tail = SharedSuffixChars(prefix, placeholder);
+  if (tail == 0 || tail > kMaxSplitTail) return std::nullopt;
+  PrefixSplit s;
+  s.at = prefix.size() - tail;
+  s.head_digest = Sha256Of(prefix.substr(0, s.at));
+  s.tail = std::string(prefix.substr(s.at));
+  return s;
+}
+
+PrefixRecord Rebound(const PrefixRecord& r, uint64_t boundary, char next_char,
+                     const Digest& head_digest) {
+  assert(boundary <= r.length);
+  PrefixRecord out = r;
+  out.boundary = boundary;
+  out.next_char = boundary < r.length ? next_char : 0;
+  out.head_digest = head_digest;
+  return out;
+}
+
 std::vector<PrefixKey> PrefixKeys(const ChatTemplate& tmpl, const ParsedChat& chat,
                                   std::span<const PrefixRender> prefixes) {
   // chains[i]: the chain hash of messages[:i].
@@ -108,12 +138,35 @@ bool ProvesSharedLength(const PrefixRecord& r, std::string_view full, const Dige
   return r.boundary == r.length || r.boundary == full.size() || full[r.boundary] != r.next_char;
 }
 
+std::optional<uint64_t> SharedLengthBySplit(const PrefixSplit& split, std::string_view full,
+                                            const Digest& head_digest) {
+  assert(split.at <= full.size());
+  if (head_digest != split.head_digest) return std::nullopt;
+  return split.at + SharedChars(split.tail, full.substr(split.at));
+}
+
+std::optional<uint64_t> SharedLengthByText(const PrefixRecord& r, const Digest& text_head_digest,
+                                           uint64_t text_shared) {
+  assert(!r.refused);
+  if (text_shared >= r.boundary || text_head_digest != r.head_digest) return std::nullopt;
+  return text_shared;
+}
+
 struct RenderMemo::Impl {
   using Entry = std::pair<PrefixKey, PrefixRecord>;
   RenderMemoOptions options;
   mutable std::mutex mu;
   std::list<Entry> lru;  // most recently used first
   std::unordered_map<PrefixKey, std::list<Entry>::iterator, KeyHash> index;
+  std::list<std::shared_ptr<const std::string>> texts;  // most recently used first
+  size_t text_bytes = 0;
+
+  void EvictTexts() {
+    while (text_bytes > options.max_text_bytes) {
+      text_bytes -= texts.back()->size();
+      texts.pop_back();
+    }
+  }
 };
 
 RenderMemo::RenderMemo(const RenderMemoOptions& options) : impl_(std::make_unique<Impl>()) {
@@ -156,10 +209,52 @@ size_t RenderMemo::size() const {
   return impl_->lru.size();
 }
 
+void RenderMemo::PutText(std::string text) {
+  if (text.size() > impl_->options.max_text_bytes) return;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  for (auto it = impl_->texts.begin(); it != impl_->texts.end(); ++it) {
+    if (**it != text) continue;  // kept already (a repeated request): only refresh it
+    impl_->texts.splice(impl_->texts.begin(), impl_->texts, it);
+    return;
+  }
+  impl_->text_bytes += text.size();
+  impl_->texts.push_front(std::make_shared<const std::string>(std::move(text)));
+  impl_->EvictTexts();
+}
+
+ClosestText RenderMemo::FindClosestText(std::string_view full) {
+  std::vector<std::shared_ptr<const std::string>> texts;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    texts.assign(impl_->texts.begin(), impl_->texts.end());
+  }
+  ClosestText best;
+  for (const auto& t : texts) {
+    const uint64_t shared = SharedChars(*t, full);
+    if (!best.text || shared > best.shared) best = {t, shared};
+  }
+  if (best.text) {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (auto it = impl_->texts.begin(); it != impl_->texts.end(); ++it) {
+      if (*it != best.text) continue;
+      impl_->texts.splice(impl_->texts.begin(), impl_->texts, it);
+      break;
+    }
+  }
+  return best;
+}
+
+size_t RenderMemo::n_texts() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->texts.size();
+}
+
 void RenderMemo::Clear() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->lru.clear();
   impl_->index.clear();
+  impl_->texts.clear();
+  impl_->text_bytes = 0;
 }
 
 }  // namespace prefixd::engine

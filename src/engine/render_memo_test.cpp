@@ -1,7 +1,9 @@
 // The render memo (issue 10): memoized capture points equal the reference (every prefix
 // rendered) on every request of growing agent sessions, for the test models' template and for
 // real templates the pinned llama.cpp ships; a continuing request renders a small constant
-// times its new messages; an edit in history still gives the reference's points.
+// times its new messages, also one that adds a user message after a long agent run (the
+// template rewrites the turns since the previous one: splits and kept texts prove them); an
+// edit in history, misleading kept texts or none still give the reference's points.
 #include "engine/render_memo.h"
 
 #include <gtest/gtest.h>
@@ -61,6 +63,80 @@ TEST(RenderMemoTest, PrefixDigestsInAnyOrderWithRepeats) {
   const std::vector<Digest> d = PrefixDigests(text, at);
   ASSERT_EQ(d.size(), at.size());
   for (size_t i = 0; i < at.size(); ++i) EXPECT_EQ(d[i], Sha256Of(text.substr(0, at[i]))) << i;
+}
+
+TEST(RenderMemoTest, SplitKeepsThePlaceholderTailAndProvesTheHead) {
+  // A render followed by a placeholder user message "<u></u>", the placeholder alone with the
+  // system prompt the template adds to it: the tail starts a character early (">"), harmless.
+  const std::string prefix = "<s>sys</s><a>x</a><u></u>";
+  const auto split = MakePrefixSplit(prefix, "<s>tools</s><u></u>");
+  ASSERT_TRUE(split.has_value());
+  EXPECT_EQ(split->tail, "><u></u>");
+  EXPECT_EQ(split->at, prefix.size() - 8);
+  EXPECT_EQ(split->head_digest, Sha256Of("<s>sys</s><a>x</a"));
+  auto by_split = [&](std::string_view full) {
+    const uint64_t at = split->at;
+    return SharedLengthBySplit(*split, full, PrefixDigests(full, std::span(&at, 1))[0]);
+  };
+  // A later message follows where the placeholder was: the boundary is its start (+ "<"),
+  // exactly what rendering the prefix would give.
+  for (std::string full : {"<s>sys</s><a>x</a><a>y", "<s>sys</s><a>x</a><u>q</u>",
+                           "<s>sys</s><a>x</a>"}) {
+    EXPECT_EQ(by_split(full), std::optional<uint64_t>(MakePrefixRecord(prefix, full).boundary))
+        << full;
+  }
+  EXPECT_EQ(by_split("<s>sys</s><a>x</a><a>y"), std::optional<uint64_t>(split->at + 2));
+  EXPECT_EQ(by_split("<s>sys</s><a>z</a><a>y"), std::nullopt);  // the head differs
+  // No common suffix, or one too long to keep: no split.
+  EXPECT_FALSE(MakePrefixSplit(prefix, "<u></u>x").has_value());
+  const std::string long_tail(kMaxSplitTail + 1, 'x');
+  EXPECT_FALSE(MakePrefixSplit("a" + long_tail, long_tail).has_value());
+}
+
+TEST(RenderMemoTest, EarlierTextProvesABoundaryThatMovedBack) {
+  // The plain render of a turn with reasoning, compared with the full render that still showed
+  // it; the next full render strips it (a new user message came).
+  const std::string prefix = "<s>sys</s><a><think>r</think>x</a>";
+  const std::string before = prefix + "<t>out</t>";
+  const std::string after = "<s>sys</s><a>x</a><u>q</u>";
+  const PrefixRecord r = MakePrefixRecord(prefix, before);
+  ASSERT_EQ(r.boundary, prefix.size());
+  const uint64_t b = r.boundary;
+  const Digest text_digest = PrefixDigests(before, std::span(&b, 1))[0];
+  const uint64_t shared = 13;  // LCP(before, after) == "<s>sys</s><a>"
+  ASSERT_EQ(before.substr(0, shared), after.substr(0, shared));
+  EXPECT_EQ(SharedLengthByText(r, text_digest, shared), std::optional<uint64_t>(shared));
+  EXPECT_EQ(MakePrefixRecord(prefix, after).boundary, shared);  // what rendering would give
+  // The text must spell the render up to its boundary, and leave the new render before it.
+  EXPECT_EQ(SharedLengthByText(r, Sha256Of("something else"), shared), std::nullopt);
+  EXPECT_EQ(SharedLengthByText(r, text_digest, b), std::nullopt);
+  const PrefixRecord moved = Rebound(r, shared, before[shared], Sha256Of(after.substr(0, shared)));
+  EXPECT_EQ(moved.length, r.length);
+  EXPECT_EQ(moved.next_char, '<');
+  EXPECT_TRUE(Proves(moved, after));
+}
+
+TEST(RenderMemoTest, TextsAreBoundedDedupedAndTheClosestIsFound) {
+  RenderMemo memo({/*max_entries=*/16, /*max_text_bytes=*/30});
+  EXPECT_FALSE(memo.FindClosestText("abc").text);
+  memo.PutText("0123456789");
+  memo.PutText("abcdefghij");
+  memo.PutText("abcdefghij");  // kept once
+  EXPECT_EQ(memo.n_texts(), 2u);
+  ClosestText c = memo.FindClosestText("abcdXYZ");
+  ASSERT_TRUE(c.text);
+  EXPECT_EQ(*c.text, "abcdefghij");
+  EXPECT_EQ(c.shared, 4u);
+  memo.PutText(std::string(31, 'z'));  // larger than the bound: not kept
+  EXPECT_EQ(memo.n_texts(), 2u);
+  memo.FindClosestText("0123");        // "0123456789" is now the most recent
+  memo.PutText("ABCDEFGHIJKLMNO");     // 35 bytes: the least recent goes
+  EXPECT_EQ(memo.n_texts(), 2u);
+  EXPECT_EQ(memo.FindClosestText("abcd").shared, 0u);
+  EXPECT_EQ(memo.FindClosestText("ABC").shared, 3u);
+  EXPECT_EQ(memo.FindClosestText("0123").shared, 4u);
+  memo.Clear();
+  EXPECT_EQ(memo.n_texts(), 0u);
 }
 
 PrefixKey KeyOf(int i) {
@@ -130,6 +206,7 @@ const char* kTools = R"([{"type":"function","function":{"name":"read_file",
 struct Session {
   json messages = json::array();
   int step = 0;
+  int user_every = 3;  // steps per user turn
   // Appends one step; returns the number of messages it added.
   size_t Advance() {
     const size_t before = messages.size();
@@ -137,7 +214,7 @@ struct Session {
     json call = {{"id", id}, {"type", "function"},
                  {"function", {{"name", "read_file"},
                                {"arguments", json{{"path", "f" + std::to_string(step)}}.dump()}}}};
-    if (step % 3 == 2) {
+    if (step % user_every == user_every - 1) {
       messages.push_back({{"role", "assistant"}, {"reasoning_content", Words(step, 12)},
                           {"content", Words(step + 100, 20)}});
       messages.push_back({{"role", "user"}, {"content", Words(step + 200, 15)}});
@@ -153,8 +230,9 @@ struct Session {
   bool ends_with_user() const { return messages.back()["role"] == "user"; }
 };
 
-Session StartSession() {
+Session StartSession(int user_every = 3) {
   Session s;
+  s.user_every = user_every;
   s.messages.push_back({{"role", "system"}, {"content", "You are an agent. " + Words(1, 30)}});
   s.messages.push_back({{"role", "user"}, {"content", Words(2, 20)}});
   return s;
@@ -214,23 +292,56 @@ class RenderMemoTemplateTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<ChatTemplate> tmpl_;
 };
 
-TEST_P(RenderMemoTemplateTest, GrowingSessionGivesReferencePointsWithFewRenders) {
+// Every request of a growing session, also one that adds a user message (when templates rewrite
+// the turns since the previous one), renders about 2 prefixes per new message.
+void ExpectReferencePointsWithFewRenders(const ChatTemplate& tmpl, int user_every,
+                                         int n_requests) {
   RenderMemo memo;
-  Session s = StartSession();
+  Session s = StartSession(user_every);
   size_t added = s.messages.size();
-  size_t since_user = 0;  // messages after the last user message, before this request
-  for (int req = 0; req < 14; ++req) {
-    Prepared p = Prepare(*tmpl_, memo, s.messages);
+  int user_requests = 0;
+  for (int req = 0; req < n_requests; ++req) {
+    Prepared p = Prepare(tmpl, memo, s.messages);
     EXPECT_EQ(p.memoized, p.reference) << "request " << req;
     EXPECT_FALSE(p.reference.empty()) << "request " << req;
     if (req > 0) {
-      // New messages, plus the turns a template rewrites when a user message closes them.
-      const size_t rewritten = s.ends_with_user() ? since_user : 0;
-      EXPECT_LE(p.stats.renders, 2 * (added + rewritten) + 2)
-          << "request " << req << " of " << s.messages.size() << " messages";
+      EXPECT_LE(p.stats.renders, 2 * added + 1)
+          << "request " << req << " of " << s.messages.size() << " messages"
+          << (s.ends_with_user() ? " (adds a user message)" : "");
+      if (s.ends_with_user()) ++user_requests;
     }
-    since_user = s.ends_with_user() ? 0 : since_user + added;
     added = s.Advance();
+  }
+  EXPECT_GE(user_requests, 2);
+}
+
+TEST_P(RenderMemoTemplateTest, GrowingSessionGivesReferencePointsWithFewRenders) {
+  ExpectReferencePointsWithFewRenders(*tmpl_, /*user_every=*/3, /*n_requests=*/14);
+}
+
+TEST_P(RenderMemoTemplateTest, NewUserMessageAfterLongAgentRunRendersOnlyNewMessages) {
+  ExpectReferencePointsWithFewRenders(*tmpl_, /*user_every=*/6, /*n_requests=*/20);
+}
+
+// Texts that share much with the requests but differ somewhere (other branches, corrupted
+// copies) and a memo that keeps no texts: still the reference's points.
+TEST_P(RenderMemoTemplateTest, MisleadingOrMissingTextsGiveReferencePoints) {
+  RenderMemo memo;
+  RenderMemo no_texts({/*max_entries=*/size_t(1) << 16, /*max_text_bytes=*/0});
+  Session s = StartSession(4);
+  for (int req = 0; req < 12; ++req) {
+    const std::string text = tmpl_->Render(s.messages.dump(), {true, kTools}).value();
+    for (size_t at : {text.size() / 3, text.size() / 2, text.size() - 5}) {
+      std::string wrong = text;
+      wrong[at] = wrong[at] == 'x' ? 'y' : 'x';
+      memo.PutText(wrong.substr(0, at + 100));
+    }
+    Prepared p = Prepare(*tmpl_, memo, s.messages);
+    EXPECT_EQ(p.memoized, p.reference) << "request " << req;
+    Prepared q = Prepare(*tmpl_, no_texts, s.messages);
+    EXPECT_EQ(q.memoized, q.reference) << "request " << req << " (no texts kept)";
+    EXPECT_EQ(q.stats.by_text, 0u);
+    s.Advance();
   }
 }
 
