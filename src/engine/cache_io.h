@@ -35,8 +35,13 @@ class CacheIo {
   // Learns the state shape the codec assembles into (decodes one token into `seq`, then
   // clears it). Runs once at start; until it succeeds nothing is restored.
   Status Init(int32_t seq);
-  // Looks up slot.job's prompt, restores the longest restorable prefix into slot.seq and sets
-  // slot.restored / slot.pos and slot.result.cache. Then plans slot.captures.
+  // Gives slot.seq the longest prefix of slot.job's prompt it can, cheapest way first: (1) keep
+  // what the sequence holds (slot.held: all of it when it is a prefix of the prompt, or for
+  // pure attention any prefix, the rows after it cut): 0 bytes, tier kSlot; (2) when the
+  // sequence holds the rows of a cached prefix [0, P) but no state valid at P, set only the
+  // Snapshot's partial and cut the rows after P; (3) otherwise assemble the whole prefix from
+  // the tiers (RAM, then disk). Sets slot.restored / slot.pos and slot.result.cache, clears
+  // slot.held, then plans slot.captures. Any failed check leaves slot.seq empty (cold).
   void Restore(Slot& slot);
   // Runs after the prefill chunk that ended at `point.pos`: takes the Snapshot there.
   Status Capture(Slot& slot, const CapturePoint& point);

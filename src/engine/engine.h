@@ -1,9 +1,10 @@
 // Engine: the cache-aware inference pipeline the server and the CLI talk to.
 //
-// A request's way through (DESIGN.md): mark capture points, look up the longest restorable
-// prefix (RAM tier, then disk), restore it into a free Slot, prefill the rest in chunks that end
-// exactly at capture points (taking snapshots there and slicing new blocks from one whole
-// state at the end), generate, publish. Any failed check drops the entry and prefills cold.
+// A request's way through (DESIGN.md): mark capture points (memoized: only new messages are
+// rendered), pick the Slot that holds the longest prefix of the prompt (a session continuing
+// keeps it: nothing restored), else restore the longest restorable prefix (RAM tier, then disk),
+// prefill the rest in chunks that end exactly at capture points (taking snapshots there and
+// slicing the new blocks from one ranged read of the new rows), generate, publish. Any failed check drops the entry and prefills cold.
 //
 // Thread-safety: every public method may be called from any thread. Complete() blocks the
 // calling thread until its request finishes; requests run concurrently on n_slots slots with
