@@ -52,6 +52,9 @@ struct Scheduler::Impl {
   void ReleaseContext();
   void Loop();
   bool Admit();
+  bool AnyActive() const;
+  void NoteBusy(bool busy);
+  bool store_busy = false;  // what the disk store was last told (SetForegroundBusy)
   Slot& PickSlot(std::span<const Token> tokens, const Digest& domain);
   void Start(Slot& slot, std::unique_ptr<Job> job);
   void KeepHeld(Slot& slot, std::span<const Token> generated);
@@ -238,7 +241,7 @@ void Scheduler::Impl::Loop() {
       });
       if (stopping) break;
     }
-    Admit();
+    if (Admit()) NoteBusy(true);
     Slot* prefill = nullptr;
     for (size_t i = 0; i < slots.size() && prefill == nullptr; ++i) {
       Slot& s = slots[(next_prefill + i) % slots.size()];
@@ -249,6 +252,7 @@ void Scheduler::Impl::Loop() {
       PrefillStep(*prefill);
     }
     GenerateStep();
+    if (!AnyActive()) NoteBusy(false);
   }
   for (Slot& s : slots) {
     if (s.phase != Phase::kIdle) Finish(s, "cancelled");
@@ -256,6 +260,21 @@ void Scheduler::Impl::Loop() {
   std::lock_guard<std::mutex> lock(mu);
   for (auto& job : queue) job->done.set_value(Status::Aborted("the engine is shutting down"));
   queue.clear();
+}
+
+bool Scheduler::Impl::AnyActive() const {
+  for (const Slot& s : slots) {
+    if (s.phase != Phase::kIdle) return true;
+  }
+  return false;
+}
+
+// Write-behind waits while the model runs (issue 11): on a small machine a disk writer taking
+// a core makes every decode step wait for the preempted inference thread.
+void Scheduler::Impl::NoteBusy(bool busy) {
+  if (!store || busy == store_busy) return;
+  store_busy = busy;
+  store->SetForegroundBusy(busy);
 }
 
 bool Scheduler::Impl::Admit() {

@@ -21,6 +21,8 @@ constexpr char kLockName[] = "LOCK";
 constexpr char kTempSuffix[] = ".tmp";
 constexpr size_t kMaxReportedDrops = 100;
 constexpr auto kIdleWake = std::chrono::seconds(1);
+// The longest a put waits while the foreground is busy (SetForegroundBusy).
+constexpr auto kMaxWriteDefer = std::chrono::seconds(2);
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -98,6 +100,7 @@ struct WriteJob {
   RecordMeta meta;
   std::shared_ptr<const std::vector<uint8_t>> payload;
   uint64_t ticket = 0;
+  std::chrono::steady_clock::time_point queued_at;
 };
 
 // The disk store. Invariants (under mu_):
@@ -143,6 +146,7 @@ class DiskStoreImpl : public DiskStore {
   Status Remove(const Key& key, RecordKind kind) override;
   Status Clear(std::optional<Digest> domain) override;
   void Flush() override;
+  void SetForegroundBusy(bool busy) override;
   VerifyReport Verify() override;
   Stats GetStats() override;
 
@@ -180,6 +184,7 @@ class DiskStoreImpl : public DiskStore {
 
   // Writer thread.
   void WriterLoop();
+  bool WriteNowLocked() const;
   void WriteOne(const WriteJob& job);
   Status Publish(const WriteJob& job, uint64_t created_ms, bool* cancelled);
   Status WriteTemp(const WriteJob& job, uint64_t created_ms, const std::string& tmp);
@@ -210,6 +215,8 @@ class DiskStoreImpl : public DiskStore {
   std::map<RecordId, uint64_t> touched_;  // last-access times not yet in the log
   std::map<RecordId, Pending> pending_;
   std::deque<WriteJob> queue_;
+  bool foreground_busy_ = false;  // SetForegroundBusy: defer writes (see WriteNowLocked)
+  int flushing_ = 0;              // Flush() calls waiting: write now
   uint64_t queued_bytes_ = 0;  // payload bytes in queue_
   uint64_t used_ = 0;
   uint64_t lru_counter_ = 0;
@@ -434,7 +441,8 @@ bool DiskStoreImpl::PutAsync(RecordMeta meta, std::shared_ptr<const std::vector<
     uint64_t ticket = next_ticket_++;
     pending_[id] = Pending{ticket, meta.domain};
     queued_bytes_ += payload->size();
-    queue_.push_back(WriteJob{std::move(meta), std::move(payload), ticket});
+    queue_.push_back(
+        WriteJob{std::move(meta), std::move(payload), ticket, std::chrono::steady_clock::now()});
     ++stats_.puts_accepted;
   }
   work_cv_.notify_one();
@@ -444,8 +452,8 @@ bool DiskStoreImpl::PutAsync(RecordMeta meta, std::shared_ptr<const std::vector<
 void DiskStoreImpl::WriterLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    work_cv_.wait_for(lock, kIdleWake, [&] { return stop_ || !queue_.empty(); });
-    if (!queue_.empty()) {
+    work_cv_.wait_for(lock, kIdleWake, [&] { return stop_ || (!queue_.empty() && WriteNowLocked()); });
+    if (!queue_.empty() && WriteNowLocked()) {
       WriteJob job = std::move(queue_.front());
       queue_.pop_front();
       queued_bytes_ -= job.payload->size();
@@ -457,6 +465,7 @@ void DiskStoreImpl::WriterLoop() {
       continue;
     }
     if (stop_) break;
+    if (foreground_busy_) continue;  // index maintenance waits for an idle moment too
     lock.unlock();
     FlushTouches();
     MaybeCompact();
@@ -738,10 +747,29 @@ void DiskStoreImpl::Flush() {
   {
     std::unique_lock<std::mutex> lock(mu_);
     uint64_t target = next_ticket_ - 1;
+    ++flushing_;
+    work_cv_.notify_all();
     done_cv_.wait(lock, [&] { return completed_ticket_ >= target; });
+    --flushing_;
   }
   FlushTouches();
   MaybeCompact();
+}
+
+void DiskStoreImpl::SetForegroundBusy(bool busy) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    foreground_busy_ = busy;
+  }
+  if (!busy) work_cv_.notify_all();
+}
+
+// REQUIRES: mu_ held and a put queued.
+bool DiskStoreImpl::WriteNowLocked() const {
+  if (!foreground_busy_ || stop_ || flushing_ > 0) return true;
+  if (queue_.size() * 2 >= options_.writer_queue_depth) return true;
+  if (queued_bytes_ * 2 >= options_.writer_queue_bytes) return true;
+  return std::chrono::steady_clock::now() - queue_.front().queued_at >= kMaxWriteDefer;
 }
 
 Stats DiskStoreImpl::GetStats() {

@@ -130,8 +130,13 @@ class DiskStore {
   // Deletes every record (of `domain`, when given), queued ones included.
   virtual Status Clear(std::optional<prefixd::Digest> domain) = 0;
   // Waits until every put queued before the call is written (or failed), then saves
-  // last-access times to the index log.
+  // last-access times to the index log. Writes deferred by SetForegroundBusy go first.
   virtual void Flush() = 0;
+  // While `busy` (the engine is prefilling or generating), the writer defers queued puts and
+  // index maintenance, so write-behind does not take CPU from inference threads that wait on
+  // each other at every op. A deferred put is still written when the queue is half full, when
+  // it has waited kMaxWriteDefer, when Flush() waits for it, or when the store closes.
+  virtual void SetForegroundBusy(bool busy) = 0;
   // Reads every record in full; quarantines and reports the bad ones.
   virtual VerifyReport Verify() = 0;
 

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "store/store_test_util.h"
 #include "util/fault_env.h"
@@ -60,6 +62,28 @@ TEST(DiskStore, RoundTrip) {
   EXPECT_EQ(st.get_hits, 2u);
   EXPECT_EQ(st.get_not_found, 1u);
   EXPECT_EQ(st.bytes, RecordFileBytes(rec->meta));
+}
+
+// Write-behind yields to inference (issue 11): while the foreground is busy a put waits; it is
+// written once the foreground is idle, or at once when Flush() waits for it.
+TEST(DiskStore, ForegroundBusyDefersWrites) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  store->SetForegroundBusy(true);
+  RecordMeta a = MetaFor(3), b = MetaFor(4);
+  ASSERT_TRUE(store->PutAsync(a, PayloadPtr(3, 100)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(store->Contains(a.key, RecordKind::kBlockRows)) << "written while busy";
+  EXPECT_EQ(store->GetStats().queue_depth, 1u);
+  store->SetForegroundBusy(false);
+  for (int i = 0; i < 200 && !store->Contains(a.key, RecordKind::kBlockRows); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(store->Contains(a.key, RecordKind::kBlockRows)) << "not written once idle";
+  store->SetForegroundBusy(true);
+  ASSERT_TRUE(store->PutAsync(b, PayloadPtr(4, 100)));
+  store->Flush();  // a flush does not wait for the foreground
+  EXPECT_TRUE(store->Contains(b.key, RecordKind::kBlockRows));
 }
 
 TEST(DiskStore, EmptyPayloadAndNoTokens) {
