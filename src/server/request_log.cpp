@@ -67,6 +67,8 @@ LogLine& LogLine::AddCompletion(const engine::CompletionResult& r) {
   if (!r.cache.miss_reason.empty()) Add("miss_reason", r.cache.miss_reason);
   Add("finish", r.finish_reason);
   Add("queue_ms", u.queue_ms).Add("prefill_ms", u.prefill_ms).Add("decode_ms", u.decode_ms);
+  Add("restore_ms", u.restore_ms).Add("restored_bytes", (long long)u.restored_bytes);
+  Add("eval_ms", u.prompt_eval_ms).Add("chunks", (long long)u.prefill_chunks);
   return *this;
 }
 
