@@ -49,6 +49,7 @@ struct Scheduler::Impl {
 
   void Run(std::promise<Status>& ready);
   Status Setup();
+  Status SetupCache(const ContextOptions& copt);
   void ReleaseContext();
   void Loop();
   bool Admit();
@@ -132,7 +133,11 @@ Status Scheduler::Impl::Setup() {
     if (model.IsEndOfGeneration(t)) eog_tokens.push_back(t);
   }
   for (uint32_t i = 0; i < options.n_slots; ++i) slots[i].seq = int32_t(i);
-  if (!options.cache_enabled) return Status::OK();
+  return options.cache_enabled ? SetupCache(copt) : Status::OK();
+}
+
+// The tiers and CacheIo; learns the state shape (a one-token decode: on this thread too).
+Status Scheduler::Impl::SetupCache(const ContextOptions& copt) {
   PREFIXD_ASSIGN_OR_RETURN(fingerprints, ComputeFingerprints(model, copt, options));
   CacheIoOptions io;
   io.block_size = options.block_size;
