@@ -62,6 +62,7 @@ struct Slot {
   Digest held_domain{};
   size_t held_tail = 0;            // the last prompt's last capture point (its tail)
   uint64_t last_used = 0;          // admission order, for picking the least recently used slot
+  uint64_t epoch = 0;              // the scheduler's clear epoch when the request started
   Token next_token = -1;           // sampled, not yet decoded
   bool publish_pending = false;    // the prompt is decoded but not yet published
   CompletionResult result;

@@ -43,7 +43,10 @@ struct Scheduler::Impl {
   std::thread worker;
   size_t next_prefill = 0;
   uint64_t admissions = 0;
-  std::atomic<bool> forget_held{false};  // set by ClearCache: no reuse of what slots hold
+  // ClearCache bumps it: a slot forgets what it holds when its sequence was filled before the
+  // clear (idle slots at the next admission, busy ones when their request finishes).
+  std::atomic<uint64_t> clear_epoch{0};
+  uint64_t forgotten_epoch = 0;  // the clear the idle slots were last cleared for
 
   Impl(const Model& m, const EngineOptions& o) : model(m), options(o) {}
 
@@ -219,7 +222,7 @@ EngineStats Scheduler::GetStats() const {
 }
 
 Status Scheduler::ClearCache() {
-  impl_->forget_held = true;  // the slots drop what they hold before the next admission
+  impl_->clear_epoch++;  // nothing the slots hold now is reused
   if (impl_->cache) impl_->cache->Clear();
   if (impl_->store) return impl_->store->Clear(std::nullopt);
   return Status::OK();
@@ -283,7 +286,8 @@ void Scheduler::Impl::NoteBusy(bool busy) {
 }
 
 bool Scheduler::Impl::Admit() {
-  if (forget_held.exchange(false)) {
+  if (const uint64_t epoch = clear_epoch; epoch != forgotten_epoch) {
+    forgotten_epoch = epoch;
     for (Slot& s : slots) {
       if (s.phase == Phase::kIdle) ForgetHeld(s);
     }
@@ -358,6 +362,7 @@ void Scheduler::Impl::Start(Slot& slot, std::unique_ptr<Job> job) {
   slot.next_capture = 0;
   slot.phase = Phase::kPrefill;
   slot.last_used = ++admissions;
+  slot.epoch = forgotten_epoch;  // the clear its held tokens were checked against (Admit)
   if (cache_io) {
     RememberDomain(slot.domain);
     cache_io->Restore(slot);
@@ -472,7 +477,7 @@ void Scheduler::Impl::Finish(Slot& slot, const std::string& reason) {
     Status st = cache_io->PublishGeneration(slot, counted.tokens);
     if (!st.ok()) CountCacheError("publish", st);
   }
-  if (cache_io) {
+  if (cache_io && slot.epoch == clear_epoch) {
     KeepHeld(slot, counted.tokens);
   } else {
     ForgetHeld(slot);
