@@ -43,6 +43,7 @@ struct ServeArgs {
   int64_t gpu_layers = 0;
   int64_t max_queue = 64;
   bool no_cache = false;
+  bool whole_state = false;
   bool no_flash_attn = false;
   std::string api_key_file;
 };
@@ -126,6 +127,7 @@ Result<engine::EngineOptions> EngineOptionsOf(const ServeArgs& a) {
   eo.n_threads_batch = int(a.threads_batch);
   eo.n_gpu_layers = int(a.gpu_layers);
   eo.cache_enabled = !a.no_cache;
+  eo.whole_state = a.whole_state;
   eo.flash_attn = !a.no_flash_attn;
   eo.max_queue = size_t(a.max_queue);
   return eo;
@@ -226,6 +228,9 @@ int CmdServe(int argc, char** argv) {
             "requests that may wait for a slot; more get 503 with Retry-After");
   flags.String("--max-body", &a.max_body, "largest request body accepted (e.g. 32M)");
   flags.Bool("--no-cache", &a.no_cache, "turn the prompt cache fully off");
+  flags.Bool("--whole-state", &a.whole_state,
+             "cache whole-state snapshots even where the state codec can slice the model "
+             "(a diagnostic: larger; models the codec cannot slice use them anyway)");
   flags.Bool("--no-flash-attn", &a.no_flash_attn, "run attention without flash attention");
   flags.String("--api-key-file", &a.api_key_file,
                "file with one API key per line; requests must send one (default: no keys)");

@@ -66,14 +66,18 @@ struct CacheIo::Impl {
   cache::PrefixCache& cache;
   cache::DiskTier* disk;
   CacheIoOptions options;
-  std::optional<StateShape> shape;  // learned once from a one-token state
-  Status shape_status;
+  std::optional<StateShape> shape;  // kSliced: what the codec probe learned
   std::vector<uint8_t> scratch;  // assembled state bytes, reused across restores
 
-  Impl(Context& c, cache::PrefixCache& pc, cache::DiskTier* d, const CacheIoOptions& o)
-      : ctx(c), cache(pc), disk(d), options(o) {}
+  Impl(Context& c, cache::PrefixCache& pc, cache::DiskTier* d, const CacheIoOptions& o,
+       std::optional<StateShape> s)
+      : ctx(c), cache(pc), disk(d), options(o), shape(std::move(s)) {}
 
-  Status LearnShape(int32_t seq);
+  bool whole() const { return options.mode == StateMode::kWhole; }
+  // What a Snapshot holds: the partial state, or in kWhole the whole state.
+  Result<std::vector<uint8_t>> TakeSnapshot(const Slot& slot) const {
+    return ctx.GetState(slot.seq, whole() ? StatePart::kWhole : StatePart::kPartial);
+  }
   // Slices Blocks [from / B, n / B) of `tokens` (n = tokens.size(), all decoded in slot.seq)
   // from one read of the rows [first Block, n) and publishes them, then slot.pending.
   Status PublishRange(Slot& slot, std::span<const Token> tokens, int32_t from);
@@ -89,32 +93,18 @@ struct CacheIo::Impl {
 };
 
 CacheIo::CacheIo(Context& ctx, cache::PrefixCache& cache, cache::DiskTier* disk,
-                 const CacheIoOptions& options)
-    : impl_(std::make_unique<Impl>(ctx, cache, disk, options)) {}
+                 const CacheIoOptions& options, std::optional<StateShape> shape)
+    : impl_(std::make_unique<Impl>(ctx, cache, disk, options, std::move(shape))) {}
 CacheIo::~CacheIo() = default;
 
-// Decodes one token into the (empty) sequence to learn the state's shape, then clears it.
-Status CacheIo::Impl::LearnShape(int32_t seq) {
-  Token one[1] = {0};
-  PREFIXD_RETURN_IF_ERROR(ctx.DecodeChunk(seq, one, 0, false));
-  auto whole = ctx.GetState(seq, StatePart::kWhole);
-  ctx.SeqClear(seq);
-  if (!whole.ok()) return whole.status();
-  PREFIXD_ASSIGN_OR_RETURN(ParsedState parsed, ParseState(*whole, ctx.model().layout(), ctx.model().has_cell_ext()));
-  PREFIXD_ASSIGN_OR_RETURN(StateShape s, StateShapeOf(parsed));
-  shape = std::move(s);
-  return Status::OK();
-}
-
-Status CacheIo::Init(int32_t seq) {
-  impl_->shape_status = impl_->LearnShape(seq);
-  return impl_->shape_status;
-}
-
 Status CacheIo::Impl::RestoreMatch(Slot& slot, const cache::PrefixCache::Match& m) {
-  if (!shape) {
-    return shape_status.ok() ? Status::Internal("no state shape") : shape_status;
+  if (whole()) {  // the Snapshot is the whole state at P
+    if (!m.snapshot) return Status::Corruption("whole-state match without a snapshot");
+    PREFIXD_RETURN_IF_ERROR(ctx.SetState(slot.seq, m.snapshot->bytes, StatePart::kWhole));
+    slot.result.usage.restored_bytes = m.snapshot->bytes.size();
+    return CheckEndsAt(slot, m.n_tokens);
   }
+  if (!shape) return Status::Internal("no state shape");
   std::vector<RowsRef> rows;
   rows.reserve(m.rows.size());
   for (const auto& span : m.rows) {
@@ -172,7 +162,7 @@ Status CacheIo::Impl::RestorePartial(Slot& slot, const cache::PrefixCache::Match
 
 // The partial section must be one a state taken at exactly P would have.
 Status CacheIo::Impl::CheckPartial(std::span<const uint8_t> partial, size_t p) const {
-  if (!shape) return shape_status.ok() ? Status::Internal("no state shape") : shape_status;
+  if (!shape) return Status::Internal("no state shape");
   return CheckPartialState(partial, *shape, int32_t(p));
 }
 
@@ -244,7 +234,7 @@ void CacheIo::Restore(Slot& slot) {
 Status CacheIo::Capture(Slot& slot, const CapturePoint& point) {
   PendingSnapshot snap{point.pos, point.kind, {}};
   if (impl_->options.needs_snapshot) {
-    PREFIXD_ASSIGN_OR_RETURN(snap.partial, impl_->ctx.GetState(slot.seq, StatePart::kPartial));
+    PREFIXD_ASSIGN_OR_RETURN(snap.partial, impl_->TakeSnapshot(slot));
   }
   slot.pending.push_back(std::move(snap));
   return Status::OK();
@@ -270,7 +260,7 @@ Status CacheIo::PublishGeneration(Slot& slot, std::span<const Token> generated) 
   slot.pending.clear();
   PendingSnapshot end{slot.pos, SnapshotKind::kGenerationEnd, {}};
   if (impl_->options.needs_snapshot) {
-    PREFIXD_ASSIGN_OR_RETURN(end.partial, impl_->ctx.GetState(slot.seq, StatePart::kPartial));
+    PREFIXD_ASSIGN_OR_RETURN(end.partial, impl_->TakeSnapshot(slot));
   }
   if (impl_->options.has_rows || impl_->options.needs_snapshot) slot.pending.push_back(std::move(end));
   return impl_->PublishRange(slot, tokens, n);

@@ -5,12 +5,14 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "cache/disk_tier.h"
 #include "cache/prefix_cache.h"
 #include "engine/context.h"
 #include "engine/job.h"
+#include "engine/state_codec.h"
 
 namespace prefixd::engine {
 
@@ -23,18 +25,18 @@ struct CacheIoOptions {
   uint32_t snapshot_spacing = 2048;
   bool has_rows = true;
   bool needs_snapshot = false;
+  // kWhole: a Snapshot is the whole state at its position (has_rows false, needs_snapshot
+  // true); restores set it as it is. kSliced needs the shape the codec probe learned.
+  StateMode mode = StateMode::kSliced;
 };
 
 class CacheIo {
  public:
-  // REQUIRES: ctx, cache and disk (null: no disk tier) outlive this object.
+  // REQUIRES: ctx, cache and disk (null: no disk tier) outlive this object; `shape` (what the
+  // codec probe learned, see codec_probe.h) is set when options.mode is kSliced.
   CacheIo(Context& ctx, cache::PrefixCache& cache, cache::DiskTier* disk,
-          const CacheIoOptions& options);
+          const CacheIoOptions& options, std::optional<StateShape> shape);
   ~CacheIo();
-
-  // Learns the state shape the codec assembles into (decodes one token into `seq`, then
-  // clears it). Runs once at start; until it succeeds nothing is restored.
-  Status Init(int32_t seq);
   // Gives slot.seq the longest prefix of slot.job's prompt it can, cheapest way first: (1) keep
   // what the sequence holds (slot.held: all of it when it is a prefix of the prompt, or for
   // pure attention any prefix, the rows after it cut): 0 bytes, tier kSlot; (2) when the

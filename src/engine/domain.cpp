@@ -12,12 +12,13 @@ namespace {
 // Bump when the rows payload or snapshot byte format changes: old entries stop matching.
 constexpr uint64_t kCodecVersion = 1;
 
-Digest LayoutFingerprint(const Model& model, const ContextOptions& ctx) {
+Digest LayoutFingerprint(const Model& model, const ContextOptions& ctx, StateMode mode) {
   Sha256 h;
   h.Update("prefixd-layout");
   h.UpdateU64(kCodecVersion);
   h.Update(model.arch());
   h.Update(MemoryLayoutName(model.layout()));
+  if (mode != StateMode::kSliced) h.Update(StateModeName(mode));  // sliced: as before
   h.Update(ctx.type_k);
   h.Update(ctx.type_v);
   h.UpdateU64(ctx.flash_attn ? 1 : 0);  // decides the V layout (transposed or not)
@@ -32,7 +33,7 @@ Digest LayoutFingerprint(const Model& model, const ContextOptions& ctx) {
 }  // namespace
 
 Result<DomainFingerprints> ComputeFingerprints(const Model& model, const ContextOptions& ctx,
-                                               const EngineOptions& options) {
+                                               const EngineOptions& options, StateMode mode) {
   DomainFingerprints fp;
   std::string memo_path;
   if (!options.cache_dir.empty()) {
@@ -44,7 +45,7 @@ Result<DomainFingerprints> ComputeFingerprints(const Model& model, const Context
   }
   cache::FingerprintMemo memo(memo_path);
   PREFIXD_ASSIGN_OR_RETURN(fp.model, cache::FileFingerprint(model.path(), memo));
-  fp.layout = LayoutFingerprint(model, ctx);
+  fp.layout = LayoutFingerprint(model, ctx, mode);
   return fp;
 }
 

@@ -20,8 +20,9 @@ struct DomainFingerprints {
 };
 
 // Hashes the model file once (memo in <cache_dir>/fingerprints.tsv when a cache dir is set).
+// `mode` is part of the layout fingerprint: sliced and whole-state entries never mix.
 Result<DomainFingerprints> ComputeFingerprints(const Model& model, const ContextOptions& ctx,
-                                               const EngineOptions& options);
+                                               const EngineOptions& options, StateMode mode);
 
 // The domain root for a tenant: H(model, layout, salt).
 Digest DomainFor(const DomainFingerprints& fp, const std::string& tenant_salt);

@@ -41,6 +41,8 @@ struct EngineOptions {
   int n_gpu_layers = 0;
   bool flash_attn = true;            // part of the cache-layout fingerprint (V layout)
   size_t max_queue = 64;             // requests waiting for a slot beyond this are refused
+  bool whole_state = false;          // Snapshots hold whole states even where the codec can
+                                     // slice the model (--whole-state: a diagnostic)
 };
 
 // A tokenized prompt and where its capture points are (absolute token positions).
@@ -106,6 +108,8 @@ struct CompletionResult {
 
 // Counters since start, for /metrics. A plain copy; reading it takes a short lock.
 struct EngineStats {
+  bool cache_on = false;  // false: --no-cache, or no state of this model round-trips
+  StateMode state_mode = StateMode::kSliced;  // how the cache stores states (see types.h)
   uint64_t requests = 0;
   uint64_t prompt_tokens = 0;
   uint64_t cached_tokens = 0;

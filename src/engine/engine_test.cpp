@@ -41,9 +41,16 @@ MemoryLayout ModelLayoutOf(const std::string& arch) {
   return model.ok() ? (*model)->layout() : MemoryLayout::kAttention;
 }
 
-std::unique_ptr<Engine> MakeEngine(const std::string& arch, bool cache,
+// A suite parameter: an arch, or "arch/whole" for whole-state snapshots (--whole-state).
+std::string ArchOf(const std::string& param) { return param.substr(0, param.find('/')); }
+bool WholeOf(const std::string& param) { return param.ends_with("/whole"); }
+std::string Slug(const std::string& param) { return ArchOf(param) + (WholeOf(param) ? "-whole" : ""); }
+
+std::unique_ptr<Engine> MakeEngine(const std::string& param, bool cache,
                                    const std::string& cache_dir = "", uint32_t slots = 1) {
+  const std::string arch = ArchOf(param);
   EngineOptions o;
+  o.whole_state = WholeOf(param);
   o.cache_dir = cache_dir;
   o.n_slots = slots;
   o.model_path = ModelPath(arch);
@@ -141,6 +148,16 @@ class EngineCacheTest : public ::testing::TestWithParam<std::string> {
     off_ = MakeEngine(GetParam(), false);
     ASSERT_TRUE(on_ && off_);
     ref_.any_position = GetParam() == "llama";
+    if (WholeOf(GetParam())) {
+      auto stats = on_->GetStats();
+      EXPECT_TRUE(stats.cache_on && stats.state_mode == StateMode::kWhole);
+    }
+  }
+
+  // What the cache stores for this parameter: whole states have no rows and need Snapshots.
+  bool HasRows() const { return !WholeOf(GetParam()) && LayoutHasRows(ModelLayoutOf(ArchOf(GetParam()))); }
+  bool NeedsSnapshot() const {
+    return WholeOf(GetParam()) || LayoutNeedsSnapshot(ModelLayoutOf(ArchOf(GetParam())));
   }
 
   // Serves one chat on both engines and checks both properties. Returns the text.
@@ -248,7 +265,7 @@ TEST_P(EngineCacheTest, ShortAndBlockMultiplePrompts) {
 // prefix from disk, as far as before the restart, with output equal to a cold run.
 TEST_P(EngineCacheTest, RestartReusesFromDisk) {
   auto dir = std::filesystem::temp_directory_path() /
-             ("prefixd-engine-disk-" + std::to_string(getpid()) + "-" + GetParam());
+             ("prefixd-engine-disk-" + std::to_string(getpid()) + "-" + Slug(GetParam()));
   std::filesystem::remove_all(dir);
   std::vector<std::string> msgs = {kSystem, Msg("user", "Read main.cpp and explain it.")};
   on_ = MakeEngine(GetParam(), true, dir.string());
@@ -285,7 +302,7 @@ TEST_P(EngineCacheTest, RestartReusesFromDisk) {
 TEST_P(EngineCacheTest, DamagedDiskFilesFailClosed) {
   namespace fs = std::filesystem;
   auto dir = fs::temp_directory_path() /
-             ("prefixd-engine-damage-" + std::to_string(getpid()) + "-" + GetParam());
+             ("prefixd-engine-damage-" + std::to_string(getpid()) + "-" + Slug(GetParam()));
   fs::remove_all(dir);
   std::vector<std::string> msgs = {kSystem, Msg("user", "Explain the disk format.")};
   on_ = MakeEngine(GetParam(), true, dir.string());
@@ -435,7 +452,7 @@ TEST_P(EngineCacheTest, RewrittenHistoryRestoresOnlyThePartial) {
   Serve(Chat({Msg("user", "An unrelated question about networking takes the slot.")}), "other");
   Serve(Chat(msgs), "turn 2 again, after another session took the slot");
   const CompletionResult whole = last_;
-  if (!LayoutNeedsSnapshot(ModelLayoutOf(GetParam()))) {
+  if (!NeedsSnapshot()) {
     EXPECT_EQ(on_slot.cache.tier, CacheTier::kSlot);  // pure attention: the rows are cut
     EXPECT_EQ(on_slot.usage.restored_bytes, 0u);
     return;
@@ -443,7 +460,7 @@ TEST_P(EngineCacheTest, RewrittenHistoryRestoresOnlyThePartial) {
   EXPECT_EQ(on_slot.cache.tier, CacheTier::kRam);
   EXPECT_GT(on_slot.usage.restored_bytes, 0u);
   EXPECT_EQ(whole.cache.tier, CacheTier::kRam);
-  if (LayoutHasRows(ModelLayoutOf(GetParam()))) {
+  if (HasRows()) {
     EXPECT_LT(on_slot.usage.restored_bytes, whole.usage.restored_bytes);
   }
 }
@@ -472,12 +489,20 @@ TEST_P(EngineCacheTest, CancelledBetweenPrefillChunks) {
   ServePrompt(*prompt, "the same prompt after the cancelled one");  // equal to a cold run
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, EngineCacheTest, ::testing::ValuesIn(TestModelArchs()),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           std::replace(s.begin(), s.end(), '-', '_');
-                           return s;
-                         });
+std::string ParamName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = info.param;
+  std::replace(s.begin(), s.end(), '-', '_');
+  std::replace(s.begin(), s.end(), '/', '_');
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, EngineCacheTest, ::testing::ValuesIn(TestModelArchs()), ParamName);
+// Whole-state snapshots, the codec's fallback for layouts it cannot slice, on one model of each
+// family: the same scenarios, the same equality with cold runs.
+INSTANTIATE_TEST_SUITE_P(WholeState, EngineCacheTest,
+                         ::testing::Values("llama/whole", "qwen35/whole", "gemma3/whole",
+                                           "mamba2/whole"),
+                         ParamName);
 
 }  // namespace
 }  // namespace prefixd::engine

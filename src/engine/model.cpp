@@ -18,6 +18,14 @@ const char* MemoryLayoutName(MemoryLayout layout) {
   return "unknown";
 }
 
+const char* StateModeName(StateMode mode) {
+  switch (mode) {
+    case StateMode::kSliced: return "sliced";
+    case StateMode::kWhole: return "whole";
+  }
+  return "unknown";
+}
+
 namespace {
 
 void QuietLog(ggml_log_level level, const char* text, void* /*user*/) {

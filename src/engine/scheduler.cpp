@@ -16,6 +16,7 @@
 #include "cache/prefix_cache.h"
 #include "store/disk_store.h"
 #include "engine/cache_io.h"
+#include "engine/codec_probe.h"
 #include "engine/context.h"
 #include "engine/domain.h"
 #include "engine/job.h"
@@ -31,6 +32,7 @@ struct Scheduler::Impl {
   std::unique_ptr<cache::DiskTier> disk;
   std::unique_ptr<CacheIo> cache_io;
   DomainFingerprints fingerprints;
+  StateMode state_mode = StateMode::kSliced;
 
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -139,14 +141,31 @@ Status Scheduler::Impl::Setup() {
   return options.cache_enabled ? SetupCache(copt) : Status::OK();
 }
 
-// The tiers and CacheIo; learns the state shape (a one-token decode: on this thread too).
+// Probes the state codec on this model (kWhole when it cannot slice the state), then builds
+// the tiers and CacheIo for that mode. Runs on this thread: the probe decodes.
 Status Scheduler::Impl::SetupCache(const ContextOptions& copt) {
-  PREFIXD_ASSIGN_OR_RETURN(fingerprints, ComputeFingerprints(model, copt, options));
+  Result<CodecProbe> probe = ProbeStateCodec(*ctx, 0, options.whole_state);
+  if (!probe.ok()) {
+    std::fprintf(stderr, "prefixd: the prompt cache is off for this model: %s\n",
+                 probe.status().ToString().c_str());
+    return Status::OK();
+  }
+  state_mode = probe->mode;
+  const bool whole = state_mode == StateMode::kWhole;
+  if (whole && options.whole_state) {
+    std::fprintf(stderr, "prefixd: --whole-state: the cache keeps whole-state snapshots\n");
+  } else if (whole) {
+    std::fprintf(stderr, "prefixd: the state codec cannot slice this model's state (%s); the "
+                         "cache keeps whole-state snapshots at capture points (correct, larger)\n",
+                 probe->why_whole.c_str());
+  }
+  PREFIXD_ASSIGN_OR_RETURN(fingerprints, ComputeFingerprints(model, copt, options, state_mode));
   CacheIoOptions io;
   io.block_size = options.block_size;
   io.snapshot_spacing = std::max(options.n_batch / options.block_size, 1u) * options.block_size;
-  io.has_rows = LayoutHasRows(model.layout());
-  io.needs_snapshot = LayoutNeedsSnapshot(model.layout());
+  io.has_rows = !whole && LayoutHasRows(model.layout());
+  io.needs_snapshot = whole || LayoutNeedsSnapshot(model.layout());
+  io.mode = state_mode;
   cache::PrefixCache::Options co;
   co.block_size = options.block_size;
   co.ram_budget_bytes = options.ram_budget_bytes;
@@ -164,10 +183,7 @@ Status Scheduler::Impl::SetupCache(const ContextOptions& copt) {
                  store->GetStats().recovery.ToString().c_str());
     disk = std::make_unique<cache::DiskTier>(*store, *cache);
   }
-  cache_io = std::make_unique<CacheIo>(*ctx, *cache, disk.get(), io);
-  Status st = cache_io->Init(0);
-  if (!st.ok()) std::fprintf(stderr, "prefixd: the state codec cannot slice this model's state "
-                                     "(%s); nothing will be restored\n", st.ToString().c_str());
+  cache_io = std::make_unique<CacheIo>(*ctx, *cache, disk.get(), io, std::move(probe->shape));
   return Status::OK();
 }
 
@@ -207,6 +223,8 @@ Result<CompletionResult> Scheduler::Submit(CompletionRequest request) {
 EngineStats Scheduler::GetStats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   EngineStats s = impl_->stats;
+  s.state_mode = impl_->state_mode;
+  s.cache_on = impl_->cache_io != nullptr;
   s.queue_depth = uint32_t(impl_->queue.size());
   if (impl_->cache) {
     cache::Stats cs = impl_->cache->GetStats();

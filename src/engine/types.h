@@ -25,4 +25,14 @@ inline bool LayoutHasRows(MemoryLayout l) { return l != MemoryLayout::kRecurrent
 // True when restoring a prefix needs a snapshot taken at exactly that position.
 inline bool LayoutNeedsSnapshot(MemoryLayout l) { return l != MemoryLayout::kAttention; }
 
+// How the cache stores a model's state; decided once at start by probing the state codec.
+enum class StateMode {
+  kSliced,  // attention rows cut into Blocks; a Snapshot holds the partial (recurrent / SWA) state
+  kWhole,   // the codec cannot slice this layout: a Snapshot is the whole sequence state at its
+            // position (correct, just larger); no Blocks carry rows
+};
+
+// "sliced" or "whole": the names logs, stats and the layout fingerprint use.
+const char* StateModeName(StateMode mode);
+
 }  // namespace prefixd::engine

@@ -16,7 +16,8 @@ namespace {
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json StatsJson(const engine::EngineStats& s) {
-  return {{"requests", s.requests},
+  return {{"cache", s.cache_on ? engine::StateModeName(s.state_mode) : "off"},
+          {"requests", s.requests},
           {"prompt_tokens", s.prompt_tokens},
           {"cached_tokens", s.cached_tokens},
           {"evaluated_tokens", s.evaluated_tokens},

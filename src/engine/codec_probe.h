@@ -1,0 +1,32 @@
+// The state-codec probe: before the cache trusts the codec with a model, prove on that model
+// and context that what the codec cuts and assembles is exactly what llama.cpp writes.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "engine/context.h"
+#include "engine/state_codec.h"
+#include "engine/types.h"
+
+namespace prefixd::engine {
+
+struct CodecProbe {
+  StateMode mode = StateMode::kSliced;
+  std::optional<StateShape> shape;  // set for kSliced
+  std::string why_whole;            // for kWhole: what the sliced probe refused
+};
+
+// Runs once at start, on the context's owning thread, using the (empty) sequence `seq`, which
+// it leaves empty. Decodes five tokens in two chunks and checks, at both chunk ends (3 and 5):
+// a state assembled from the rows the codec cut and the partial taken there is byte-identical
+// to llama.cpp's whole state; the partial passes CheckPartialState with one shape learned from
+// the state (so a section whose size moves with the position is caught); a ranged read slices
+// the same rows as a whole one; and (layouts with rows and a partial) setting the partial taken
+// at 3 into a sequence holding the rows of [0, 5) and cutting it at 3 gives the state at 3.
+// Any refusal gives kWhole with the reason (the caller logs it): each Snapshot is then a whole
+// state, whose round trip is checked too. `force_whole` skips the sliced probe.
+// Returns an error only when not even whole states round-trip (the cache cannot be used).
+Result<CodecProbe> ProbeStateCodec(Context& ctx, int32_t seq, bool force_whole);
+
+}  // namespace prefixd::engine
