@@ -18,6 +18,7 @@
 #include "cli/flags.h"
 #include "engine/capture_points.h"
 #include "engine/chat_template.h"
+#include "engine/token_memo.h"
 #include "engine/model.h"
 #include "engine/render_memo.h"
 #include "engine/test_model.h"
@@ -116,7 +117,9 @@ struct Split {
   size_t points = 0;
   double parse_ms = 0;     // parsing the messages once
   double render_ms = 0;    // the full render
-  double tokenize_ms = 0;  // tokenizing the full render
+  double tokenize_ms = 0;  // tokenizing the full render through the TokenMemo (as PrepareChat)
+  double whole_tokenize_ms = 0;  // measured apart: tokenizing it whole (the memo's reference)
+  bool memo_equal = true;        // and whether both give the same tokens
   double points_ms = 0;    // ChatCapturePoints with the memo, of which:
   engine::CapturePointStats stats;  // prefix renders (count and ms)
   double pieces_ms = 0;    // measured apart: one TokenPiece per prompt token
@@ -138,7 +141,8 @@ double TimePieces(const engine::Model& model, const std::vector<Token>& tokens,
 
 // The work Engine::PrepareChat does, timed step by step.
 Result<Split> PrepareOnce(const engine::Model& model, const engine::ChatTemplate& tmpl,
-                          engine::RenderMemo& memo, const Conversation& c, bool reference) {
+                          engine::RenderMemo& memo, const engine::TokenMemo& token_memo,
+                          const Conversation& c, bool reference) {
   Split s;
   engine::ChatRenderOptions ro;
   ro.tools_json = c.tools_json;
@@ -147,7 +151,10 @@ Result<Split> PrepareOnce(const engine::Model& model, const engine::ChatTemplate
                            Timed(&s.parse_ms, [&] { return tmpl.Parse(messages, ro); }));
   PREFIXD_ASSIGN_OR_RETURN(std::string text,
                            Timed(&s.render_ms, [&] { return tmpl.Render(chat); }));
-  std::vector<Token> tokens = Timed(&s.tokenize_ms, [&] { return model.Tokenize(text, true); });
+  std::vector<Token> tokens = Timed(&s.tokenize_ms, [&] { return token_memo.Tokenize(text); });
+  std::vector<Token> whole =
+      Timed(&s.whole_tokenize_ms, [&] { return model.Tokenize(text, true); });
+  s.memo_equal = whole == tokens;
   PREFIXD_ASSIGN_OR_RETURN(std::vector<int32_t> points, Timed(&s.points_ms, [&] {
     return engine::ChatCapturePoints(model, tmpl, chat, text, tokens, memo, &s.stats);
   }));
@@ -172,10 +179,11 @@ void PrintHeader(const PrepareArgs& a) {
               "renders inside points; split/text = prefixes whose boundary the memo moved by a "
               "split / an earlier full render instead of rendering them; pieces = a TokenPiece "
               "loop over the prompt, timed apart; reference = the old ChatCapturePoints (every "
-              "prefix rendered)\n");
-  std::printf("%4s %5s %7s %6s %9s %8s %9s %9s %9s %7s %9s %5s %4s %9s %12s\n", "req", "msgs",
+              "prefix rendered); whole_tok = tokenizing the render whole, timed apart (DIFFER: not the "
+              "memo's tokens)\n");
+  std::printf("%4s %5s %7s %6s %9s %8s %9s %9s %9s %7s %9s %5s %4s %9s %12s %s\n", "req", "msgs",
               "tokens", "points", "total_ms", "parse_ms", "render_ms", "tokens_ms", "points_ms",
-              "renders", "prefix_ms", "split", "text", "pieces_ms", "reference_ms");
+              "renders", "prefix_ms", "split", "text", "pieces_ms", "reference_ms", "whole_tok");
 }
 
 void PrintRow(int req, const Conversation& c, const Split& s) {
@@ -183,11 +191,11 @@ void PrintRow(int req, const Conversation& c, const Split& s) {
   if (s.ref_ms >= 0) {
     std::snprintf(ref, sizeof ref, "%.1f%s", s.ref_ms, s.ref_equal ? "" : " DIFFER");
   }
-  std::printf("%4d %5zu %7zu %6zu %9.1f %8.1f %9.1f %9.1f %9.1f %7zu %9.1f %5zu %4zu %9.1f %12s\n",
+  std::printf("%4d %5zu %7zu %6zu %9.1f %8.1f %9.1f %9.1f %9.1f %7zu %9.1f %5zu %4zu %9.1f %12s %.1f%s\n",
               req, c.messages.size(), s.tokens, s.points,
               s.parse_ms + s.render_ms + s.tokenize_ms + s.points_ms, s.parse_ms, s.render_ms,
               s.tokenize_ms, s.points_ms, s.stats.renders, s.stats.render_ms, s.stats.by_split,
-              s.stats.by_text, s.pieces_ms, ref);
+              s.stats.by_text, s.pieces_ms, ref, s.whole_tokenize_ms, s.memo_equal ? "" : " DIFFER");
   std::fflush(stdout);
 }
 
@@ -201,17 +209,18 @@ Status Main(const PrepareArgs& a) {
                            engine::ChatTemplate::Create(*model));
   PREFIXD_ASSIGN_OR_RETURN(Conversation c, StartConversation(a));
   engine::RenderMemo memo;
+  std::unique_ptr<engine::TokenMemo> token_memo = engine::TokenMemo::ForModel(*model);
   PrintHeader(a);
   bool all_equal = true;
   for (int req = 0;; ++req) {
     const bool reference = a.reference_every > 0 && req % a.reference_every == 0;
-    PREFIXD_ASSIGN_OR_RETURN(Split s, PrepareOnce(*model, *tmpl, memo, c, reference));
+    PREFIXD_ASSIGN_OR_RETURN(Split s, PrepareOnce(*model, *tmpl, memo, *token_memo, c, reference));
     PrintRow(req, c, s);
-    all_equal = all_equal && s.ref_equal;
+    all_equal = all_equal && s.ref_equal && s.memo_equal;
     if (int64_t(s.tokens) >= a.max_prompt_tokens) break;
     Advance(c, a);
   }
-  if (!all_equal) return Status::Internal("memoized capture points differ from the reference");
+  if (!all_equal) return Status::Internal("memoized capture points or tokens differ from the reference");
   return Status::OK();
 }
 

@@ -5,6 +5,7 @@
 #include "engine/chat_template.h"
 #include "engine/capture_points.h"
 #include "engine/render_memo.h"
+#include "engine/token_memo.h"
 #include "engine/scheduler.h"
 
 namespace prefixd::engine {
@@ -24,6 +25,7 @@ struct Engine::Impl {
   std::unique_ptr<Model> model;
   std::unique_ptr<ChatTemplate> chat;
   RenderMemo render_memo;  // what the capture points know of earlier requests' prefixes
+  std::unique_ptr<TokenMemo> token_memo;  // the tokens of earlier prompts' pieces
   std::unique_ptr<Scheduler> scheduler;
 };
 
@@ -44,6 +46,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   auto chat = ChatTemplate::Create(*impl->model);
   if (chat.ok()) impl->chat = std::move(chat).value();  // a model without a template serves
                                                         // completions only
+  impl->token_memo = TokenMemo::ForModel(*impl->model);
   PREFIXD_ASSIGN_OR_RETURN(impl->scheduler, Scheduler::Create(*impl->model, impl->options));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
@@ -57,7 +60,7 @@ Result<Prompt> Engine::PrepareChat(const std::string& messages_json, const std::
   PREFIXD_ASSIGN_OR_RETURN(ParsedChat chat, impl_->chat->Parse(messages_json, ro));
   PREFIXD_ASSIGN_OR_RETURN(std::string text, impl_->chat->Render(chat));
   Prompt prompt;
-  prompt.tokens = impl_->model->Tokenize(text, true);
+  prompt.tokens = impl_->token_memo->Tokenize(text);
   auto points = ChatCapturePoints(*impl_->model, *impl_->chat, chat, text, prompt.tokens,
                                   impl_->render_memo);
   if (points.ok()) prompt.capture_points = std::move(points).value();
@@ -66,7 +69,7 @@ Result<Prompt> Engine::PrepareChat(const std::string& messages_json, const std::
 
 Result<Prompt> Engine::PrepareText(const std::string& text) const {
   Prompt prompt;
-  prompt.tokens = impl_->model->Tokenize(text, true);
+  prompt.tokens = impl_->token_memo->Tokenize(text);
   prompt.capture_points = TextCapturePoints(*impl_->model, prompt.tokens);
   return prompt;
 }

@@ -54,6 +54,7 @@ Result<std::unique_ptr<Model>> Model::Load(const ModelOptions& options) {
   EnsureBackendInitialized();
   llama_model_params params = llama_model_default_params();
   params.n_gpu_layers = options.n_gpu_layers < 0 ? 999 : options.n_gpu_layers;
+  params.vocab_only = options.vocab_only;
   llama_model* raw = llama_model_load_from_file(options.path.c_str(), params);
   if (raw == nullptr) {
     return Status::InvalidArgument("cannot load model '" + options.path +
@@ -72,8 +73,9 @@ Model::~Model() {
   if (model_ != nullptr) llama_model_free(model_);
 }
 
-std::vector<Token> Model::Tokenize(std::string_view text, bool parse_special) const {
-  const bool add_bos = llama_vocab_get_add_bos(vocab_);
+std::vector<Token> Model::Tokenize(std::string_view text, bool parse_special,
+                                  bool allow_bos) const {
+  const bool add_bos = allow_bos && llama_vocab_get_add_bos(vocab_);
   int32_t n = -llama_tokenize(vocab_, text.data(), int32_t(text.size()), nullptr, 0, add_bos,
                               parse_special);
   std::vector<Token> tokens(n > 0 ? n : 0);

@@ -19,6 +19,7 @@ namespace prefixd::engine {
 struct ModelOptions {
   std::string path;
   int n_gpu_layers = 0;  // -1: all layers on the GPU when a GPU backend is present
+  bool vocab_only = false;  // the tokenizer and metadata only (tests of real tokenizers)
 };
 
 class Model {
@@ -29,8 +30,9 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   // Tokenizes exactly as a prompt is tokenized: special tokens in the text are parsed when
-  // `parse_special`; no BOS is added unless the model asks for one.
-  std::vector<Token> Tokenize(std::string_view text, bool parse_special = true) const;
+  // `parse_special`; no BOS is added unless the model asks for one and `allow_bos`.
+  std::vector<Token> Tokenize(std::string_view text, bool parse_special = true,
+                              bool allow_bos = true) const;
   // The text of the tokens; special tokens are rendered when `render_special`.
   std::string Detokenize(std::span<const Token> tokens, bool render_special = true) const;
   std::string TokenPiece(Token token, bool render_special = true) const;
