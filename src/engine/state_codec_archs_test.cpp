@@ -7,12 +7,9 @@
 // partial from another position is refused. The memory type comes from the model
 // (Model::state_format), never from the bytes.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <array>
 #include <cstdio>
-#include <map>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -26,6 +23,8 @@ using testing::BitIdentical;
 using testing::Captured;
 using testing::CodecContextOptions;
 using testing::DecodeTail;
+using testing::GeneratedModels;
+using testing::GeneratedTokens;
 using testing::PrefillAndCapture;
 
 constexpr int32_t kQ = 96;
@@ -53,62 +52,13 @@ const ArchCase kCases[] = {
     {"lfm2", MemoryLayout::kHybridIswa, true},        // every attention layer is SWA
 };
 
-// The generated models, made once per test binary.
-class GeneratedModels {
- public:
-  static GeneratedModels& Get() {
-    static GeneratedModels* m = new GeneratedModels();
-    return *m;
-  }
-  // nullptr (and a test failure) when the generator or the model is missing.
-  const Model* Load(const std::string& arch) {
-    auto it = models_.find(arch);
-    if (it != models_.end()) return it->second.get();
-    for (const char* kind : {"-dense.gguf", "-moe.gguf"}) {
-      const std::string path = dir_ + "/" + arch + kind;
-      if (!std::filesystem::exists(path)) continue;
-      auto model = Model::Load({path, 0});
-      EXPECT_TRUE(model.ok()) << model.status().ToString();
-      if (!model.ok()) return nullptr;
-      return (models_[arch] = std::move(model).value()).get();
-    }
-    ADD_FAILURE() << "test-llama-archs wrote no model for " << arch << " into " << dir_;
-    return nullptr;
-  }
-
- private:
-  GeneratedModels() {
-    EnsureBackendInitialized();
-    char tmpl[] = "/tmp/prefixd-codec-archs-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    std::string regex = "^(";
-    for (const ArchCase& c : kCases) regex += std::string(c.arch) + "|";
-    regex += "deepseek4)$";
-    const std::string cmd = std::string("'") + PREFIXD_LLAMA_ARCHS_BIN + "' -a '" + regex +
-                            "' -o '" + dir_ + "/' > '" + dir_ + "/gen.log' 2>&1";
-    if (std::system(cmd.c_str()) != 0) ADD_FAILURE() << "failed: " << cmd;
-  }
-  std::string dir_;
-  std::map<std::string, std::unique_ptr<Model>> models_;
-};
-
-std::vector<Token> Tokens(const Model& model, int n) {
-  std::vector<Token> t(n);
-  uint32_t x = 11;
-  for (int i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    t[i] = Token((x >> 8) % uint32_t(model.n_vocab()));
-  }
-  return t;
-}
-
 class StateCodecArchsTest : public ::testing::TestWithParam<ArchCase> {
  protected:
   void SetUp() override {
     model_ = GeneratedModels::Get().Load(GetParam().arch);
     ASSERT_NE(model_, nullptr);
     format_ = model_->state_format();
-    tokens_ = Tokens(*model_, kQ + kTail);
+    tokens_ = GeneratedTokens(*model_, kQ + kTail);
   }
 
   std::unique_ptr<Context> NewContext(bool flash_attn) {
@@ -286,7 +236,7 @@ TEST(StateCodecArchs, Dsv4IsNotSliced) {
   EXPECT_EQ(model->layout(), MemoryLayout::kDsv4);
   auto ctx = Context::Create(*model, CodecContextOptions(false));
   ASSERT_TRUE(ctx.ok());
-  auto c = PrefillAndCapture(**ctx, 0, Tokens(*model, 20), 20, {});
+  auto c = PrefillAndCapture(**ctx, 0, GeneratedTokens(*model, 20), 20, {});
   ASSERT_TRUE(c.ok());
   auto parsed = ParseState(c->whole, model->state_format());
   EXPECT_FALSE(parsed.ok());

@@ -398,8 +398,18 @@ Result<ParsedState> ParseState(std::span<const uint8_t> bytes, MemoryLayout layo
   return Parse(bytes, FormatOf(layout), /*partial_only=*/false, cell_ext);
 }
 
+namespace {
+// The model's format says everything (cell ext included): parse once.
+Result<ParsedState> ParseKnown(std::span<const uint8_t> bytes, const StateFormat& f,
+                               bool partial_only) {
+  ParsedState out;
+  PREFIXD_RETURN_IF_ERROR(ParseWith(bytes, f, partial_only, &out));
+  return out;
+}
+}  // namespace
+
 Result<ParsedState> ParseState(std::span<const uint8_t> bytes, const StateFormat& format) {
-  return Parse(bytes, format, /*partial_only=*/false, format.cell_ext);
+  return ParseKnown(bytes, format, /*partial_only=*/false);
 }
 
 Result<ParsedState> ParsePartialState(std::span<const uint8_t> bytes, const StateFormat& format) {
@@ -407,8 +417,7 @@ Result<ParsedState> ParsePartialState(std::span<const uint8_t> bytes, const Stat
     return Status::InvalidArgument(std::string("a ") + MemoryLayoutName(format.layout) +
                                    " layout has no partial section");
   }
-  return Parse(bytes, format, /*partial_only=*/format.layout != MemoryLayout::kRecurrent,
-               format.cell_ext);
+  return ParseKnown(bytes, format, /*partial_only=*/format.layout != MemoryLayout::kRecurrent);
 }
 
 Result<ParsedState> ParsePartialState(std::span<const uint8_t> bytes, MemoryLayout layout,
