@@ -221,11 +221,7 @@ TEST_P(StateCodecArchsTest, RefusesWhatDoesNotFit) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, StateCodecArchsTest, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<ArchCase>& info) {
-                           std::string name = info.param.arch;
-                           for (char& ch : name) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return name;
+                           return testing::ArchTestName(info.param.arch);
                          });
 
 // deepseek4's own cache (raw kv + compressed states) is not sliced: the codec says so, and the

@@ -159,11 +159,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, StateCodecFuzzGeneratedTest,
                          ::testing::Values("deepseek2", "glm-dsa", "minimax-m3", "dots3note",
                                            "qwen4exp", "kimi-linear", "lfm2"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
-                           for (char& ch : name) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return name;
+                           return testing::ArchTestName(info.param);
                          });
 
 }  // namespace

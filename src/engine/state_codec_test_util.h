@@ -95,6 +95,14 @@ class GeneratedModels {
   std::map<std::string, std::unique_ptr<Model>> models_;
 };
 
+// A test-name suffix for an arch ("glm-dsa" -> "glm_dsa").
+inline std::string ArchTestName(std::string arch) {
+  for (char& ch : arch) {
+    if (ch == '-') ch = '_';
+  }
+  return arch;
+}
+
 // Deterministic tokens over the whole (tiny, 128-token) vocabulary of a generated model.
 inline std::vector<Token> GeneratedTokens(const Model& model, int n) {
   std::vector<Token> t(n);
