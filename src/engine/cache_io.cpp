@@ -277,8 +277,7 @@ Status CacheIo::Impl::PublishRange(Slot& slot, std::span<const Token> tokens, in
   std::optional<ParsedState> parsed;
   if (options.has_rows && first * B < n) {
     PREFIXD_ASSIGN_OR_RETURN(state, ctx.GetStateRange(slot.seq, first * B, n));
-    PREFIXD_ASSIGN_OR_RETURN(ParsedState p, ParseState(state, ctx.model().layout(),
-                                                       ctx.model().has_cell_ext()));
+    PREFIXD_ASSIGN_OR_RETURN(ParsedState p, ParseState(state, ctx.model().state_format()));
     parsed = std::move(p);
   }
   std::vector<PayloadRef> rows;

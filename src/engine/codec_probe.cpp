@@ -83,8 +83,8 @@ Result<StateShape> ProbeSliced(Context& ctx, int32_t seq, std::span<const Token>
   PREFIXD_ASSIGN_OR_RETURN(Taken at_cut, Take(ctx, seq));
   PREFIXD_RETURN_IF_ERROR(Decode(ctx, seq, tokens, kCut, kEnd));
   PREFIXD_ASSIGN_OR_RETURN(Taken at_end, Take(ctx, seq));
-  PREFIXD_ASSIGN_OR_RETURN(ParsedState end, ParseState(at_end.whole, model.layout(), model.has_cell_ext()));
-  PREFIXD_ASSIGN_OR_RETURN(ParsedState cut, ParseState(at_cut.whole, model.layout(), model.has_cell_ext()));
+  PREFIXD_ASSIGN_OR_RETURN(ParsedState end, ParseState(at_end.whole, model.state_format()));
+  PREFIXD_ASSIGN_OR_RETURN(ParsedState cut, ParseState(at_cut.whole, model.state_format()));
   PREFIXD_ASSIGN_OR_RETURN(StateShape shape, StateShapeOf(end));
   const std::array<int32_t, 3> end_bounds = {0, kCut, kEnd};
   const std::array<int32_t, 2> cut_bounds = {0, kCut};
@@ -98,7 +98,7 @@ Result<StateShape> ProbeSliced(Context& ctx, int32_t seq, std::span<const Token>
   PREFIXD_RETURN_IF_ERROR(CheckAssembles(cut_rows, at_cut, shape, kCut));
   if (rows) {  // a ranged read slices the rows a whole read does
     PREFIXD_ASSIGN_OR_RETURN(Bytes range, ctx.GetStateRange(seq, kCut, kEnd));
-    PREFIXD_ASSIGN_OR_RETURN(ParsedState ranged, ParseState(range, model.layout(), model.has_cell_ext()));
+    PREFIXD_ASSIGN_OR_RETURN(ParsedState ranged, ParseState(range, model.state_format()));
     PREFIXD_ASSIGN_OR_RETURN(Bytes r, EncodeRows(ranged, kCut, kEnd));
     PREFIXD_RETURN_IF_ERROR(Same(r, end_rows[1], "the rows of a ranged read"));
   }

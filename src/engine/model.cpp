@@ -14,6 +14,11 @@ const char* MemoryLayoutName(MemoryLayout layout) {
     case MemoryLayout::kHybrid: return "hybrid";
     case MemoryLayout::kHybridIswa: return "hybrid-iswa";
     case MemoryLayout::kRecurrent: return "recurrent";
+    case MemoryLayout::kDsa: return "dsa";
+    case MemoryLayout::kMsa: return "msa";
+    case MemoryLayout::kDsaIswa: return "dsa-iswa";
+    case MemoryLayout::kHybridIdx: return "hybrid-idx";
+    case MemoryLayout::kDsv4: return "dsv4";
   }
   return "unknown";
 }
@@ -33,11 +38,75 @@ void QuietLog(ggml_log_level level, const char* text, void* /*user*/) {
   if (verbose || level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
 }
 
-MemoryLayout DetectLayout(const llama_model* model) {
+// A GGUF integer hyperparameter "<arch>.<key>", or 0 when absent.
+int64_t MetaInt(const llama_model* model, const std::string& arch, const char* key) {
+  char buf[64];
+  const std::string k = arch + "." + key;
+  if (llama_model_meta_val_str(model, k.c_str(), buf, sizeof buf) < 0) return 0;
+  return std::strtoll(buf, nullptr, 10);
+}
+
+// SWA memory (llama_kv_cache_iswa): llama.cpp decides it with hparams.swa_type, which the
+// public API does not show; n_swa > 0 is the sign for every arch but exaone4, whose
+// load_arch_hparams sets an SWA type only for the 64-layer (32B) model.
+bool HasSwaMemory(const llama_model* model, const std::string& arch) {
+  if (llama_model_n_swa(model) <= 0) return false;
+  if (arch == "exaone4") return llama_model_n_layer(model) == 64;
+  return true;
+}
+
+// Mirrors llama_model::create_memory (src/llama-model.cpp) for the main context.
+MemoryLayout DetectLayout(const llama_model* model, const std::string& arch) {
+  if (arch == "deepseek4") return MemoryLayout::kDsv4;
+  if (arch == "minimax-m3") return MemoryLayout::kMsa;
+  if (arch == "glm-dsa" || arch == "deepseek32") return MemoryLayout::kDsa;
+  if (arch == "dots3note") return MemoryLayout::kDsaIswa;
+  if (arch == "hy_v4") {
+    return MetaInt(model, arch, "attention.indexer.top_k") == 0 ? MemoryLayout::kAttention
+                                                                : MemoryLayout::kDsa;
+  }
   if (llama_model_is_recurrent(model)) return MemoryLayout::kRecurrent;
-  const bool swa = llama_model_n_swa(model) > 0;
-  if (llama_model_is_hybrid(model)) return swa ? MemoryLayout::kHybridIswa : MemoryLayout::kHybrid;
+  const bool swa = HasSwaMemory(model, arch);
+  if (llama_model_is_hybrid(model)) {
+    if (swa) return MemoryLayout::kHybridIswa;
+    // qwen4exp's indexer cache exists only when the GGUF has indexer tensors
+    if (arch == "qwen4exp" && MetaInt(model, arch, "attention.indexer.key_length") > 0) {
+      return MemoryLayout::kHybridIdx;
+    }
+    return MemoryLayout::kHybrid;
+  }
   return swa ? MemoryLayout::kIswa : MemoryLayout::kAttention;
+}
+
+// llama_hparams::has_cell_ext: M-RoPE positions or PLE n-gram heads (ple_n_heads > 0, which
+// the archs that have PLE derive from ple.ngram_size and ple.heads_per_ngram).
+bool HasPle(const llama_model* model, const std::string& arch) {
+  return MetaInt(model, arch, "ple.ngram_size") > 1 &&
+         MetaInt(model, arch, "ple.heads_per_ngram") > 0;
+}
+
+bool IsMrope(const llama_model* model) {
+  const llama_rope_type t = llama_model_rope_type(model);
+  return t == LLAMA_ROPE_TYPE_MROPE || t == LLAMA_ROPE_TYPE_IMROPE;
+}
+
+StateFormat DetectStateFormat(const llama_model* model, const std::string& arch) {
+  StateFormat f;
+  f.layout = DetectLayout(model, arch);
+  const bool ple = HasPle(model, arch);
+  f.cell_ext = IsMrope(model) || ple;
+  // llama_hparams::is_mla: both MLA head sizes set; such a cache has no V tensors
+  f.kv_has_v = !(MetaInt(model, arch, "attention.key_length_mla") > 0 &&
+                 MetaInt(model, arch, "attention.value_length_mla") > 0);
+  f.index_has_v = f.kv_has_v;  // the DSA / MSA index caches copy the model's hparams
+  f.index_cell_ext = f.cell_ext;
+  if (f.layout == MemoryLayout::kHybridIdx) {
+    // llama_memory_hybrid_idx: the indexer cache is MLA-shaped (K only), rope NONE
+    f.index_has_v = false;
+    f.index_cell_ext = ple;
+    f.index_key_length = uint32_t(MetaInt(model, arch, "attention.indexer.key_length"));
+  }
+  return f;
 }
 
 }  // namespace
@@ -65,7 +134,7 @@ Result<std::unique_ptr<Model>> Model::Load(const ModelOptions& options) {
   model->vocab_ = llama_model_get_vocab(raw);
   model->path_ = options.path;
   model->arch_ = model->Meta("general.architecture");
-  model->layout_ = DetectLayout(raw);
+  model->format_ = DetectStateFormat(raw, model->arch_);
   return model;
 }
 
@@ -114,18 +183,6 @@ Token Model::FindSpecialToken(std::string_view text) const {
   std::vector<Token> t = Tokenize(text, true);
   if (t.size() != 1 || TokenPiece(t[0], true) != text) return -1;
   return t[0];
-}
-
-bool Model::has_cell_ext() const {
-  // llama_kv_cache::has_cell_ext(): n_pos_per_embd() > 1 (M-RoPE) or PLE heads. PLE is not
-  // visible through the public API; such a model's states fail to parse and are not cached.
-  switch (llama_model_rope_type(model_)) {
-    case LLAMA_ROPE_TYPE_MROPE:
-    case LLAMA_ROPE_TYPE_IMROPE:
-      return true;
-    default:
-      return false;
-  }
 }
 
 int Model::n_vocab() const { return llama_vocab_n_tokens(vocab_); }

@@ -45,9 +45,12 @@ class Model {
   int n_swa() const;
   const std::string& arch() const { return arch_; }
   const std::string& path() const { return path_; }
-  MemoryLayout layout() const { return layout_; }
-  // True when the KV cells carry llama.cpp's 12-byte cell ext (M-RoPE 2D positions).
-  bool has_cell_ext() const;
+  MemoryLayout layout() const { return format_.layout; }
+  // How the codec reads this model's states (memory type, MLA, cell ext, index cache), from
+  // the arch and the GGUF hyperparameters (mirrors llama_model::create_memory).
+  const StateFormat& state_format() const { return format_; }
+  // True when the KV cells carry llama.cpp's 12-byte cell ext (M-RoPE 2D positions or PLE).
+  bool has_cell_ext() const { return format_.cell_ext; }
   // The built-in chat template, or "" when the model has none.
   std::string ChatTemplate() const;
   // A metadata value by key, or "".
@@ -62,7 +65,7 @@ class Model {
   const llama_vocab* vocab_ = nullptr;
   std::string arch_;
   std::string path_;
-  MemoryLayout layout_ = MemoryLayout::kAttention;
+  StateFormat format_;
 };
 
 // Initializes llama.cpp's backends once per process and routes its log to ours (quiet unless

@@ -7,9 +7,17 @@
 //   kHybrid      kv       recurrent
 //   kHybridIswa  kv(base) kv(swa) recurrent
 //   kRecurrent   recurrent
-// The attention rows (the first kv section) are sliceable by position; everything after it is
-// the *partial section*: exactly what GetState(StatePart::kPartial) returns after its own
-// header (for kAttention and kRecurrent llama.cpp ignores the flag and returns the whole state).
+//   kDsa, kMsa   kv(base) kv(index)
+//   kDsaIswa     kv(base) kv(index) kv(swa)
+//   kHybridIdx   kv(base) recurrent kv(index)
+//   kDsv4        not read (NotSupported): whole-state snapshots only
+// Which one a model has, whether its kv caches hold V (MLA caches hold K only) and whether
+// cells carry an ext is not in the bytes: the caller passes the model's StateFormat
+// (Model::state_format(), decided at load from the arch and its hyperparameters).
+// The attention rows (the base kv section and the index kv section, both one row per position)
+// are sliceable by position; the SWA and recurrent sections are the *partial section*: exactly
+// what GetState(StatePart::kPartial) returns after its own header (for kAttention, kDsa, kMsa
+// and kRecurrent llama.cpp ignores the flag and returns the whole state).
 //
 // The codec cuts attention rows of a token range into a ROWS PAYLOAD (our own format, see
 // docs/state-codec.md) and assembles a whole state from payloads covering [0, P) plus a partial
@@ -73,6 +81,7 @@ struct KvStream {
 // A kv-cache section: u32 n_stream, then per stream its cells and layers.
 struct KvSection {
   bool cell_ext = false;
+  bool has_v = true;  // false for MLA caches (K only): every stream's `v` is empty
   std::vector<KvStream> streams;
   ByteRange bytes;  // the whole section
 };
@@ -96,11 +105,14 @@ struct ParsedState {
   int32_t seq_id = 0;
   bool has_rows = false;  // true when `kv` holds the attention rows (every layout but kRecurrent)
   KvSection kv;           // attention rows (the base cache for iswa layouts)
+  bool has_index = false;
+  KvSection index;        // the index cache's rows (LayoutHasIndex), same cells as `kv`
   bool has_swa = false;
   KvSection swa;          // the sliding-window cache (iswa layouts), part of the partial section
   bool has_recurrent = false;
   RecurrentSection recurrent;  // part of the partial section
-  ByteRange partial;           // the partial section: everything after `kv` (empty for kAttention)
+  ByteRange partial;           // the partial section: the SWA and recurrent sections (empty
+                               // when the layout needs no snapshot)
 };
 
 // Parses a whole state (GetState(kWhole)) of a model whose memory is `layout`.
@@ -110,11 +122,15 @@ struct ParsedState {
 // ambiguous, so callers that know the model always pass it.
 Result<ParsedState> ParseState(std::span<const uint8_t> bytes, MemoryLayout layout,
                                std::optional<bool> cell_ext = std::nullopt);
+// The same with everything the model says about its states; the only way to read MLA caches
+// (no V) and kHybridIdx states (the index section's size follows from its key length).
+Result<ParsedState> ParseState(std::span<const uint8_t> bytes, const StateFormat& format);
 
 // Parses a partial state (GetState(kPartial)): the header and the partial section only.
 // For kAttention (no partial section) this is InvalidArgument.
 Result<ParsedState> ParsePartialState(std::span<const uint8_t> bytes, MemoryLayout layout,
                                       std::optional<bool> cell_ext = std::nullopt);
+Result<ParsedState> ParsePartialState(std::span<const uint8_t> bytes, const StateFormat& format);
 
 // Writes `state` back; for a state from ParseState the result is byte-identical to its input.
 Result<std::vector<uint8_t>> EmitState(const ParsedState& state);
@@ -123,12 +139,15 @@ Result<std::vector<uint8_t>> EmitState(const ParsedState& state);
 struct LayerShape {
   int32_t k_type = 0;
   uint64_t k_row_size = 0;
-  int32_t v_type = 0;
-  uint64_t v_row_size = 0;  // bytes per cell (el_size * n_embd when transposed)
+  int32_t v_type = 0;       // kNoV: the cache has no V (MLA)
+  uint64_t v_row_size = 0;  // bytes per cell (el_size * n_embd when transposed; 0 without V)
   uint32_t v_el_size = 0;   // transposed V only
   uint32_t v_n_embd = 0;    // transposed V only
   bool operator==(const LayerShape&) const = default;
 };
+
+// LayerShape::v_type of a layer without V (an MLA cache).
+inline constexpr int32_t kNoV = -1;
 
 // What AssembleState needs to know about a model + context, learned once from a reference
 // state with at least one token (StateShapeOf). Part of the cache-layout fingerprint.
@@ -137,12 +156,20 @@ struct StateShape {
   int32_t seq_id = 0;     // written into the header and the cells (llama.cpp ignores both)
   uint32_t n_stream = 1;  // streams per kv section (n_seq with kv_unified=false)
   uint32_t stream = 0;    // the stream the rows are written into
+  bool learned = false;   // set by StateShapeOf
   bool cell_ext = false;
   bool v_trans = false;
+  bool kv_has_v = true;
   std::vector<LayerShape> layers;      // attention rows
+  bool has_index = false;              // LayoutHasIndex: a second row section
+  bool index_cell_ext = false;
+  bool index_has_v = true;
+  bool index_after_partial = false;    // kHybridIdx: written after the recurrent section
+  std::vector<LayerShape> index_layers;  // a rows payload holds `layers` then these
   bool swa_v_trans = false;            // iswa layouts
   std::vector<LayerShape> swa_layers;  // iswa layouts
   uint64_t recurrent_bytes = 0;        // size of a one-cell recurrent section (0: none)
+  bool swa_has_v = true;
 };
 
 // Learns the shape from a parsed state. REQUIRES a state with at least one token (the layer

@@ -72,17 +72,16 @@ class Mutator {
   std::mt19937 rng_;
 };
 
-class StateCodecFuzzTest : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(StateCodecFuzzTest, MalformedInputGivesStatusNeverCrashes) {
-  const Model* model = CodecModels::Get().Load(GetParam());
+// Mutates a real state, partial and rows payload of `model` (read with its StateFormat).
+void FuzzModel(const Model* model, const std::vector<Token>& tokens, const std::string& name) {
   ASSERT_NE(model, nullptr);
   auto ctx = Context::Create(*model, CodecContextOptions(false));
   ASSERT_TRUE(ctx.ok());
-  auto c = PrefillAndCapture(**ctx, 0, PromptTokens(*model, kQ), kQ, {kP});
+  auto c = PrefillAndCapture(**ctx, 0, tokens, kQ, {kP});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const StateFormat& format = model->state_format();
   const MemoryLayout layout = model->layout();
-  auto parsed = ParseState(c->whole, layout);
+  auto parsed = ParseState(c->whole, format);
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   auto shape = StateShapeOf(*parsed);
   ASSERT_TRUE(shape.ok()) << shape.status().ToString();
@@ -99,12 +98,12 @@ TEST_P(StateCodecFuzzTest, MalformedInputGivesStatusNeverCrashes) {
   const std::span<const RowsRef> good_refs(good_ref, rows.empty() ? 0 : 1);
   ASSERT_TRUE(AssembleState(good_refs, partial, *shape, kP).ok());
 
-  Mutator m(0x5eed + uint32_t(GetParam().size()));
+  Mutator m(0x5eed + uint32_t(name.size()));
   int parsed_ok = 0, partial_ok = 0, rows_ok = 0, assembled_ok = 0;
   for (int i = 0; i < kIterations; ++i) {
     // A mutated whole state: parse, and if it parses, emit, learn, cut.
     const std::vector<uint8_t> whole = m.Mutate(c->whole);
-    auto p = ParseState(whole, layout);
+    auto p = ParseState(whole, format);
     if (p.ok()) {
       ++parsed_ok;
       auto emitted = EmitState(*p);
@@ -118,7 +117,7 @@ TEST_P(StateCodecFuzzTest, MalformedInputGivesStatusNeverCrashes) {
     // A mutated partial with good rows.
     if (!partial.empty()) {
       const std::vector<uint8_t> bad_partial = m.Mutate(partial);
-      if (ParsePartialState(bad_partial, layout).ok()) ++partial_ok;
+      if (ParsePartialState(bad_partial, format).ok()) ++partial_ok;
       if (AssembleState(good_refs, bad_partial, *shape, kP).ok()) ++assembled_ok;
     }
     // A mutated rows payload with the good partial, used for a random number of tokens.
@@ -131,12 +130,37 @@ TEST_P(StateCodecFuzzTest, MalformedInputGivesStatusNeverCrashes) {
   }
   std::printf("[ fuzz     ] %-10s %d iterations: whole parsed %d, partial parsed %d, rows read %d, "
               "assembled %d (mutations in tensor data are not detectable by design)\n",
-              GetParam().c_str(), kIterations, parsed_ok, partial_ok, rows_ok, assembled_ok);
+              name.c_str(), kIterations, parsed_ok, partial_ok, rows_ok, assembled_ok);
+}
+
+class StateCodecFuzzTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(StateCodecFuzzTest, MalformedInputGivesStatusNeverCrashes) {
+  const Model* model = CodecModels::Get().Load(GetParam());
+  ASSERT_NE(model, nullptr);
+  FuzzModel(model, PromptTokens(*model, kQ), GetParam());
 }
 
 // One model per memory layout: attention (V transposed), hybrid with cell ext, iswa, recurrent.
 INSTANTIATE_TEST_SUITE_P(Layouts, StateCodecFuzzTest,
                          ::testing::Values("llama", "qwen35", "gemma3", "mamba2"));
+
+// The memory types of llama.cpp's generated models: MLA (K only), DSA, MSA, DSA + SWA,
+// hybrid with an index cache, hybrid with MLA attention, iswa with an empty base.
+class StateCodecFuzzGeneratedTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(StateCodecFuzzGeneratedTest, MalformedInputGivesStatusNeverCrashes) {
+  const Model* model = testing::GeneratedModels::Get().Load(GetParam());
+  ASSERT_NE(model, nullptr);
+  FuzzModel(model, testing::GeneratedTokens(*model, kQ), GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, StateCodecFuzzGeneratedTest,
+                         ::testing::Values("deepseek2", "glm-dsa", "minimax-m3", "dots3note",
+                                           "qwen4exp", "kimi-linear", "lfm2"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return testing::ArchTestName(info.param);
+                         });
 
 }  // namespace
 }  // namespace prefixd::engine

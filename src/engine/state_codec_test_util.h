@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -49,6 +51,68 @@ class CodecModels {
   std::string dir_;
   std::map<std::string, std::unique_ptr<Model>> models_;
 };
+
+// Models of llama.cpp's own generator (tests/test-llama-archs.cpp of the pinned llama.cpp,
+// PREFIXD_LLAMA_ARCHS_BIN), for the memory types prefixd's test models do not have. Made once
+// per test binary in a temporary folder, for the archs of kGeneratedArchs.
+inline constexpr const char* kGeneratedArchs =
+    "deepseek2|mistral4|exaone4|qwen4exp|glm-dsa|deepseek32|hy_v4|minimax-m3|dots3note|"
+    "kimi-linear|kimi-k3|bailingmoe3|lfm2|deepseek4";
+
+class GeneratedModels {
+ public:
+  static GeneratedModels& Get() {
+    static GeneratedModels* m = new GeneratedModels();
+    return *m;
+  }
+  // The model of `arch` (one of kGeneratedArchs), or nullptr after a test failure.
+  const Model* Load(const std::string& arch) {
+    auto it = models_.find(arch);
+    if (it != models_.end()) return it->second.get();
+    for (const char* kind : {"-dense.gguf", "-moe.gguf"}) {
+      const std::string path = dir_ + "/" + arch + kind;
+      if (!std::filesystem::exists(path)) continue;
+      auto model = Model::Load({path, 0});
+      EXPECT_TRUE(model.ok()) << model.status().ToString();
+      if (!model.ok()) return nullptr;
+      return (models_[arch] = std::move(model).value()).get();
+    }
+    ADD_FAILURE() << "test-llama-archs wrote no model for " << arch << " into " << dir_;
+    return nullptr;
+  }
+
+ private:
+  GeneratedModels() {
+    EnsureBackendInitialized();
+    char tmpl[] = "/tmp/prefixd-codec-archs-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    const std::string cmd = std::string("'") + PREFIXD_LLAMA_ARCHS_BIN + "' -a '^(" +
+                            kGeneratedArchs + ")$' -o '" + dir_ + "/' > '" + dir_ +
+                            "/gen.log' 2>&1";
+    if (std::system(cmd.c_str()) != 0) ADD_FAILURE() << "failed: " << cmd;
+  }
+  std::string dir_;
+  std::map<std::string, std::unique_ptr<Model>> models_;
+};
+
+// A test-name suffix for an arch ("glm-dsa" -> "glm_dsa").
+inline std::string ArchTestName(std::string arch) {
+  for (char& ch : arch) {
+    if (ch == '-') ch = '_';
+  }
+  return arch;
+}
+
+// Deterministic tokens over the whole (tiny, 128-token) vocabulary of a generated model.
+inline std::vector<Token> GeneratedTokens(const Model& model, int n) {
+  std::vector<Token> t(n);
+  uint32_t x = 11;
+  for (int i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    t[i] = Token((x >> 8) % uint32_t(model.n_vocab()));
+  }
+  return t;
+}
 
 // n_batch 128 (a chunk never splits below a chunk end), n_ubatch 32 (chunks are split into
 // several micro-batches), two sequences (two streams).

@@ -64,11 +64,18 @@ bool ValidType(int32_t type) {
 
 Status CheckLayerShape(const LayerShape& l, bool v_trans, size_t il) {
   const std::string where = "rows payload: layer " + std::to_string(il);
-  if (!ValidType(l.k_type) || !ValidType(l.v_type)) return Status::Corruption(where + ": bad type");
+  if (!ValidType(l.k_type)) return Status::Corruption(where + ": bad K type");
   const uint64_t k_ts = ggml_type_size(static_cast<ggml_type>(l.k_type));
   if (l.k_row_size == 0 || l.k_row_size % k_ts != 0) {
     return Status::Corruption(where + ": bad K row size " + Str(l.k_row_size));
   }
+  if (l.v_type == kNoV) {  // an MLA cache: K only
+    if (l.v_row_size != 0 || l.v_el_size != 0 || l.v_n_embd != 0) {
+      return Status::Corruption(where + ": a layer without V has V sizes");
+    }
+    return Status::OK();
+  }
+  if (!ValidType(l.v_type)) return Status::Corruption(where + ": bad V type");
   if (v_trans) {
     const auto vt = static_cast<ggml_type>(l.v_type);
     if (ggml_blck_size(vt) != 1 || l.v_el_size != ggml_type_size(vt) || l.v_n_embd == 0 ||
@@ -97,15 +104,26 @@ Result<uint32_t> OnlyStream(const KvSection& kv, const char* what) {
 }
 
 Result<std::vector<LayerShape>> LayersOf(const KvStream& s, const char* what) {
-  if (s.v.size() != s.k.size()) {
-    return Status::NotSupported(std::string(what) + ": layers without V (MLA) are not supported");
+  if (!s.v.empty() && s.v.size() != s.k.size()) {
+    return Status::InvalidArgument(std::string(what) + ": some layers have V, some not");
   }
   std::vector<LayerShape> layers(s.k.size());
   for (size_t il = 0; il < s.k.size(); ++il) {
-    layers[il] = LayerShape{s.k[il].type, s.k[il].row_size, s.v[il].type, s.v[il].row_size,
-                            s.v[il].el_size, s.v[il].n_embd};
+    layers[il] = LayerShape{s.k[il].type, s.k[il].row_size, kNoV, 0, 0, 0};
+    if (s.v.empty()) continue;  // MLA: K only
+    layers[il].v_type = s.v[il].type;
+    layers[il].v_row_size = s.v[il].row_size;
+    layers[il].v_el_size = s.v[il].el_size;
+    layers[il].v_n_embd = s.v[il].n_embd;
   }
   return layers;
+}
+
+// The row sections of a state (the base kv section, then the index section if any).
+std::vector<const KvSection*> RowSections(const ParsedState& ps) {
+  std::vector<const KvSection*> out = {&ps.kv};
+  if (ps.has_index) out.push_back(&ps.index);
+  return out;
 }
 
 // Positions must run base, base+1, … in cell order (base = the first cell's position: 0 for a
@@ -150,7 +168,20 @@ Result<StateShape> StateShapeOf(const ParsedState& ps) {
     shape.n_stream = uint32_t(ps.kv.streams.size());
     shape.cell_ext = ps.kv.cell_ext;
     shape.v_trans = s.v_trans;
+    shape.kv_has_v = ps.kv.has_v;
     PREFIXD_ASSIGN_OR_RETURN(shape.layers, LayersOf(s, "reference state"));
+  }
+  if (ps.has_index) {
+    const KvStream& s = ps.index.streams[shape.stream];  // mirrors the base (checked by parse)
+    if (s.v_trans != shape.v_trans) return Status::NotSupported("reference state: index v_trans");
+    if (ps.index.cell_ext && !ps.kv.cell_ext) {
+      return Status::NotSupported("reference state: only the index cells carry an ext");
+    }
+    shape.has_index = true;
+    shape.index_cell_ext = ps.index.cell_ext;
+    shape.index_has_v = ps.index.has_v;
+    shape.index_after_partial = ps.layout == MemoryLayout::kHybridIdx;
+    PREFIXD_ASSIGN_OR_RETURN(shape.index_layers, LayersOf(s, "reference index section"));
   }
   if (ps.has_swa) {
     PREFIXD_ASSIGN_OR_RETURN(uint32_t swa_stream, OnlyStream(ps.swa, "reference SWA section"));
@@ -158,6 +189,7 @@ Result<StateShape> StateShapeOf(const ParsedState& ps) {
       return Status::NotSupported("reference state: SWA and base stream counts differ");
     }
     shape.swa_v_trans = ps.swa.streams[swa_stream].v_trans;
+    shape.swa_has_v = ps.swa.has_v;
     PREFIXD_ASSIGN_OR_RETURN(shape.swa_layers,
                              LayersOf(ps.swa.streams[swa_stream], "reference SWA section"));
   }
@@ -168,14 +200,62 @@ Result<StateShape> StateShapeOf(const ParsedState& ps) {
     }
     shape.recurrent_bytes = ps.recurrent.bytes.size;
   }
+  shape.learned = true;
   return shape;
 }
+
+namespace {
+
+// One row section's stream holding the rows, checked: positions base..base+Q-1 in cell order.
+struct RowStream {
+  const KvStream* s = nullptr;
+  std::vector<LayerShape> layers;
+};
+
+Result<std::vector<RowStream>> RowStreamsOf(const ParsedState& ps, uint32_t stream) {
+  std::vector<RowStream> out;
+  for (const KvSection* sec : RowSections(ps)) {
+    RowStream rs;
+    rs.s = &sec->streams[stream];
+    PREFIXD_RETURN_IF_ERROR(CheckContiguous(*rs.s));
+    PREFIXD_ASSIGN_OR_RETURN(rs.layers, LayersOf(*rs.s, "rows: state"));
+    if (!out.empty() && (rs.s->cells.size() != out[0].s->cells.size() ||
+                         rs.s->v_trans != out[0].s->v_trans)) {
+      return Status::InvalidArgument("rows: the index section does not mirror the base");
+    }
+    out.push_back(std::move(rs));
+  }
+  return out;
+}
+
+void PutRowData(const ParsedState& ps, const std::vector<RowStream>& secs, int64_t i0, uint64_t n,
+                ByteWriter& w) {
+  for (const RowStream& rs : secs) {
+    for (const KvTensor& t : rs.s->k) {
+      w.Append(ps.bytes.subspan(t.data.offset + i0 * t.row_size, n * t.row_size));
+    }
+  }
+  for (const RowStream& rs : secs) {
+    const uint64_t q = rs.s->cells.size();
+    for (const KvTensor& t : rs.s->v) {
+      if (!rs.s->v_trans) {
+        w.Append(ps.bytes.subspan(t.data.offset + i0 * t.row_size, n * t.row_size));
+        continue;
+      }
+      for (uint64_t j = 0; j < t.n_embd; ++j) {
+        w.Append(ps.bytes.subspan(t.data.offset + (j * q + i0) * t.el_size, n * t.el_size));
+      }
+    }
+  }
+}
+
+}  // namespace
 
 Result<std::vector<uint8_t>> EncodeRows(const ParsedState& ps, int32_t p0, int32_t p1) {
   if (!ps.has_rows) return Status::NotSupported("rows: the state has no attention rows");
   PREFIXD_ASSIGN_OR_RETURN(uint32_t stream, OnlyStream(ps.kv, "rows: state"));
-  const KvStream& s = ps.kv.streams[stream];
-  PREFIXD_RETURN_IF_ERROR(CheckContiguous(s));
+  PREFIXD_ASSIGN_OR_RETURN(std::vector<RowStream> secs, RowStreamsOf(ps, stream));
+  const KvStream& s = *secs[0].s;
   const int64_t q = int64_t(s.cells.size());
   const int64_t base = s.cells.empty() ? 0 : s.cells[0].pos;
   if (p0 < base || p0 >= p1 || p1 > base + q) {
@@ -189,7 +269,9 @@ Result<std::vector<uint8_t>> EncodeRows(const ParsedState& ps, int32_t p0, int32
   info.n_tokens = uint32_t(p1 - p0);
   info.v_trans = s.v_trans;
   info.cell_ext = ps.kv.cell_ext;
-  PREFIXD_ASSIGN_OR_RETURN(info.layers, LayersOf(s, "rows: state"));
+  for (const RowStream& rs : secs) {
+    info.layers.insert(info.layers.end(), rs.layers.begin(), rs.layers.end());
+  }
   RowsOffsets offsets;
   if (!ComputeOffsets(info, &offsets)) return Status::InvalidArgument("rows: size overflows");
 
@@ -207,19 +289,15 @@ Result<std::vector<uint8_t>> EncodeRows(const ParsedState& ps, int32_t p0, int32
   if (info.cell_ext) {
     for (int64_t i = i0; i < i0 + int64_t(info.n_tokens); ++i) w.Put(s.cells[i].ext);
   }
-  const uint64_t n = info.n_tokens;
-  for (const KvTensor& t : s.k) {
-    w.Append(ps.bytes.subspan(t.data.offset + i0 * t.row_size, n * t.row_size));
-  }
-  for (const KvTensor& t : s.v) {
-    if (!s.v_trans) {
-      w.Append(ps.bytes.subspan(t.data.offset + i0 * t.row_size, n * t.row_size));
-      continue;
-    }
-    for (uint64_t j = 0; j < t.n_embd; ++j) {
-      w.Append(ps.bytes.subspan(t.data.offset + (j * q + i0) * t.el_size, n * t.el_size));
+  if (ps.has_index && ps.index.cell_ext) {  // the payload keeps one ext per token
+    const KvStream& x = *secs[1].s;
+    for (int64_t i = i0; i < i0 + int64_t(info.n_tokens); ++i) {
+      if (!info.cell_ext || x.cells[i].ext != s.cells[i].ext) {
+        return Status::NotSupported("rows: the index cells' ext differs from the base's");
+      }
     }
   }
+  PutRowData(ps, secs, i0, info.n_tokens, w);
   if (out.size() != offsets.end) return Status::Internal("rows: encoded size mismatch");
   return out;
 }
@@ -282,12 +360,14 @@ Status CheckRowsAgainstShape(const RowsInfo& info, const StateShape& shape, size
   if (info.cell_ext != shape.cell_ext) {
     return Status::InvalidArgument(where + ": cell ext differs");
   }
-  if (info.layers.size() != shape.layers.size()) {
+  const size_t n_base = shape.layers.size();
+  if (info.layers.size() != n_base + shape.index_layers.size()) {
     return Status::InvalidArgument(where + ": " + Str(info.layers.size()) + " layers, expected " +
-                                   Str(shape.layers.size()));
+                                   Str(n_base + shape.index_layers.size()));
   }
   for (size_t il = 0; il < info.layers.size(); ++il) {
-    if (!(info.layers[il] == shape.layers[il])) {
+    const LayerShape& want = il < n_base ? shape.layers[il] : shape.index_layers[il - n_base];
+    if (!(info.layers[il] == want)) {
       return Status::InvalidArgument(where + ": layer " + Str(il) +
                                      " type or row size differs from the model's");
     }
@@ -376,7 +456,11 @@ Result<ParsedState> CheckPartial(std::span<const uint8_t> partial, const StateSh
                                    MemoryLayoutName(shape.layout) +
                                    " state needs the partial taken at P)");
   }
-  auto part = ParsePartialState(partial, shape.layout, shape.cell_ext);
+  StateFormat format;
+  format.layout = shape.layout;
+  format.cell_ext = shape.cell_ext;
+  format.kv_has_v = shape.swa_has_v;  // the only kv section of a partial is the SWA one
+  auto part = ParsePartialState(partial, format);
   if (!part.ok()) return part.status().WithContext("partial");
   if (part->has_swa) PREFIXD_RETURN_IF_ERROR(CheckSwaPartial(*part, shape, p));
   if (part->has_recurrent) PREFIXD_RETURN_IF_ERROR(CheckRecurrentPartial(*part, shape, p));
@@ -384,37 +468,45 @@ Result<ParsedState> CheckPartial(std::span<const uint8_t> partial, const StateSh
 }
 
 size_t AssembledSize(const StateShape& shape, uint32_t p, size_t partial_body) {
-  size_t n = 8 + 4 + 4 * size_t(shape.n_stream);
-  n += size_t(p) * (12 + (shape.cell_ext ? kCellExtSize : 0)) + 8;
-  for (const LayerShape& l : shape.layers) {
-    n += 12 + p * l.k_row_size + 12 + p * l.v_row_size;  // type + row size (or el size, n_embd)
+  size_t n = 8 + 2 * (4 + 4 * size_t(shape.n_stream));
+  n += 2 * (size_t(p) * (12 + (shape.cell_ext ? kCellExtSize : 0)) + 8);
+  for (const auto* layers : {&shape.layers, &shape.index_layers}) {
+    for (const LayerShape& l : *layers) {
+      n += 12 + p * l.k_row_size + 12 + p * l.v_row_size;  // type + row size (or el, n_embd)
+    }
   }
   return n + partial_body;
 }
 
-void PutCells(std::span<const CheckedRows> rows, const StateShape& shape, ByteWriter& w) {
+void PutCells(std::span<const CheckedRows> rows, const StateShape& shape, bool cell_ext,
+              ByteWriter& w) {
   int32_t pos = 0;
   for (const CheckedRows& c : rows) {
     for (uint32_t i = 0; i < c.n_used; ++i) {
       w.Put(pos++);
       w.Put(uint32_t(1));
-      if (shape.cell_ext) w.Append(c.bytes.subspan(c.offsets.ext + i * kCellExtSize, kCellExtSize));
+      if (cell_ext) w.Append(c.bytes.subspan(c.offsets.ext + i * kCellExtSize, kCellExtSize));
       w.Put(shape.seq_id);
     }
   }
 }
 
-void PutLayers(std::span<const CheckedRows> rows, const StateShape& shape, ByteWriter& w) {
-  for (size_t il = 0; il < shape.layers.size(); ++il) {
-    const LayerShape& l = shape.layers[il];
+// The layers `layers` of a row section, which are the payloads' layers from `first` on.
+void PutLayers(std::span<const CheckedRows> rows, const StateShape& shape,
+               const std::vector<LayerShape>& layers, size_t first, ByteWriter& w) {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerShape& l = layers[i];
+    const size_t il = first + i;
     w.Put(l.k_type);
     w.Put(l.k_row_size);
     for (const CheckedRows& c : rows) {
       w.Append(c.bytes.subspan(c.offsets.k[il], c.n_used * l.k_row_size));
     }
   }
-  for (size_t il = 0; il < shape.layers.size(); ++il) {
-    const LayerShape& l = shape.layers[il];
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerShape& l = layers[i];
+    const size_t il = first + i;
+    if (l.v_type == kNoV) continue;  // MLA: the cache writes no V
     w.Put(l.v_type);
     if (!shape.v_trans) {
       w.Put(l.v_row_size);
@@ -431,6 +523,24 @@ void PutLayers(std::span<const CheckedRows> rows, const StateShape& shape, ByteW
         w.Append(c.bytes.subspan(row, c.n_used * l.v_el_size));
       }
     }
+  }
+}
+
+// A row section (the base or the index) of the assembled state.
+void PutRowSection(std::span<const CheckedRows> rows, const StateShape& shape, int32_t p,
+                   bool index, ByteWriter& w) {
+  w.Put(shape.n_stream);
+  for (uint32_t s = 0; s < shape.n_stream; ++s) {
+    if (s != shape.stream) {
+      w.Put(uint32_t(0));
+      continue;
+    }
+    const std::vector<LayerShape>& layers = index ? shape.index_layers : shape.layers;
+    w.Put(uint32_t(p));
+    PutCells(rows, shape, index ? shape.index_cell_ext : shape.cell_ext, w);
+    w.Put(uint32_t(shape.v_trans ? 1 : 0));
+    w.Put(uint32_t(layers.size()));
+    PutLayers(rows, shape, layers, index ? shape.layers.size() : 0, w);
   }
 }
 
@@ -458,7 +568,7 @@ Status AssembleStateInto(std::span<const RowsRef> rows, std::span<const uint8_t>
     return Status::OK();
   }
   if (rows.empty()) return Status::InvalidArgument("assemble: no rows");
-  if (shape.stream >= shape.n_stream || shape.layers.empty()) {
+  if (!shape.learned || shape.stream >= shape.n_stream) {
     return Status::InvalidArgument("assemble: the state shape is not a learned one");
   }
   int32_t p = 0;
@@ -478,19 +588,10 @@ Status AssembleStateInto(std::span<const RowsRef> rows, std::span<const uint8_t>
   ByteWriter w(out);
   w.Put(kSeqStateMagic);
   w.Put(shape.seq_id);
-  w.Put(shape.n_stream);
-  for (uint32_t s = 0; s < shape.n_stream; ++s) {
-    if (s != shape.stream) {
-      w.Put(uint32_t(0));
-      continue;
-    }
-    w.Put(uint32_t(p));
-    PutCells(checked, shape, w);
-    w.Put(uint32_t(shape.v_trans ? 1 : 0));
-    w.Put(uint32_t(shape.layers.size()));
-    PutLayers(checked, shape, w);
-  }
+  PutRowSection(checked, shape, p, /*index=*/false, w);
+  if (shape.has_index && !shape.index_after_partial) PutRowSection(checked, shape, p, true, w);
   w.Append(partial_body);
+  if (shape.has_index && shape.index_after_partial) PutRowSection(checked, shape, p, true, w);
   return Status::OK();
 }
 
