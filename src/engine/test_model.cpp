@@ -19,11 +19,7 @@ namespace prefixd::engine {
 namespace {
 
 using test_model::BaseDims;
-
-struct GgufFree {
-  void operator()(gguf_context* ctx) const { gguf_free(ctx); }
-};
-using GgufPtr = std::unique_ptr<gguf_context, GgufFree>;
+using test_model::GgufPtr;
 
 struct ModelFree {
   void operator()(llama_model* m) const { llama_model_free(m); }
@@ -43,17 +39,24 @@ Result<GgufPtr> BuildMetadata(const TestModelSpec& spec, const BaseDims& dims,
   return meta;
 }
 
+// How the tensors of a model described by its metadata get their values.
+struct Weights {
+  llama_model_set_tensor_data_t fill = nullptr;
+  void* userdata = nullptr;
+  const std::string* error = nullptr;  // set by `fill` when it cannot fill a tensor
+};
+
 // Builds the model in memory with llama.cpp, on the CPU, without repacked weight buffers (so
 // the writer can read every tensor back).
-Result<ModelPtr> BuildModel(gguf_context* meta, test_model::WeightInit* init) {
+Result<ModelPtr> BuildModel(gguf_context* meta, const Weights& weights) {
   EnsureBackendInitialized();  // once per process; routes llama.cpp logs to ours
   llama_model_params params = llama_model_default_params();
   params.n_gpu_layers = 0;
   params.use_extra_bufts = false;
   params.progress_callback = SilentProgress;
-  ModelPtr model(llama_model_init_from_user(meta, test_model::FillTensor, init, params));
+  ModelPtr model(llama_model_init_from_user(meta, weights.fill, weights.userdata, params));
   if (!model) return Status::Internal("llama.cpp rejected the test model metadata");
-  if (!init->error.empty()) return Status::Internal(init->error);
+  if (!weights.error->empty()) return Status::Internal(*weights.error);
   return model;
 }
 
@@ -78,14 +81,13 @@ Status AppendTail(const std::string& src, size_t offset, FILE* dst) {
 }
 
 // llama.cpp's writer keeps only the keys it knows; this rewrites `saved` into `out_tmp` with
-// the chat template and a description added (same tensors, same data bytes).
-Status AddDroppedKeys(const std::string& saved, const std::string& out_tmp, uint64_t seed) {
+// the chat template and the description `desc` added (same tensors, same data bytes).
+Status AddDroppedKeys(const std::string& saved, const std::string& out_tmp,
+                      const std::string& desc) {
   gguf_init_params gp = {/*no_alloc=*/true, /*ctx=*/nullptr};
   GgufPtr ctx(gguf_init_from_file(saved.c_str(), gp));
   if (!ctx) return Status::Corruption("cannot read back " + saved);
   gguf_set_val_str(ctx.get(), "tokenizer.chat_template", test_model::ChatTemplate().c_str());
-  const std::string desc = "prefixd test model: random weights (seed " + std::to_string(seed) +
-                           "), not trained";
   gguf_set_val_str(ctx.get(), "general.description", desc.c_str());
   FILE* out = std::fopen(out_tmp.c_str(), "wb");
   if (!out) return Status::IOError("cannot create " + out_tmp);
@@ -112,6 +114,73 @@ Status Publish(const std::string& tmp, const std::string& path) {
   return Status::OK();
 }
 
+// Builds the model from `meta` and `weights`, writes it and publishes it at `out_path`.
+Status WriteModel(gguf_context* meta, const Weights& weights, const std::string& desc,
+                  const std::string& out_path) {
+  const std::string saved = out_path + ".tmp-saved";
+  const std::string out_tmp = out_path + ".tmp";
+  {
+    PREFIXD_ASSIGN_OR_RETURN(ModelPtr model, BuildModel(meta, weights));
+    llama_model_save_to_file(model.get(), saved.c_str());
+  }
+  Status st = AddDroppedKeys(saved, out_tmp, desc);
+  std::remove(saved.c_str());
+  if (!st.ok()) {
+    std::remove(out_tmp.c_str());
+    return st;
+  }
+  return Publish(out_tmp, out_path);
+}
+
+std::string Seed(uint64_t seed) { return "seed " + std::to_string(seed); }
+
+// An arch prefixd describes itself (test_model_arch.cpp), with prefixd's weights.
+Status MakeOwn(const TestModelSpec& spec, const std::string& out_path) {
+  BaseDims dims;
+  PREFIXD_RETURN_IF_ERROR(test_model::ShapeDims(spec.shape, &dims));
+  uint32_t n_layer = 0;
+  PREFIXD_ASSIGN_OR_RETURN(GgufPtr meta, BuildMetadata(spec, dims, &n_layer));
+  test_model::WeightInit init;
+  init.seed = spec.seed;
+  init.n_layer = n_layer;
+  const Weights weights = {test_model::FillTensor, &init, &init.error};
+  const std::string desc = "prefixd test model: random weights (" + Seed(spec.seed) +
+                           "), not trained";
+  return WriteModel(meta.get(), weights, desc, out_path);
+}
+
+std::string ValidArchs() {
+  std::string valid;
+  for (const auto* list : {&TestModelArchs(), &ExtraTestModelArchs()}) {
+    for (const std::string& a : *list) valid += (valid.empty() ? "" : ", ") + a;
+  }
+  return valid;
+}
+
+// An arch of llama.cpp's generator, rebuilt with prefixd's tokenizer (test_model_upstream.cpp).
+Status MakeFromUpstream(const TestModelSpec& spec, const std::string& out_path) {
+  if (spec.shape != "tiny") {
+    return Status::InvalidArgument("test model arch '" + spec.arch +
+                                   "' comes from llama.cpp's generator, which has one shape: tiny");
+  }
+  auto upstream = test_model::UpstreamModel::Generate(spec.arch, spec.seed, out_path);
+  if (!upstream.ok() && upstream.status().code() == Status::Code::kInvalidArgument) {
+    return Status::InvalidArgument("unknown test model arch '" + spec.arch + "' (valid: " +
+                                   ValidArchs() + ", or another arch that llama.cpp's "
+                                   "test-llama-archs writes)");
+  }
+  PREFIXD_RETURN_IF_ERROR(upstream.status());
+  test_model::UpstreamModel& model = *upstream.value();
+  BaseDims dims;
+  const GgufPtr meta = model.BuildMetadata(dims.n_vocab, dims.n_ctx_train,
+                                           "prefixd-test-" + spec.arch + "-tiny");
+  const Weights weights = {test_model::UpstreamModel::FillTensor, &model, &model.error()};
+  const std::string desc = "prefixd test model: llama.cpp test-llama-archs " + spec.arch + "-" +
+                           model.variant() + " (" + Seed(spec.seed) +
+                           ") with prefixd's tokenizer; random weights, not trained";
+  return WriteModel(meta.get(), weights, desc, out_path);
+}
+
 }  // namespace
 
 const std::vector<std::string>& TestModelArchs() {
@@ -122,33 +191,24 @@ const std::vector<std::string>& TestModelArchs() {
   return kArchs;
 }
 
+const std::vector<std::string>& ExtraTestModelArchs() {
+  static const std::vector<std::string> kArchs = {
+      "gemma4",   "qwen4exp",    "deepseek4", "deepseek2", "glm-dsa",    "qwen35moe",
+      "nemotron_h_moe", "kimi-linear", "jamba", "falcon-h1", "minimax-m3",
+  };
+  return kArchs;
+}
+
 const std::vector<std::string>& TestModelShapes() {
   static const std::vector<std::string> kShapes = {"tiny", "small", "medium"};
   return kShapes;
 }
 
 Status MakeTestModel(const TestModelSpec& spec, const std::string& out_path) {
-  BaseDims dims;
-  PREFIXD_RETURN_IF_ERROR(test_model::ShapeDims(spec.shape, &dims));
-  uint32_t n_layer = 0;
-  PREFIXD_ASSIGN_OR_RETURN(GgufPtr meta, BuildMetadata(spec, dims, &n_layer));
-
-  test_model::WeightInit init;
-  init.seed = spec.seed;
-  init.n_layer = n_layer;
-  const std::string saved = out_path + ".tmp-saved";
-  const std::string out_tmp = out_path + ".tmp";
-  {
-    PREFIXD_ASSIGN_OR_RETURN(ModelPtr model, BuildModel(meta.get(), &init));
-    llama_model_save_to_file(model.get(), saved.c_str());
-  }
-  Status st = AddDroppedKeys(saved, out_tmp, spec.seed);
-  std::remove(saved.c_str());
-  if (!st.ok()) {
-    std::remove(out_tmp.c_str());
-    return st.WithContext("make test model " + spec.arch);
-  }
-  return Publish(out_tmp, out_path);
+  const Status st = test_model::HasArchMetadata(spec.arch) ? MakeOwn(spec, out_path)
+                                                           : MakeFromUpstream(spec, out_path);
+  if (st.ok() || st.code() == Status::Code::kInvalidArgument) return st;
+  return st.WithContext("make test model " + spec.arch);
 }
 
 }  // namespace prefixd::engine
