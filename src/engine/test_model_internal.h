@@ -64,6 +64,20 @@ struct WeightInit {
 // Fills `tensor` with deterministic random values for its name (see test_model_weights.cpp).
 void FillTensor(ggml_tensor* tensor, void* weight_init);
 
+// How the tensors of a model described by its metadata get their values: `fill` is called
+// by llama_model_init_from_user for each tensor with `userdata`.
+struct Weights {
+  void (*fill)(ggml_tensor* tensor, void* userdata) = nullptr;
+  void* userdata = nullptr;
+  const std::string* error = nullptr;  // set by `fill` when it cannot fill a tensor
+};
+
+// Builds the model described by `meta` with llama.cpp (on the CPU), fills it by `weights`,
+// writes it as GGUF with every key of `meta` and the description `desc` (through a temporary
+// file next to `out_path`, renamed into place once complete).
+Status WriteModel(gguf_context* meta, const Weights& weights, const std::string& desc,
+                  const std::string& out_path);
+
 // Fills `tensor` (F32, F16 or Q8_0) with N(0, stdev) values drawn from `seed` and its name, by
 // the same generator as FillTensor. Returns false for another type.
 bool FillNormal(ggml_tensor* tensor, uint64_t seed, float stdev);
