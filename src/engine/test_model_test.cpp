@@ -359,8 +359,9 @@ TEST(TestModelTest, GeneratorArchKeepsItsTensorsAndResizesTheVocabularyOnes) {
   auto* theirs = const_cast<ggml_context*>(upstream.value()->tensors());
   std::vector<std::string> resized;
   int kept = 0, total = 0;
-  for (ggml_tensor* t = ggml_get_first_tensor(ours.data); t; t = ggml_get_next_tensor(ours.data, t)) {
-    ++total;
+  for (int64_t i = 0; i < gguf_get_n_tensors(ours.ctx); ++i, ++total) {
+    const ggml_tensor* t = ggml_get_tensor(ours.data, gguf_get_tensor_name(ours.ctx, i));
+    ASSERT_NE(t, nullptr);
     const ggml_tensor* src = ggml_get_tensor(theirs, t->name);
     ASSERT_NE(src, nullptr) << t->name;
     if (ggml_are_same_shape(src, t)) {

@@ -134,15 +134,14 @@ void ResizePleHeads(gguf_context* ctx, const std::string& arch, uint32_t n_vocab
   gguf_set_val_u32(ctx, (arch + ".ple.eos_token_id").c_str(), eos);
 }
 
-// Declares every tensor of `data` that is not F32 with its type (llama.cpp makes the rest F32).
-void DeclareTypes(gguf_context* ctx, ggml_context* data) {
-  for (ggml_tensor* t = ggml_get_first_tensor(data); t != nullptr;
-       t = ggml_get_next_tensor(data, t)) {
-    if (t->type == GGML_TYPE_F32) continue;
+// Declares every tensor of `src` that is not F32 with its type (llama.cpp makes the rest F32).
+void DeclareTypes(gguf_context* ctx, const gguf_context* src) {
+  for (int64_t i = 0; i < gguf_get_n_tensors(src); ++i) {
+    if (gguf_get_tensor_type(src, i) == GGML_TYPE_F32) continue;
     ggml_tensor decl;
     std::memset(&decl, 0, sizeof(decl));
-    decl.type = t->type;
-    ggml_set_name(&decl, t->name);
+    decl.type = gguf_get_tensor_type(src, i);
+    ggml_set_name(&decl, gguf_get_tensor_name(src, i));
     gguf_add_tensor(ctx, &decl);
   }
 }
@@ -206,7 +205,7 @@ GgufPtr UpstreamModel::BuildMetadata(uint32_t n_vocab, uint32_t n_ctx_train,
   if (gguf_find_key(meta.get(), orig_ctx.c_str()) >= 0) {
     gguf_set_val_u32(meta.get(), orig_ctx.c_str(), n_ctx_train);
   }
-  DeclareTypes(meta.get(), data_);
+  DeclareTypes(meta.get(), gguf_);
   return meta;
 }
 
