@@ -48,7 +48,8 @@ int CmdMakeTestModel(int argc, char** argv) {
   flags.String("-a,--arch", &arch,
                "architecture: " + Join(engine::TestModelArchs()) + ", " +
                    Join(engine::ExtraTestModelArchs()) +
-                   " (after gemma4: made by llama.cpp's test-llama-archs, any arch it writes)");
+                   " (qwen4exp and after: made by llama.cpp's test-llama-archs, which also "
+                   "takes any other arch it writes)");
   flags.String("-s,--shape", &shape,
                "tiny (a few MB, for tests), small (~0.5B, F16) or medium (~3B, Q8_0); "
                "archs from llama.cpp's generator are tiny only");

@@ -103,7 +103,8 @@ class UpstreamModel {
 
   // The llama_model_init_from_user callback (userdata: this): a tensor of the generator's shape
   // and type gets the generator's bytes; one that llama.cpp sized from the new vocabulary gets
-  // FillNormal values at the scale (RMS) of the generator's tensor of that name.
+  // FillNormal values at the scale (RMS) of the generator's tensor of that name, and one the
+  // generator did not save (optional) FillNormal values at the generator's scale.
   static void FillTensor(ggml_tensor* tensor, void* upstream_model);
 
   // The generator's tensors, with their data.

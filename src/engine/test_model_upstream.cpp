@@ -90,6 +90,9 @@ class TempDir {
   std::string path_;
 };
 
+// The generator's default: every tensor is N(0, 0.1) (Mamba's A is -|x|).
+constexpr float kGeneratorStdev = 0.1f;
+
 // Root mean square of a F32 or F16 tensor's values (the generator draws N(0, stdev)).
 float Rms(const ggml_tensor* t) {
   const int64_t n = ggml_nelements(t);
@@ -99,11 +102,11 @@ float Rms(const ggml_tensor* t) {
   } else if (t->type == GGML_TYPE_F16) {
     ggml_fp16_to_fp32_row(static_cast<const ggml_fp16_t*>(t->data), values.data(), n);
   } else {
-    return 0.1f;  // the generator's default stdev
+    return kGeneratorStdev;
   }
   double sum = 0.0;
   for (float v : values) sum += double(v) * double(v);
-  return n > 0 ? float(std::sqrt(sum / double(n))) : 0.1f;
+  return n > 0 ? float(std::sqrt(sum / double(n))) : kGeneratorStdev;
 }
 
 bool StartsWith(const std::string& s, const std::string& prefix) {
@@ -212,19 +215,15 @@ GgufPtr UpstreamModel::BuildMetadata(uint32_t n_vocab, uint32_t n_ctx_train,
 void UpstreamModel::FillTensor(ggml_tensor* tensor, void* upstream_model) {
   auto* self = static_cast<UpstreamModel*>(upstream_model);
   const ggml_tensor* src = ggml_get_tensor(self->data_, tensor->name);
-  if (src == nullptr) {
-    if (self->error_.empty()) {
-      self->error_ = std::string("llama.cpp asks for tensor ") + tensor->name +
-                     ", which the generator did not write";
-    }
-    return;
-  }
-  if (src->type == tensor->type && ggml_are_same_shape(src, tensor)) {
+  if (src != nullptr && src->type == tensor->type && ggml_are_same_shape(src, tensor)) {
     ggml_backend_tensor_set(tensor, src->data, 0, ggml_nbytes(tensor));
     return;
   }
-  // Sized by the vocabulary: fresh values at the scale of the generator's.
-  if (!FillNormal(tensor, self->seed_, Rms(src)) && self->error_.empty()) {
+  // Sized by the vocabulary: fresh values at the scale of the generator's. Or an optional
+  // tensor llama.cpp's writer does not save (lfm2moe's dense_2, used only for embeddings): it
+  // is not saved here either, any values do.
+  const float stdev = src != nullptr ? Rms(src) : kGeneratorStdev;
+  if (!FillNormal(tensor, self->seed_, stdev) && self->error_.empty()) {
     self->error_ = std::string("tensor ") + tensor->name + " has unsupported type " +
                    ggml_type_name(tensor->type);
   }
