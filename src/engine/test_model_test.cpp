@@ -310,18 +310,6 @@ TEST(TestModelTest, RejectsUnknownArchAndShapeNamingValidOnes) {
   EXPECT_FALSE(fs::exists(out));
 }
 
-TEST(TestModelTest, GeneratorArchsAreTinyOnlyAndNeedTheGenerator) {
-  const std::string out = TestModels::Get().dir() + "/bad.gguf";
-  Status st = MakeTestModel({"deepseek2", "small", 1}, out);
-  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
-  ASSERT_EQ(setenv("PREFIXD_TEST_LLAMA_ARCHS", "/nonexistent/test-llama-archs", 1), 0);
-  st = MakeTestModel({"deepseek2", "tiny", 1}, out);
-  unsetenv("PREFIXD_TEST_LLAMA_ARCHS");
-  EXPECT_EQ(st.code(), Status::Code::kNotFound) << st.ToString();
-  EXPECT_NE(st.message().find("test-llama-archs"), std::string::npos) << st.message();
-  EXPECT_FALSE(fs::exists(out));
-}
-
 // A GGUF file's metadata and tensors with their data.
 struct GgufFile {
   explicit GgufFile(const std::string& path) {
@@ -343,6 +331,57 @@ struct GgufFile {
   gguf_context* ctx = nullptr;
   ggml_context* data = nullptr;
 };
+
+// Bytes of sequence 0's state after decoding the first `n` tokens of `tokens`.
+size_t StateSizeAfter(llama_model* model, std::vector<llama_token> tokens, size_t n) {
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = 256;
+  cp.n_batch = cp.n_ubatch = 64;
+  cp.n_threads = cp.n_threads_batch = 2;
+  std::unique_ptr<llama_context, ContextFree> ctx(llama_init_from_model(model, cp));
+  tokens.resize(n);
+  if (ctx == nullptr || llama_decode(ctx.get(), llama_batch_get_one(tokens.data(),
+                                                                      int32_t(n))) != 0) {
+    return 0;
+  }
+  return llama_state_seq_get_size(ctx.get(), 0);
+}
+
+// gemma4's last 4 of 8 layers share the KV of layers 2 (SWA) and 3 (global): a token adds K
+// and V rows (F16) for 3 SWA layers of 2 heads x 16 and 1 global layer of 2 heads x 32 only
+// (3 x 128 + 256 = 640 bytes, plus cell bookkeeping), not for 8 layers (1280 bytes).
+TEST(TestModelTest, Gemma4SharesTheKvOfItsLastLayers) {
+  llama_model* model = TestModels::Get().Model("gemma4");
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(MetaString(model, "gemma4.attention.shared_kv_layers"), "4");
+  EXPECT_EQ(MetaString(model, "gemma4.embedding_length_per_layer_input"), "16");
+  EXPECT_EQ(llama_model_n_layer(model), 8);
+  const GgufFile file(TestModels::Get().Path("gemma4"));
+  ASSERT_NE(file.ctx, nullptr);
+  EXPECT_GE(gguf_find_tensor(file.ctx, "per_layer_model_proj.weight"), 0);
+  EXPECT_GE(gguf_find_tensor(file.ctx, "per_layer_token_embd.weight"), 0);
+  std::string text;
+  const llama_vocab* vocab = llama_model_get_vocab(model);
+  while (Tokenize(vocab, text, false).size() < 24) text += kEnglish;
+  const std::vector<llama_token> tokens = Tokenize(vocab, text, false);
+  const size_t per_token =
+      (StateSizeAfter(model, tokens, 24) - StateSizeAfter(model, tokens, 8)) / 16;
+  RecordProperty("state_bytes_per_token", std::to_string(per_token));
+  EXPECT_GE(per_token, 640u);
+  EXPECT_LT(per_token, 800u);
+}
+
+TEST(TestModelTest, GeneratorArchsAreTinyOnlyAndNeedTheGenerator) {
+  const std::string out = TestModels::Get().dir() + "/bad.gguf";
+  Status st = MakeTestModel({"deepseek2", "small", 1}, out);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
+  ASSERT_EQ(setenv("PREFIXD_TEST_LLAMA_ARCHS", "/nonexistent/test-llama-archs", 1), 0);
+  st = MakeTestModel({"deepseek2", "tiny", 1}, out);
+  unsetenv("PREFIXD_TEST_LLAMA_ARCHS");
+  EXPECT_EQ(st.code(), Status::Code::kNotFound) << st.ToString();
+  EXPECT_NE(st.message().find("test-llama-archs"), std::string::npos) << st.message();
+  EXPECT_FALSE(fs::exists(out));
+}
 
 // A generator arch keeps the generator's tensors byte for byte; only the vocabulary-sized ones
 // (token_embd, output and qwen4exp's per-layer n-gram embeddings: 4 heads of n_vocab rows) are
