@@ -55,6 +55,15 @@ std::string ValidArchs() {
   return valid;
 }
 
+// "prefixd-test-<arch>-tiny". llama.cpp's vocabulary loader gives Phi-3's token attributes
+// (which need a "</s>" token) to any model whose general.name contains "phi3", so phi3 is
+// named "phi_3" there.
+std::string UpstreamName(const TestModelSpec& spec) {
+  std::string arch = spec.arch;
+  if (const size_t at = arch.find("phi3"); at != std::string::npos) arch.replace(at, 4, "phi_3");
+  return "prefixd-test-" + arch + "-tiny";
+}
+
 // An arch of llama.cpp's generator, rebuilt with prefixd's tokenizer (test_model_upstream.cpp).
 Status MakeFromUpstream(const TestModelSpec& spec, const std::string& out_path) {
   if (spec.shape != "tiny") {
@@ -70,8 +79,7 @@ Status MakeFromUpstream(const TestModelSpec& spec, const std::string& out_path) 
   PREFIXD_RETURN_IF_ERROR(upstream.status());
   test_model::UpstreamModel& model = *upstream.value();
   BaseDims dims;
-  const GgufPtr meta = model.BuildMetadata(dims.n_vocab, dims.n_ctx_train,
-                                           "prefixd-test-" + spec.arch + "-tiny");
+  const GgufPtr meta = model.BuildMetadata(dims.n_vocab, dims.n_ctx_train, UpstreamName(spec));
   const Weights weights = {test_model::UpstreamModel::FillTensor, &model, &model.error()};
   const std::string desc = "prefixd test model: llama.cpp test-llama-archs " + spec.arch + "-" +
                            model.variant() + " (" + Seed(spec.seed) +
