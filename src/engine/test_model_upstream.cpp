@@ -40,10 +40,8 @@ std::string GeneratorPath() {
 bool ValidArchName(const std::string& arch) {
   if (arch.empty()) return false;
   for (char c : arch) {
-    if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) ||
-          c == '-' || c == '_')) {
-      return false;
-    }
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (!(std::islower(u) || std::isdigit(u) || c == '-' || c == '_')) return false;
   }
   return true;
 }
