@@ -44,10 +44,15 @@ int CmdMakeTestModel(int argc, char** argv) {
   std::string out;
   Flags flags("make-test-model",
               "write a random-weight GGUF model of a real architecture, with a byte-level BPE "
-              "tokenizer and a Qwen3-style chat template");
-  flags.String("-a,--arch", &arch, "architecture: " + Join(engine::TestModelArchs()));
+              "tokenizer and a Qwen3-style chat template (docs/test-models.md)");
+  flags.String("-a,--arch", &arch,
+               "architecture: " + Join(engine::TestModelArchs()) + ", " +
+                   Join(engine::ExtraTestModelArchs()) +
+                   " (qwen4exp and after: made by llama.cpp's test-llama-archs, which also "
+                   "takes any other arch it writes)");
   flags.String("-s,--shape", &shape,
-               "tiny (a few MB, for tests), small (~0.5B, F16) or medium (~3B, Q8_0)");
+               "tiny (a few MB, for tests), small (~0.5B, F16) or medium (~3B, Q8_0); "
+               "archs from llama.cpp's generator are tiny only");
   flags.Int("--seed", &seed, "selects the random weights; the same seed gives the same file");
   flags.String("-o,--out", &out, "the .gguf file to write (required)");
   return RunWithFlags(flags, argc, argv, [&] {

@@ -1,7 +1,11 @@
 // Random-weight test models: GGUF files of real llama.cpp architectures (llama, Gated DeltaNet
-// hybrids, Mamba-2, short-conv, sliding-window attention, MoE) with a real byte-level BPE
-// tokenizer and a Qwen3-style chat template, for tests and benchmarks that must not download
-// anything. See docs/test-models.md for the shapes, the tokenizer and the template.
+// hybrids, Mamba-2, short-conv, sliding-window attention, MoE, MLA, DSA, ...) with a real
+// byte-level BPE tokenizer and a Qwen3-style chat template, for tests and benchmarks that must
+// not download anything. See docs/test-models.md for the shapes, the tokenizer and the template.
+//
+// prefixd describes the archs of TestModelArchs() and gemma4 itself. Every other arch is
+// made by the pinned llama.cpp's own generator (test-llama-archs, in the llama.cpp build
+// folder, or $PREFIXD_TEST_LLAMA_ARCHS) and rebuilt with prefixd's tokenizer and template.
 //
 // The weights are random but deterministic: the same spec and seed give a byte-identical file
 // (on the same pinned llama.cpp). Logits are finite; the text a model generates is noise.
@@ -16,22 +20,30 @@
 namespace prefixd::engine {
 
 struct TestModelSpec {
-  std::string arch;              // one of TestModelArchs()
+  std::string arch;              // one of TestModelArchs() or ExtraTestModelArchs(), or
+                                 // another arch llama.cpp's generator writes
   std::string shape = "tiny";    // one of TestModelShapes()
   uint64_t seed = 1;             // selects the weights; the tokenizer and template never change
 };
 
 // Writes the model described by `spec` to `out_path` (through a temporary file in the same
 // folder, renamed into place once complete). Returns InvalidArgument naming the valid choices
-// for an unknown arch or shape, IOError when the file cannot be written, Internal when
-// llama.cpp rejects the model.
+// for an unknown arch or shape (the archs of llama.cpp's generator have only "tiny"), NotFound
+// when such an arch needs the generator and it is missing, IOError when the file cannot be
+// written, Internal when llama.cpp rejects the model.
 // Not thread-safe: it calls into llama.cpp's process-wide backend and log state.
 Status MakeTestModel(const TestModelSpec& spec, const std::string& out_path);
 
-// The user-facing architecture names accepted by MakeTestModel, in a stable order.
+// The architectures whose prompt cache the codec and engine suites prove, in a stable order.
 // They are llama.cpp's GGUF architecture names: llama, qwen35, qwen3next, nemotron_h,
-// granitehybrid, lfm2, mamba2, gemma3, gpt-oss.
+// granitehybrid, lfm2, mamba2, gemma3, gpt-oss. Every shape.
 const std::vector<std::string>& TestModelArchs();
+
+// The further architectures make-test-model is tested on (load, chat tokenizer, memory layout,
+// deterministic decode) whose cache the codec and engine suites do not cover yet: gemma4
+// (prefixd's own, every shape), then qwen4exp, deepseek4, deepseek2, glm-dsa, qwen35moe,
+// nemotron_h_moe, kimi-linear, jamba, falcon-h1, minimax-m3 (llama.cpp's generator, tiny only).
+const std::vector<std::string>& ExtraTestModelArchs();
 
 // "tiny" (a few MB, for unit tests), "small" (~0.5B, F16), "medium" (~3B, Q8_0).
 const std::vector<std::string>& TestModelShapes();

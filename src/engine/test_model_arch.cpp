@@ -24,6 +24,11 @@ class Keys {
   void I32s(const std::string& key, const std::vector<int32_t>& v) {
     gguf_set_arr_data(ctx_, K(key).c_str(), GGUF_TYPE_INT32, v.data(), v.size());
   }
+  void Bools(const std::string& key, const std::string& pattern, char on) {
+    std::vector<int8_t> v;
+    for (char p : pattern) v.push_back(p == on ? 1 : 0);
+    gguf_set_arr_data(ctx_, K(key).c_str(), GGUF_TYPE_BOOL, v.data(), v.size());
+  }
 
  private:
   std::string K(const std::string& key) const { return arch_ + "." + key; }
@@ -202,6 +207,44 @@ uint32_t GptOss(Keys& k, BaseDims d) {
   return d.n_layer;
 }
 
+// Gemma 4 (E2B/E4B): 4 sliding-window layers then 1 global, global heads twice as wide with a
+// proportional rope, per-layer token embeddings, and the last `shared` layers keeping no KV of
+// their own: they read the KV of the last SWA and the last global layer before them
+// (llama.cpp's gemma4 reuse rule), with a double-wide MLP as in E2B.
+// S = sliding window, G = global; the pattern must end the non-shared part with "SG".
+uint32_t Gemma4(Keys& k, BaseDims d) {
+  std::string pattern = "SSSGSSSG";  // tiny: 4 layers with KV, 4 shared
+  uint32_t shared = 4;
+  if (!IsTiny(d)) {
+    pattern = d.n_embd <= 1024 ? Repeat("SSSSG", 35) : Repeat("SSSSSG", 42);  // E2B / E4B
+    shared = d.n_embd <= 1024 ? 20 : 18;
+    d.head_dim = 256;
+    d.n_head = 8;
+    d.n_head_kv = d.n_embd <= 1024 ? 1 : 2;
+  }
+  const uint32_t n_layer = uint32_t(pattern.size());
+  const uint32_t global_head = 2 * d.head_dim;
+  k.U32("attention.head_count", d.n_head);
+  k.U32("attention.head_count_kv", d.n_head_kv);
+  k.U32("attention.key_length", global_head);
+  k.U32("attention.value_length", global_head);
+  k.U32("attention.key_length_swa", d.head_dim);
+  k.U32("attention.value_length_swa", d.head_dim);
+  k.U32("rope.dimension_count", global_head);
+  k.U32("rope.dimension_count_swa", d.head_dim);
+  k.F32("rope.freq_base", 1000000.0f);
+  k.F32("rope.freq_base_swa", 10000.0f);
+  k.U32("attention.sliding_window", d.n_swa);
+  k.Bools("attention.sliding_window_pattern", pattern, 'S');
+  k.U32("attention.shared_kv_layers", shared);
+  k.U32("embedding_length_per_layer_input", IsTiny(d) ? 16 : 256);
+  std::vector<uint32_t> n_ff(n_layer, d.n_ff);
+  for (uint32_t il = n_layer - shared; il < n_layer; ++il) n_ff[il] = 2 * d.n_ff;
+  k.U32s("feed_forward_length", n_ff);
+  k.F32("final_logit_softcapping", 30.0f);
+  return n_layer;
+}
+
 using ArchFn = std::function<uint32_t(Keys&, BaseDims)>;
 
 const std::map<std::string, ArchFn>& ArchTable() {
@@ -209,7 +252,7 @@ const std::map<std::string, ArchFn>& ArchTable() {
       {"llama", Llama},          {"qwen35", Qwen35},   {"qwen3next", Qwen3Next},
       {"nemotron_h", NemotronH}, {"granitehybrid", GraniteHybrid},
       {"lfm2", Lfm2},            {"mamba2", Mamba2Only}, {"gemma3", Gemma3},
-      {"gpt-oss", GptOss},
+      {"gpt-oss", GptOss},       {"gemma4", Gemma4},
   };
   return kTable;
 }
@@ -249,12 +292,14 @@ Status ShapeDims(const std::string& shape, BaseDims* d) {
                                  ")");
 }
 
+bool HasArchMetadata(const std::string& arch) { return ArchTable().count(arch) > 0; }
+
 Status AddArchMetadata(gguf_context* ctx, const std::string& arch, const BaseDims& dims,
                        uint32_t* n_layer) {
   const auto it = ArchTable().find(arch);
   if (it == ArchTable().end()) {
     std::string valid;
-    for (const std::string& a : TestModelArchs()) valid += (valid.empty() ? "" : ", ") + a;
+    for (const auto& [name, fn] : ArchTable()) valid += (valid.empty() ? "" : ", ") + name;
     return Status::InvalidArgument("unknown test model arch '" + arch + "' (valid: " + valid +
                                    ")");
   }

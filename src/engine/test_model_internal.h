@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,11 @@
 #include "util/status.h"
 
 namespace prefixd::engine::test_model {
+
+struct GgufFree {
+  void operator()(gguf_context* ctx) const { gguf_free(ctx); }
+};
+using GgufPtr = std::unique_ptr<gguf_context, GgufFree>;
 
 // The dimensions every architecture starts from; each arch adapts them (test_model_arch.cpp).
 struct BaseDims {
@@ -27,6 +33,9 @@ struct BaseDims {
 
 // Returns the base dimensions of a shape ("tiny", "small", "medium"), or InvalidArgument.
 Status ShapeDims(const std::string& shape, BaseDims* dims);
+
+// True when AddArchMetadata knows `arch` (prefixd describes it itself).
+bool HasArchMetadata(const std::string& arch);
 
 // Writes "general.*" and every "<arch>.*" hyper-parameter of `arch` into `ctx` and returns the
 // number of layers written. InvalidArgument for an arch this file does not know.
@@ -54,5 +63,65 @@ struct WeightInit {
 
 // Fills `tensor` with deterministic random values for its name (see test_model_weights.cpp).
 void FillTensor(ggml_tensor* tensor, void* weight_init);
+
+// How the tensors of a model described by its metadata get their values: `fill` is called
+// by llama_model_init_from_user for each tensor with `userdata`.
+struct Weights {
+  void (*fill)(ggml_tensor* tensor, void* userdata) = nullptr;
+  void* userdata = nullptr;
+  const std::string* error = nullptr;  // set by `fill` when it cannot fill a tensor
+};
+
+// Builds the model described by `meta` with llama.cpp (on the CPU), fills it by `weights`,
+// writes it as GGUF with every key of `meta` and the description `desc` (through a temporary
+// file next to `out_path`, renamed into place once complete).
+Status WriteModel(gguf_context* meta, const Weights& weights, const std::string& desc,
+                  const std::string& out_path);
+
+// Fills `tensor` (F32, F16 or Q8_0) with N(0, stdev) values drawn from `seed` and its name, by
+// the same generator as FillTensor. Returns false for another type.
+bool FillNormal(ggml_tensor* tensor, uint64_t seed, float stdev);
+
+// Test models of the archs that prefixd does not describe itself, made by the pinned
+// llama.cpp's own generator (tests/test-llama-archs.cpp) and given prefixd's tokenizer
+// (test_model_upstream.cpp). One generated model, read back, owns its tensors' data.
+class UpstreamModel {
+ public:
+  // Runs the generator for `arch` with `seed` in a folder next to `out_path` and reads the
+  // model it writes (the MoE variant when it writes both). NotFound when the generator is
+  // missing; InvalidArgument when it writes no model of that name.
+  static Result<std::unique_ptr<UpstreamModel>> Generate(const std::string& arch, uint64_t seed,
+                                                         const std::string& out_path);
+  ~UpstreamModel();
+  UpstreamModel(const UpstreamModel&) = delete;
+  UpstreamModel& operator=(const UpstreamModel&) = delete;
+
+  // The generator's metadata with the tokenizer replaced by AddTokenizer(n_vocab), the
+  // vocabulary-sized hyper-parameters resized, the context length set to `n_ctx_train` and
+  // "general.name" set; tensors that are not F32 are declared with their type.
+  GgufPtr BuildMetadata(uint32_t n_vocab, uint32_t n_ctx_train, const std::string& name) const;
+
+  // The llama_model_init_from_user callback (userdata: this): a tensor of the generator's shape
+  // and type gets the generator's bytes; one that llama.cpp sized from the new vocabulary gets
+  // FillNormal values at the scale (RMS) of the generator's tensor of that name, and one the
+  // generator did not save (optional) FillNormal values at the generator's scale.
+  static void FillTensor(ggml_tensor* tensor, void* upstream_model);
+
+  // The generator's tensors, with their data.
+  const ggml_context* tensors() const { return data_; }
+  // "moe" or "dense": the variant the generator wrote. Set by Generate.
+  const std::string& variant() const { return variant_; }
+  // Set when FillTensor met a tensor it cannot fill; the model is then discarded.
+  const std::string& error() const { return error_; }
+
+ private:
+  UpstreamModel() = default;
+  std::string arch_;
+  std::string variant_;
+  uint64_t seed_ = 1;
+  gguf_context* gguf_ = nullptr;
+  ggml_context* data_ = nullptr;
+  std::string error_;
+};
 
 }  // namespace prefixd::engine::test_model

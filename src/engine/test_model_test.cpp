@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -15,6 +17,7 @@
 
 #include "chat.h"
 #include "engine/model.h"
+#include "engine/test_model_internal.h"
 #include "llama.h"
 
 namespace prefixd::engine {
@@ -116,27 +119,61 @@ class TestModelArchTest : public ::testing::TestWithParam<std::string> {
   const llama_vocab* vocab() { return llama_model_get_vocab(model()); }
 };
 
-TEST_P(TestModelArchTest, LoadsWithMetadata) {
-  ASSERT_NE(model(), nullptr);
-  char buf[256];
-  ASSERT_GT(llama_model_meta_val_str(model(), "general.architecture", buf, sizeof(buf)), 0);
-  EXPECT_EQ(std::string(buf), GetParam());
-  EXPECT_EQ(llama_model_n_ctx_train(model()), 65536);
-  EXPECT_NE(llama_model_chat_template(model(), nullptr), nullptr);
-  EXPECT_GT(llama_model_size(model()), 0u);
-  EXPECT_LT(fs::file_size(TestModels::Get().Path(GetParam())), 16u << 20);
+std::string MetaString(const llama_model* model, const char* key) {
+  char buf[512];
+  const int n = llama_model_meta_val_str(model, key, buf, sizeof(buf));
+  return n < 0 ? std::string() : std::string(buf);
 }
 
-// Each arch has the kind of memory the cache must handle for it.
-TEST_P(TestModelArchTest, HasTheMemoryKindOfItsFamily) {
+// What each arch's tiny model must be: the memory layout the cache sees, its sliding window,
+// and an upper bound on its file size (llama.cpp's generator makes deepseek4 with n_embd 512).
+struct Expected {
+  MemoryLayout layout;
+  int n_swa;
+  size_t max_mib;
+};
+const std::map<std::string, Expected>& ExpectedModels() {
+  using L = MemoryLayout;
+  static const std::map<std::string, Expected> kExpected = {
+      {"llama", {L::kAttention, 0, 16}},       {"qwen35", {L::kHybrid, 0, 16}},
+      {"qwen3next", {L::kHybrid, 0, 16}},      {"nemotron_h", {L::kHybrid, 0, 16}},
+      {"granitehybrid", {L::kHybrid, 0, 16}},  {"lfm2", {L::kHybrid, 0, 16}},
+      {"mamba2", {L::kRecurrent, 0, 16}},      {"gemma3", {L::kIswa, 32, 16}},
+      {"gpt-oss", {L::kIswa, 32, 16}},         {"gemma4", {L::kIswa, 32, 16}},
+      {"qwen4exp", {L::kHybrid, 0, 24}},       {"deepseek4", {L::kHybrid, 0, 96}},
+      {"deepseek2", {L::kAttention, 0, 8}},    {"glm-dsa", {L::kAttention, 0, 48}},
+      {"qwen35moe", {L::kHybrid, 0, 16}},      {"nemotron_h_moe", {L::kHybrid, 0, 8}},
+      {"kimi-linear", {L::kHybrid, 0, 8}},     {"jamba", {L::kHybrid, 0, 8}},
+      {"falcon-h1", {L::kHybrid, 0, 16}},      {"minimax-m3", {L::kAttention, 0, 16}},
+  };
+  return kExpected;
+}
+
+TEST_P(TestModelArchTest, LoadsWithMetadata) {
   ASSERT_NE(model(), nullptr);
-  const std::string arch = GetParam();
-  const bool hybrid = arch == "qwen35" || arch == "qwen3next" || arch == "nemotron_h" ||
-                      arch == "granitehybrid" || arch == "lfm2";
-  const bool swa = arch == "gemma3" || arch == "gpt-oss";
-  EXPECT_EQ(llama_model_is_hybrid(model()), hybrid);
-  EXPECT_EQ(llama_model_is_recurrent(model()), arch == "mamba2");
-  EXPECT_EQ(llama_model_n_swa(model()), swa ? 32 : 0);
+  EXPECT_EQ(MetaString(model(), "general.architecture"), GetParam());
+  EXPECT_EQ(MetaString(model(), "general.name"), "prefixd-test-" + GetParam() + "-tiny");
+  EXPECT_EQ(MetaString(model(), "tokenizer.ggml.model"), "gpt2");
+  EXPECT_EQ(llama_model_n_ctx_train(model()), 65536);
+  EXPECT_NE(llama_model_chat_template(model(), nullptr), nullptr);
+  EXPECT_EQ(llama_vocab_n_tokens(vocab()), 640);
+  EXPECT_GT(llama_model_size(model()), 0u);
+  const auto it = ExpectedModels().find(GetParam());
+  ASSERT_NE(it, ExpectedModels().end()) << "no expectations for " << GetParam();
+  EXPECT_LT(fs::file_size(TestModels::Get().Path(GetParam())), it->second.max_mib << 20);
+}
+
+// Each arch has the kind of memory the cache must handle for it, as prefixd's Model sees it.
+TEST_P(TestModelArchTest, HasTheMemoryLayoutOfItsFamily) {
+  const auto it = ExpectedModels().find(GetParam());
+  ASSERT_NE(it, ExpectedModels().end()) << "no expectations for " << GetParam();
+  auto loaded = Model::Load({TestModels::Get().Path(GetParam())});
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  const Model& m = *loaded.value();
+  EXPECT_EQ(m.arch(), GetParam());
+  EXPECT_EQ(m.layout(), it->second.layout) << MemoryLayoutName(m.layout());
+  EXPECT_EQ(m.n_swa(), it->second.n_swa);
+  EXPECT_EQ(m.n_vocab(), 640);
 }
 
 TEST_P(TestModelArchTest, TextRoundTripsAndCompresses) {
@@ -193,6 +230,44 @@ TEST_P(TestModelArchTest, DecodeGivesFiniteVaryingLogits) {
   EXPECT_GT(hi - lo, 0.1f);
 }
 
+// Greedy decoding of `n` tokens after a chat prompt, in a fresh context.
+std::vector<llama_token> Greedy(llama_model* model, const std::vector<llama_token>& prompt,
+                                int n) {
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = 256;
+  cp.n_batch = cp.n_ubatch = 64;
+  cp.n_threads = cp.n_threads_batch = 2;
+  std::unique_ptr<llama_context, ContextFree> ctx(llama_init_from_model(model, cp));
+  if (ctx == nullptr) return {};
+  const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+  std::vector<llama_token> next = prompt, out;
+  for (int i = 0; i < n; ++i) {
+    llama_batch batch = llama_batch_get_one(next.data(), int32_t(next.size()));
+    if (llama_decode(ctx.get(), batch) != 0) return {};
+    const float* logits = llama_get_logits_ith(ctx.get(), -1);
+    const llama_token best = llama_token(std::max_element(logits, logits + n_vocab) - logits);
+    out.push_back(best);
+    next = {best};
+  }
+  return out;
+}
+
+// The chat prompt's special tokens are single tokens, and decoding after it is deterministic.
+TEST_P(TestModelArchTest, ChatPromptGeneratesDeterministically) {
+  ASSERT_NE(model(), nullptr);
+  const std::string prompt =
+      "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+      "<|im_start|>assistant\n";
+  const std::vector<llama_token> tokens = Tokenize(vocab(), prompt, true);
+  const std::vector<llama_token> im_start = Tokenize(vocab(), "<|im_start|>", true);
+  ASSERT_EQ(im_start.size(), 1u);
+  EXPECT_EQ(std::count(tokens.begin(), tokens.end(), im_start[0]), 3);
+  EXPECT_EQ(Detokenize(vocab(), tokens), prompt);
+  const std::vector<llama_token> a = Greedy(model(), tokens, 8);
+  ASSERT_EQ(a.size(), 8u);
+  EXPECT_EQ(Greedy(model(), tokens, 8), a);
+}
+
 TEST_P(TestModelArchTest, SameSeedSameBytesOtherSeedOtherBytes) {
   const std::string& dir = TestModels::Get().dir();
   const std::string a = TestModels::Get().Path(GetParam());
@@ -209,7 +284,13 @@ TEST_P(TestModelArchTest, SameSeedSameBytesOtherSeedOtherBytes) {
   fs::remove(c);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllArchs, TestModelArchTest, ::testing::ValuesIn(TestModelArchs()),
+std::vector<std::string> AllArchs() {
+  std::vector<std::string> archs = TestModelArchs();
+  archs.insert(archs.end(), ExtraTestModelArchs().begin(), ExtraTestModelArchs().end());
+  return archs;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllArchs, TestModelArchTest, ::testing::ValuesIn(AllArchs()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
                            for (char& ch : name) {
@@ -227,6 +308,114 @@ TEST(TestModelTest, RejectsUnknownArchAndShapeNamingValidOnes) {
   EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(st.message().find("medium"), std::string::npos) << st.message();
   EXPECT_FALSE(fs::exists(out));
+}
+
+// A GGUF file's metadata and tensors with their data.
+struct GgufFile {
+  explicit GgufFile(const std::string& path) {
+    gguf_init_params params = {/*no_alloc=*/false, /*ctx=*/&data};
+    ctx = gguf_init_from_file(path.c_str(), params);
+  }
+  ~GgufFile() {
+    if (ctx != nullptr) gguf_free(ctx);
+    if (data != nullptr) ggml_free(data);
+  }
+  std::string U64s(const std::string& key) const {
+    const int64_t id = gguf_find_key(ctx, key.c_str());
+    if (id < 0) return "";
+    std::string out;
+    const auto* v = static_cast<const uint64_t*>(gguf_get_arr_data(ctx, id));
+    for (size_t i = 0; i < gguf_get_arr_n(ctx, id); ++i) out += std::to_string(v[i]) + " ";
+    return out;
+  }
+  gguf_context* ctx = nullptr;
+  ggml_context* data = nullptr;
+};
+
+// Bytes of sequence 0's state after decoding the first `n` tokens of `tokens`.
+size_t StateSizeAfter(llama_model* model, std::vector<llama_token> tokens, size_t n) {
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = 256;
+  cp.n_batch = cp.n_ubatch = 64;
+  cp.n_threads = cp.n_threads_batch = 2;
+  std::unique_ptr<llama_context, ContextFree> ctx(llama_init_from_model(model, cp));
+  tokens.resize(n);
+  if (ctx == nullptr || llama_decode(ctx.get(), llama_batch_get_one(tokens.data(),
+                                                                      int32_t(n))) != 0) {
+    return 0;
+  }
+  return llama_state_seq_get_size(ctx.get(), 0);
+}
+
+// gemma4's last 4 of 8 layers share the KV of layers 2 (SWA) and 3 (global): a token adds K
+// and V rows (F16) for 3 SWA layers of 2 heads x 16 and 1 global layer of 2 heads x 32 only
+// (3 x 128 + 256 = 640 bytes, plus cell bookkeeping), not for 8 layers (1280 bytes).
+TEST(TestModelTest, Gemma4SharesTheKvOfItsLastLayers) {
+  llama_model* model = TestModels::Get().Model("gemma4");
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(MetaString(model, "gemma4.attention.shared_kv_layers"), "4");
+  EXPECT_EQ(MetaString(model, "gemma4.embedding_length_per_layer_input"), "16");
+  EXPECT_EQ(llama_model_n_layer(model), 8);
+  const GgufFile file(TestModels::Get().Path("gemma4"));
+  ASSERT_NE(file.ctx, nullptr);
+  EXPECT_GE(gguf_find_tensor(file.ctx, "per_layer_model_proj.weight"), 0);
+  EXPECT_GE(gguf_find_tensor(file.ctx, "per_layer_token_embd.weight"), 0);
+  std::string text;
+  const llama_vocab* vocab = llama_model_get_vocab(model);
+  while (Tokenize(vocab, text, false).size() < 24) text += kEnglish;
+  const std::vector<llama_token> tokens = Tokenize(vocab, text, false);
+  const size_t per_token =
+      (StateSizeAfter(model, tokens, 24) - StateSizeAfter(model, tokens, 8)) / 16;
+  RecordProperty("state_bytes_per_token", std::to_string(per_token));
+  EXPECT_GE(per_token, 640u);
+  EXPECT_LT(per_token, 800u);
+}
+
+TEST(TestModelTest, GeneratorArchsAreTinyOnlyAndNeedTheGenerator) {
+  const std::string out = TestModels::Get().dir() + "/bad.gguf";
+  Status st = MakeTestModel({"deepseek2", "small", 1}, out);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
+  ASSERT_EQ(setenv("PREFIXD_TEST_LLAMA_ARCHS", "/nonexistent/test-llama-archs", 1), 0);
+  st = MakeTestModel({"deepseek2", "tiny", 1}, out);
+  unsetenv("PREFIXD_TEST_LLAMA_ARCHS");
+  EXPECT_EQ(st.code(), Status::Code::kNotFound) << st.ToString();
+  EXPECT_NE(st.message().find("test-llama-archs"), std::string::npos) << st.message();
+  EXPECT_FALSE(fs::exists(out));
+}
+
+// A generator arch keeps the generator's tensors byte for byte; only the vocabulary-sized ones
+// (token_embd, output and qwen4exp's per-layer n-gram embeddings: 4 heads of n_vocab rows) are
+// new, at the generator's scale.
+TEST(TestModelTest, GeneratorArchKeepsItsTensorsAndResizesTheVocabularyOnes) {
+  const GgufFile ours(TestModels::Get().Path("qwen4exp"));
+  ASSERT_NE(ours.ctx, nullptr);
+  EXPECT_EQ(ours.U64s("qwen4exp.ple.head_vocab_sizes"), "640 640 640 640 ");
+  EXPECT_EQ(ours.U64s("qwen4exp.ple.head_offsets"), "0 640 1280 1920 ");
+  auto upstream = test_model::UpstreamModel::Generate(
+      "qwen4exp", 1, TestModels::Get().dir() + "/qwen4exp-upstream");
+  ASSERT_TRUE(upstream.ok()) << upstream.status().ToString();
+  EXPECT_EQ(upstream.value()->variant(), "moe");
+  auto* theirs = const_cast<ggml_context*>(upstream.value()->tensors());
+  std::vector<std::string> resized;
+  int kept = 0, total = 0;
+  for (int64_t i = 0; i < gguf_get_n_tensors(ours.ctx); ++i, ++total) {
+    const ggml_tensor* t = ggml_get_tensor(ours.data, gguf_get_tensor_name(ours.ctx, i));
+    ASSERT_NE(t, nullptr);
+    const ggml_tensor* src = ggml_get_tensor(theirs, t->name);
+    ASSERT_NE(src, nullptr) << t->name;
+    if (ggml_are_same_shape(src, t)) {
+      EXPECT_EQ(std::memcmp(src->data, t->data, ggml_nbytes(t)), 0) << t->name;
+      ++kept;
+      continue;
+    }
+    resized.push_back(t->name);
+    EXPECT_EQ(src->ne[0], t->ne[0]) << t->name;
+    EXPECT_EQ(t->ne[1] * 128, src->ne[1] * 640) << t->name;  // the generator's n_vocab is 128
+  }
+  EXPECT_EQ(resized, (std::vector<std::string>{"token_embd.weight", "output.weight",
+                                               "per_layer_token_embd.weight"}));
+  EXPECT_EQ(kept, total - 3);
+  EXPECT_GT(kept, 50);
 }
 
 common_chat_msg Msg(const std::string& role, const std::string& content,

@@ -127,19 +127,9 @@ bool SupportedType(ggml_type type) {
   return type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_Q8_0;
 }
 
-}  // namespace
-
-void FillTensor(ggml_tensor* tensor, void* weight_init) {
-  auto* init = static_cast<WeightInit*>(weight_init);
-  if (!SupportedType(tensor->type)) {
-    if (init->error.empty()) {
-      init->error = std::string("tensor ") + tensor->name + " has unsupported type " +
-                    ggml_type_name(tensor->type);
-    }
-    return;
-  }
-  const Recipe recipe = RecipeFor(tensor, init->n_layer);
-  const uint64_t key = SplitMix64(init->seed) ^ Fnv1a(tensor->name);
+// Fills `tensor` by `recipe` with values keyed by `seed` and the tensor's name.
+void Fill(ggml_tensor* tensor, const Recipe& recipe, uint64_t seed) {
+  const uint64_t key = SplitMix64(seed) ^ Fnv1a(tensor->name);
   const int64_t n_rows = ggml_nrows(tensor);
   const size_t row_size = ggml_row_size(tensor->type, tensor->ne[0]);
   std::vector<uint8_t> data(ggml_nbytes(tensor));
@@ -162,6 +152,28 @@ void FillTensor(ggml_tensor* tensor, void* weight_init) {
   ggml_backend_tensor_set(tensor, data.data(), 0, data.size());
 }
 
+}  // namespace
+
+void FillTensor(ggml_tensor* tensor, void* weight_init) {
+  auto* init = static_cast<WeightInit*>(weight_init);
+  if (!SupportedType(tensor->type)) {
+    if (init->error.empty()) {
+      init->error = std::string("tensor ") + tensor->name + " has unsupported type " +
+                    ggml_type_name(tensor->type);
+    }
+    return;
+  }
+  Fill(tensor, RecipeFor(tensor, init->n_layer), init->seed);
+}
+
+bool FillNormal(ggml_tensor* tensor, uint64_t seed, float stdev) {
+  if (!SupportedType(tensor->type)) return false;
+  Recipe recipe;
+  recipe.stdev = stdev;
+  Fill(tensor, recipe, seed);
+  return true;
+}
+
 void AddWeightTypes(gguf_context* ctx, uint32_t n_layer, ggml_type type) {
   if (type == GGML_TYPE_F32) return;
   static const char* const kLayerMatrices[] = {
@@ -171,7 +183,8 @@ void AddWeightTypes(gguf_context* ctx, uint32_t n_layer, ggml_type type) {
       "ssm_in",        "ssm_out",       "ssm_alpha",      "ssm_beta",      "ssm_ba",
       "shortconv.in_proj", "shortconv.out_proj",
   };
-  std::vector<std::string> names = {"token_embd.weight", "output.weight"};
+  std::vector<std::string> names = {"token_embd.weight", "output.weight",
+                                    "per_layer_token_embd.weight"};
   for (uint32_t il = 0; il < n_layer; ++il) {
     for (const char* m : kLayerMatrices) {
       names.push_back("blk." + std::to_string(il) + "." + m + ".weight");
