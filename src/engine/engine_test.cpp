@@ -147,7 +147,7 @@ class EngineCacheTest : public ::testing::TestWithParam<std::string> {
     on_ = MakeEngine(GetParam(), true);
     off_ = MakeEngine(GetParam(), false);
     ASSERT_TRUE(on_ && off_);
-    ref_.any_position = GetParam() == "llama";
+    ref_.any_position = !NeedsSnapshot();  // pure attention: any position restores
     if (WholeOf(GetParam())) {
       auto stats = on_->GetStats();
       EXPECT_TRUE(stats.cache_on && stats.state_mode == StateMode::kWhole);
@@ -343,6 +343,14 @@ TEST_P(EngineCacheTest, DamagedDiskFilesFailClosed) {
 // Several slots decoding in one batch: every request gets exactly what it gets alone with the
 // cache off, and the shared prefix is restored for the later ones.
 TEST_P(EngineCacheTest, ConcurrentRequestsMatchSequential) {
+  if (ArchOf(GetParam()) == "gemma4") {
+    // llama.cpp's CPU graph for gemma4 is not batch-invariant: its cold greedy output changes
+    // with --batch alone (docs/test-models.md), so a request decoded beside others cannot be
+    // compared token for token with one decoded alone: the cache changes only when each
+    // request joins the batch. (With whole-state snapshots, llama.cpp's own state format, the
+    // same request differs the same way.)
+    GTEST_SKIP() << "gemma4's cold output depends on the batch composition";
+  }
   auto shared = MakeEngine(GetParam(), true, "", 3);
   ASSERT_TRUE(shared);
   std::vector<Prompt> prompts;
@@ -497,6 +505,13 @@ std::string ParamName(const ::testing::TestParamInfo<std::string>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, EngineCacheTest, ::testing::ValuesIn(TestModelArchs()), ParamName);
+// The memory types issue 12 added (llama.cpp's generator's models with prefixd's chat
+// tokenizer, and gemma4 by prefixd): hybrid + index (qwen4exp), MLA (deepseek2), DSA (glm-dsa),
+// iswa with shared-KV layers (gemma4), and deepseek4's own cache (whole-state snapshots).
+INSTANTIATE_TEST_SUITE_P(Issue12Archs, EngineCacheTest,
+                         ::testing::Values("qwen4exp", "deepseek2", "glm-dsa", "gemma4",
+                                           "deepseek4"),
+                         ParamName);
 // Whole-state snapshots, the codec's fallback for layouts it cannot slice, on one model of each
 // family: the same scenarios, the same equality with cold runs.
 INSTANTIATE_TEST_SUITE_P(WholeState, EngineCacheTest,

@@ -140,11 +140,11 @@ const std::map<std::string, Expected>& ExpectedModels() {
       {"granitehybrid", {L::kHybrid, 0, 16}},  {"lfm2", {L::kHybrid, 0, 16}},
       {"mamba2", {L::kRecurrent, 0, 16}},      {"gemma3", {L::kIswa, 32, 16}},
       {"gpt-oss", {L::kIswa, 32, 16}},         {"gemma4", {L::kIswa, 32, 16}},
-      {"qwen4exp", {L::kHybrid, 0, 24}},       {"deepseek4", {L::kHybrid, 0, 96}},
-      {"deepseek2", {L::kAttention, 0, 8}},    {"glm-dsa", {L::kAttention, 0, 48}},
+      {"qwen4exp", {L::kHybridIdx, 0, 24}},    {"deepseek4", {L::kDsv4, 0, 96}},
+      {"deepseek2", {L::kAttention, 0, 8}},    {"glm-dsa", {L::kDsa, 0, 48}},
       {"qwen35moe", {L::kHybrid, 0, 16}},      {"nemotron_h_moe", {L::kHybrid, 0, 8}},
       {"kimi-linear", {L::kHybrid, 0, 8}},     {"jamba", {L::kHybrid, 0, 8}},
-      {"falcon-h1", {L::kHybrid, 0, 16}},      {"minimax-m3", {L::kAttention, 0, 16}},
+      {"falcon-h1", {L::kHybrid, 0, 16}},      {"minimax-m3", {L::kMsa, 0, 16}},
   };
   return kExpected;
 }
