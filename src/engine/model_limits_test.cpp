@@ -21,14 +21,24 @@ namespace fs = std::filesystem;
 
 constexpr int kTrainedCtx = 256;  // test-llama-archs writes context_length = 256
 
+// A temporary folder, removed with everything in it at exit.
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("prefixd-model-limits-" + std::to_string(getpid()));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
 // The generated model of `arch` ("gpt2" -> gpt2-dense.gguf), or "" when the generator is absent.
 std::string ArchModel(const std::string& arch) {
   static std::map<std::string, std::string> made;
   if (auto it = made.find(arch); it != made.end()) return it->second;
   const std::string bin = PREFIXD_TEST_LLAMA_ARCHS;
   if (!fs::exists(bin)) return "";
-  fs::path dir = fs::temp_directory_path() / ("prefixd-model-limits-" + std::to_string(getpid()));
-  fs::create_directories(dir);
+  static TempDir temp;
+  const fs::path& dir = temp.path;
   std::string cmd = "'" + bin + "' -s 42 -a '" + arch + "' -o '" + dir.string() + "' >/dev/null 2>&1";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::string path;
