@@ -161,8 +161,9 @@ def probe_limits(server):
     if code not in (200, 400):
         return f"prompt beyond the trained context: HTTP {code}: {r}"
     code, r = server.complete(words("q", 0, server.ctx))
-    if code != 400:
-        return f"prompt as long as the context ({server.ctx}): HTTP {code}, expected 400"
+    if code != 400 or r.get("error", {}).get("code") != "context_length_exceeded":
+        return (f"prompt as long as the context ({server.ctx}): HTTP {code} {r}, expected 400 "
+                "context_length_exceeded")
     return None
 
 
@@ -356,7 +357,8 @@ def main():
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--sample", action="store_true", help=f"only {', '.join(SAMPLE)}")
     mode.add_argument("--arch", action="append", help="only these architectures (repeatable)")
-    ap.add_argument("--timeout", type=float, default=60, help="seconds per server step")
+    ap.add_argument("--timeout", type=float, default=120,
+                    help="seconds a server may take to start, answer one request, or stop")
     ap.add_argument("--json", help="write the per-model results here")
     ap.add_argument("--doc", help="rewrite the generated section of this markdown file")
     a = ap.parse_args()
@@ -385,6 +387,9 @@ def main():
                   + f" ({time.time() - start:.1f} s)", flush=True)
     finally:
         shutil.rmtree(outdir, ignore_errors=True)
+    if not results:
+        print("arch-sweep: the generator wrote no model", file=sys.stderr)
+        return 1
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
