@@ -3,7 +3,7 @@
 # test-llama-archs generates, served by `prefixd serve` with and without the cache; fails on a
 # crash, an output mismatch not allowed in bench/arch_sweep.py, or an unexpected refusal.
 # Usage: scripts/arch-sweep.sh [--sample] [--doc] [--arch NAME]... [--json FILE] [--timeout S]
-#   (no mode: all 127 models, ~20 minutes on a busy 2-core machine; --sample: 8 architectures, the CTest one;
+#   (no mode: all 127 models, 2 minutes on 2 idle cores, 20 on busy ones; --sample: 8 architectures, the CTest one;
 #    --doc: rewrite the generated table in docs/architectures.md)
 # Env: PREFIXD_BIN (default build/bin/prefixd), PREFIXD_TEST_LLAMA_ARCHS (default: from the
 # build's PREFIXD_LLAMA_BUILD, i.e. scripts/setup-llama.sh's build directory).
