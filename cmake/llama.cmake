@@ -33,3 +33,11 @@ target_include_directories(prefixd_llama_common SYSTEM INTERFACE
 target_link_libraries(prefixd_llama_common INTERFACE prefixd_llama_common_lib prefixd_llama)
 
 set(CMAKE_BUILD_RPATH "${_llama_bin};${PREFIXD_LLAMA_BUILD}/common")
+
+# The pinned generator of tiny random models of every architecture llama.cpp supports (built by
+# scripts/setup-llama.sh): the architecture sweep and the engine's model-limit tests use it.
+set(PREFIXD_TEST_LLAMA_ARCHS "${_llama_bin}/test-llama-archs")
+if(NOT EXISTS "${PREFIXD_TEST_LLAMA_ARCHS}")
+  message(WARNING "${PREFIXD_TEST_LLAMA_ARCHS} is missing (run scripts/setup-llama.sh): the "
+                  "model-limit tests skip and the architecture sweep is not registered")
+endif()

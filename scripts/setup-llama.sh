@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Fetches the pinned llama.cpp (from the npm package node-llama-cpp@3.22.1, which ships the
-# source as a git bundle), verifies the commit and builds llama, ggml and llama-common.
+# source as a git bundle), verifies the commit and builds llama, ggml and llama-common, and the
+# pinned test-model generator bin/test-llama-archs (the architecture sweep and the engine tests
+# use it; it links the same libraries, so it costs one extra compile).
 # Applies and verifies the small patches in patches/llama.cpp/ (docs/llama-patches.md says why
 # each exists). The build is cached by commit, backend and patch set under $PREFIXD_DEPS_DIR, so
 # a second run is instant; a changed patch set rebuilds incrementally.
@@ -30,9 +32,11 @@ src="$root/src"
 build="$root/build-$backend"
 stamp="$build/.prefixd-built"
 
+# The stamp holds the patch set; a build is complete when the stamp matches and every product
+# exists, so a cached build made before test-llama-archs was a target (same stamp) gets it.
 patches=("$PATCH_DIR"/*.patch)
 patch_id="$(cat "${patches[@]}" | sha256sum | cut -c1-16)"
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$patch_id" ]]; then
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$patch_id" && -x "$build/bin/test-llama-archs" ]]; then
   echo "$build"
   exit 0
 fi
@@ -77,10 +81,10 @@ fi
 echo "setup-llama: building llama.cpp ${LLAMA_COMMIT:0:7} ($backend) in $build" >&2
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DBUILD_SHARED_LIBS=ON \
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF \
+  -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF \
   -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=ON \
   -DLLAMA_OPENSSL=OFF -DLLAMA_SUBPROCESS=OFF -DLLAMA_LLGUIDANCE=OFF \
   "${cmake_backend[@]}" >&2
-cmake --build "$build" -j "$JOBS" --target llama llama-common ggml >&2
+cmake --build "$build" -j "$JOBS" --target llama llama-common ggml test-llama-archs >&2
 echo "$patch_id" > "$stamp"
 echo "$build"

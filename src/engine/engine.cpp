@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "engine/chat_template.h"
 #include "engine/capture_points.h"
@@ -29,6 +30,29 @@ struct Engine::Impl {
   std::unique_ptr<Scheduler> scheduler;
 };
 
+namespace {
+
+// 0 (as llama-server's -c 0) becomes the trained length; a context beyond what the model's
+// learned position table holds is capped to it, with a log line (llama.cpp would index past
+// the table and abort on the first prompt that long).
+Status FitContextToModel(const Model& model, uint32_t* n_ctx_per_slot) {
+  if (*n_ctx_per_slot == 0) *n_ctx_per_slot = uint32_t(std::max(model.n_ctx_train(), 16));
+  const int limit = model.n_pos_max();
+  if (limit <= 0 || *n_ctx_per_slot <= uint32_t(limit)) return Status::OK();
+  if (limit < 16) {
+    return Status::InvalidArgument("model architecture '" + model.arch() + "' has learned " +
+                                   "positions for only " + std::to_string(limit) + " tokens");
+  }
+  std::fprintf(stderr,
+               "prefixd: context capped at %d tokens per slot (requested %u): model "
+               "architecture '%s' has learned absolute positions for %d tokens only\n",
+               limit, *n_ctx_per_slot, model.arch().c_str(), limit);
+  *n_ctx_per_slot = uint32_t(limit);
+  return Status::OK();
+}
+
+}  // namespace
+
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
@@ -40,9 +64,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   PREFIXD_ASSIGN_OR_RETURN(impl->model, Model::Load({options.model_path, options.n_gpu_layers}));
-  if (impl->options.n_ctx_per_slot == 0) {  // as llama-server's -c 0
-    impl->options.n_ctx_per_slot = uint32_t(std::max(impl->model->n_ctx_train(), 16));
-  }
+  PREFIXD_RETURN_IF_ERROR(FitContextToModel(*impl->model, &impl->options.n_ctx_per_slot));
   auto chat = ChatTemplate::Create(*impl->model);
   if (chat.ok()) impl->chat = std::move(chat).value();  // a model without a template serves
                                                         // completions only

@@ -32,7 +32,9 @@ struct EngineOptions {
   uint64_t disk_quota_bytes = 20ull << 30;
   uint32_t block_size = 256;
   uint32_t n_slots = 1;
-  uint32_t n_ctx_per_slot = 8192;    // 0: the model's trained context length (each slot)
+  // 0: the model's trained context length (each slot). Capped at the model's learned position
+  // table (Model::n_pos_max(), e.g. gpt2) with a log line at start.
+  uint32_t n_ctx_per_slot = 8192;
   uint32_t n_batch = 2048;
   uint32_t n_ubatch = 512;
   int n_threads = 0;                 // decode threads; 0: all cores
@@ -130,6 +132,8 @@ struct EngineStats {
 
 class Engine {
  public:
+  // Loads the model and starts the scheduler. InvalidArgument when the model cannot serve
+  // causal completions (Model::Load says why) or the options are out of range.
   static Result<std::unique_ptr<Engine>> Create(const EngineOptions& options);
   ~Engine();
 
@@ -149,6 +153,7 @@ class Engine {
   std::vector<Token> Tokenize(const std::string& text) const;
   std::string Detokenize(const std::vector<Token>& tokens) const;
   const std::string& model_name() const;
+  // The context each slot has, after the cap (EngineOptions::n_ctx_per_slot).
   uint32_t n_ctx_per_slot() const;
   // requested by server: the vocabulary size, so that token ids from clients (/detokenize,
   // /v1/completions with a token-array prompt) are checked before they reach llama.cpp.

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "gguf.h"
 #include "llama.h"
 
 namespace prefixd::engine {
@@ -109,6 +110,50 @@ StateFormat DetectStateFormat(const llama_model* model, const std::string& arch)
   return f;
 }
 
+// Why the model cannot serve causal completions, or OK. llama.cpp builds no memory for
+// diffusion and embedding models and needs llama_encode for encoders: prefixd decodes only.
+Status CheckCausal(const llama_model* model, const std::string& arch,
+                   const std::string& causal_meta) {
+  const std::string what = "model architecture '" + arch + "' ";
+  const char* tail = ": prefixd serves causal (left-to-right) completions only";
+  if (llama_model_is_diffusion(model)) {
+    return Status::InvalidArgument(what + "is a diffusion model (non-causal, denoising)" + tail);
+  }
+  if (llama_model_has_encoder(model) || !llama_model_has_decoder(model)) {
+    return Status::InvalidArgument(what + "has an encoder (encoder-only or encoder-decoder)" +
+                                   tail);
+  }
+  if (causal_meta == "false") {
+    return Status::InvalidArgument(what + "uses non-causal attention (an embedding model)" + tail);
+  }
+  return Status::OK();
+}
+
+// Rows of the learned absolute position table `position_embd.weight`, read from the GGUF's
+// tensor index (metadata only); 0 when the file has none, -1 when the index cannot be read.
+int64_t LearnedPositionRows(const std::string& path) {
+  gguf_init_params params{/*no_alloc=*/true, /*ctx=*/nullptr};
+  gguf_context* gguf = gguf_init_from_file(path.c_str(), params);
+  if (gguf == nullptr) return -1;
+  int64_t rows = 0;
+  const int64_t id = gguf_find_tensor(gguf, "position_embd.weight");
+  if (id >= 0) rows = gguf_get_tensor_ne(gguf, id)[1];
+  gguf_free(gguf);
+  return rows;
+}
+
+// See Model::n_pos_max(). Where the table cannot be looked for (an unreadable index, or a split
+// model whose table may sit in another file), a model without RoPE and without recurrent state
+// is capped at its trained length: conservative, as such models may use learned positions.
+int PositionLimit(const llama_model* model, const std::string& path, bool split) {
+  const int64_t rows = split ? -1 : LearnedPositionRows(path);
+  if (rows > 0) return int(rows);
+  if (rows == 0) return 0;
+  const bool ropeless = llama_model_rope_type(model) == LLAMA_ROPE_TYPE_NONE;
+  const bool stateful = llama_model_is_recurrent(model) || llama_model_is_hybrid(model);
+  return ropeless && !stateful ? llama_model_n_ctx_train(model) : 0;
+}
+
 }  // namespace
 
 void EnsureBackendInitialized() {
@@ -135,6 +180,12 @@ Result<std::unique_ptr<Model>> Model::Load(const ModelOptions& options) {
   model->path_ = options.path;
   model->arch_ = model->Meta("general.architecture");
   model->format_ = DetectStateFormat(raw, model->arch_);
+  if (options.vocab_only) return model;  // a tokenizer: nothing is decoded
+  PREFIXD_RETURN_IF_ERROR(
+      CheckCausal(raw, model->arch_, model->Meta(model->arch_ + ".attention.causal")));
+  const std::string splits = model->Meta("split.count");
+  model->n_pos_max_ = PositionLimit(raw, options.path, !splits.empty() && splits != "0" &&
+                                                           splits != "1");
   return model;
 }
 

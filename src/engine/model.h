@@ -24,6 +24,9 @@ struct ModelOptions {
 
 class Model {
  public:
+  // Loads the model. InvalidArgument when the file cannot be loaded, or when the model cannot
+  // serve causal completions (diffusion models, encoder or encoder-decoder models, non-causal
+  // attention): the message names the architecture and the reason.
   static Result<std::unique_ptr<Model>> Load(const ModelOptions& options);
   ~Model();
   Model(const Model&) = delete;
@@ -42,6 +45,10 @@ class Model {
 
   int n_vocab() const;
   int n_ctx_train() const;
+  // The most positions the model can evaluate: the rows of its learned absolute position table
+  // (`position_embd`: gpt2, starcoder, mpt, ...), beyond which llama.cpp would index past the
+  // table and abort; 0 when positions are not bounded by the weights (RoPE, ALiBi, recurrent).
+  int n_pos_max() const { return n_pos_max_; }
   int n_swa() const;
   const std::string& arch() const { return arch_; }
   const std::string& path() const { return path_; }
@@ -66,6 +73,7 @@ class Model {
   std::string arch_;
   std::string path_;
   StateFormat format_;
+  int n_pos_max_ = 0;
 };
 
 // Initializes llama.cpp's backends once per process and routes its log to ours (quiet unless
