@@ -10,9 +10,9 @@ stop the server; then replay the trace again with --no-cache. Per model it recor
 tokens against the reusable ones, whether every output equals the --no-cache one, a refusal at
 load (with the server's error) or a crash (the server died, exited non-zero, or timed out).
 
-Exit status: 1 on any crash, any output mismatch not in MISMATCH_ALLOWED, or a refusal of a
-model not in REFUSAL_EXPECTED; 0 otherwise. Reuse below the block ceiling and inert models
-(nothing reused) are reported, not failed (the codec work of issue 12 is on another branch).
+Exit status: 1 on any crash, any output mismatch not in MISMATCH_ALLOWED, a refusal of a
+model not in REFUSAL_EXPECTED, or reuse below the block ceiling (inert: nothing reused);
+0 otherwise.
 
 docs/architectures.md explains the table; --doc rewrites its generated section.
 """
@@ -267,6 +267,9 @@ def failure_of(r):
         return "refused at load, not expected: " + r["detail"]
     if r["status"] == "ok" and not r["equal"] and r["arch"] not in MISMATCH_ALLOWED:
         return r["detail"]
+    if r["status"] == "ok" and r.get("reuse") in ("inert", "below"):
+        return f"reuse below the block ceiling: {r.get('cached')} of {r.get('reusable')}" \
+            if r["reuse"] == "below" else "inert: nothing reused"
     return None
 
 
@@ -397,12 +400,6 @@ def main():
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                                 text=True, cwd=os.path.dirname(os.path.abspath(a.doc))).stdout
         write_doc(a.doc, markdown(results, commit.strip() or "?"))
-    inert = [r["model"] for r in results if r.get("reuse") == "inert"]
-    below = [r["model"] for r in results if r.get("reuse") == "below"]
-    if inert:
-        print("arch-sweep: inert (nothing reused, not yet a failure): " + ", ".join(inert))
-    if below:
-        print("arch-sweep: below the block ceiling (not yet a failure): " + ", ".join(below))
     for f in failures:
         print("arch-sweep: FAIL " + f)
     print(summary_line(results))

@@ -45,7 +45,9 @@ class ClassifyTest(unittest.TestCase):
 class FailureTest(unittest.TestCase):
     def test_what_fails(self):
         self.assertIsNone(sweep.failure_of(ok("llama")))
-        self.assertIsNone(sweep.failure_of(ok("qwen4exp", reuse="inert")))  # reported only
+        self.assertIsNotNone(sweep.failure_of(ok("qwen4exp", reuse="inert")))
+        self.assertIsNotNone(sweep.failure_of(ok("deepseek2", reuse="below")))
+        self.assertIsNone(sweep.failure_of(ok("mamba2", reuse="ceiling")))
         self.assertIsNone(sweep.failure_of(ok("cogvlm", equal=False)))      # allowlisted
         self.assertIsNotNone(sweep.failure_of(ok("llama", equal=False)))
         crashed = {"model": "gpt2-dense", "arch": "gpt2", "status": "crashed", "detail": "x"}
