@@ -48,6 +48,7 @@ struct BenchArgs {
   int64_t decode_tokens = 128;
   int64_t decode_reps = 3;
   bool no_restart = false;
+  bool no_flash_attn = false;
   std::string command_line;  // for the report
 };
 
@@ -86,6 +87,7 @@ engine::EngineOptions MakeOptions(const BenchArgs& a, const std::string& model, 
   o.n_ctx_per_slot = uint32_t(a.ctx);
   o.n_threads = int(a.threads);
   o.cache_enabled = cache_on;
+  o.flash_attn = !a.no_flash_attn;
   if (cache_on) o.cache_dir = a.work_dir + "/cache";
   return o;
 }
@@ -469,6 +471,9 @@ int main(int argc, char** argv) {
   flags.Int("--decode-reps", &a.decode_reps, "decode measurement repetitions (0: skip it)");
   flags.Int("--seed", &a.seed, "trace seed");
   flags.Bool("--no-restart", &a.no_restart, "leave out the restart in the middle of the trace");
+  flags.Bool("--no-flash-attn", &a.no_flash_attn,
+             "both engines without flash attention (gemma4's CPU flash attention depends on the "
+             "chunking: docs/test-models.md)");
   flags.String("--trace-out", &a.trace_out, "also write the trace as JSONL to this file");
   flags.Int("--threads", &a.threads, "llama.cpp threads per engine (0: all cores)");
   flags.Int("--ctx", &a.ctx, "context length per engine");

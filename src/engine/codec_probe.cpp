@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <vector>
 
 #include "engine/model.h"
@@ -126,11 +127,40 @@ Status ProbeWhole(Context& ctx, int32_t seq, std::span<const Token> tokens) {
   return Same(again, first, "a whole state set and taken again");
 }
 
+// The last logits of `tokens` decoded into `seq` in chunks ending at `ends`.
+Result<std::vector<float>> LastLogits(Context& ctx, int32_t seq, std::span<const Token> tokens,
+                                      std::span<const int32_t> ends) {
+  ctx.SeqClear(seq);
+  int32_t p0 = 0;
+  for (int32_t p1 : ends) {
+    const bool last = p1 == int32_t(tokens.size());
+    PREFIXD_RETURN_IF_ERROR(ctx.DecodeChunk(seq, tokens.subspan(size_t(p0), size_t(p1 - p0)), p0, last));
+    p0 = p1;
+  }
+  const float* logits = ctx.Logits(-1);
+  if (logits == nullptr) return Status::Internal("no logits");
+  return std::vector<float>(logits, logits + ctx.model().n_vocab());
+}
+
+Result<bool> ChunkingInvariant(Context& ctx, int32_t seq) {
+  std::array<Token, 64> tokens{};
+  const Token top = std::max(ctx.model().n_vocab() - 1, 0);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = std::min<Token>(Token(3 * i + 2), top);
+  const std::array<int32_t, 1> one = {64};
+  const std::array<int32_t, 2> two = {37, 64};
+  PREFIXD_ASSIGN_OR_RETURN(std::vector<float> whole, LastLogits(ctx, seq, tokens, one));
+  PREFIXD_ASSIGN_OR_RETURN(std::vector<float> split, LastLogits(ctx, seq, tokens, two));
+  ctx.SeqClear(seq);
+  return std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)) == 0;
+}
+
 }  // namespace
 
 Result<CodecProbe> ProbeStateCodec(Context& ctx, int32_t seq, bool force_whole) {
   const std::array<Token, kEnd> tokens = ProbeTokens(ctx.model());
   CodecProbe probe;
+  Result<bool> invariant = ChunkingInvariant(ctx, seq);
+  probe.chunking_invariant = !invariant.ok() || *invariant;
   if (force_whole) {
     probe.mode = StateMode::kWhole;
     probe.why_whole = "whole-state snapshots were asked for";

@@ -15,6 +15,12 @@ struct CodecProbe {
   StateMode mode = StateMode::kSliced;
   std::optional<StateShape> shape;  // set for kSliced
   std::string why_whole;            // for kWhole: what the sliced probe refused
+  // Whether the last logits of a prompt decoded in one chunk and in two are bit-identical. When
+  // not, llama.cpp's graph for this model and settings depends on how a prefill is cut (flash
+  // attention on CPU tiles micro-batches of more than 32 rows), so a restored prefix —
+  // prefilled in other chunks — can change greedy output in the last bits. Correct states,
+  // but not a cold run's exact output.
+  bool chunking_invariant = true;
 };
 
 // Runs once at start, on the context's owning thread, using the (empty) sequence `seq`, which
@@ -26,6 +32,7 @@ struct CodecProbe {
 // at 3 into a sequence holding the rows of [0, 5) and cutting it at 3 gives the state at 3.
 // Any refusal gives kWhole with the reason (the caller logs it): each Snapshot is then a whole
 // state, whose round trip is checked too. `force_whole` skips the sliced probe.
+// Then checks chunking invariance (64 tokens: one chunk, then 37 + 27).
 // Returns an error only when not even whole states round-trip (the cache cannot be used).
 Result<CodecProbe> ProbeStateCodec(Context& ctx, int32_t seq, bool force_whole);
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "engine/state_codec_test_util.h"
 #include "engine/test_model.h"
@@ -18,8 +19,10 @@ namespace {
 using testing::CodecContextOptions;
 using testing::GeneratedModels;
 
-CodecProbe Probe(const Model& model, bool force_whole) {
-  auto ctx = Context::Create(model, CodecContextOptions(false));
+CodecProbe Probe(const Model& model, bool force_whole, bool flash_attn = false) {
+  ContextOptions o = CodecContextOptions(flash_attn);
+  o.n_ubatch = o.n_batch;  // the chunking check's chunks are not split into micro-batches
+  auto ctx = Context::Create(model, o);
   EXPECT_TRUE(ctx.ok()) << ctx.status().ToString();
   if (!ctx.ok()) return {};
   auto probe = ProbeStateCodec(**ctx, 0, force_whole);
@@ -63,6 +66,28 @@ TEST(CodecProbe, SlicesEveryReaderAndFallsBackOnDsv4) {
     sliced += p.mode == StateMode::kSliced;
   }
   EXPECT_GE(sliced, 13);
+}
+
+// The chunking check. Without flash attention every test model (gemma4 included) gives
+// bit-identical logits however a prompt is cut: what makes a restored prefix equal a cold run.
+// With flash attention on CPU, chunks of more than 32 rows are computed in tiles (llama.cpp's
+// kernel) and the logits move in the last bits; the probe must see that wherever a model has
+// attention (mamba2 has none).
+TEST(CodecProbe, FindsChunkingDependence) {
+  const auto dir = std::filesystem::temp_directory_path() / ("prefixd-chunking-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::vector<std::string> archs = TestModelArchs();
+  archs.push_back("gemma4");
+  for (const std::string& arch : archs) {
+    const std::string path = (dir / (arch + ".gguf")).string();
+    ASSERT_TRUE(MakeTestModel({arch, "tiny", 3}, path).ok()) << arch;
+    auto model = Model::Load({path, 0});
+    ASSERT_TRUE(model.ok()) << arch;
+    EXPECT_TRUE(Probe(**model, false, false).chunking_invariant) << arch << " without flash attention";
+    const bool with_fa = Probe(**model, false, true).chunking_invariant;
+    EXPECT_EQ(with_fa, arch == "mamba2") << arch << " with flash attention";
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

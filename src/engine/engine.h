@@ -112,6 +112,8 @@ struct CompletionResult {
 struct EngineStats {
   bool cache_on = false;  // false: --no-cache, or no state of this model round-trips
   StateMode state_mode = StateMode::kSliced;  // how the cache stores states (see types.h)
+  bool chunking_invariant = true;  // false: restored prefixes may change output in the last
+                                   // bits (the model's graph depends on the chunking)
   uint64_t requests = 0;
   uint64_t prompt_tokens = 0;
   uint64_t cached_tokens = 0;

@@ -344,11 +344,12 @@ TEST_P(EngineCacheTest, DamagedDiskFilesFailClosed) {
 // cache off, and the shared prefix is restored for the later ones.
 TEST_P(EngineCacheTest, ConcurrentRequestsMatchSequential) {
   if (ArchOf(GetParam()) == "gemma4") {
-    // llama.cpp's CPU graph for gemma4 is not batch-invariant: its cold greedy output changes
-    // with --batch alone (docs/test-models.md), so a request decoded beside others cannot be
-    // compared token for token with one decoded alone: the cache changes only when each
-    // request joins the batch. (With whole-state snapshots, llama.cpp's own state format, the
-    // same request differs the same way.)
+    // llama.cpp's kernels are not batch-invariant (flash attention tiles micro-batches of more
+    // than 32 rows, CodecProbe.FindsChunkingDependence; one-token decodes take another path
+    // than batched ones), and gemma4's soft-capped logits on random weights are close enough
+    // for that to flip greedy tokens: a request decoded beside other slots' tokens differs from
+    // the same request decoded alone, whatever the cache does (its states are bit-identical:
+    // state_codec tests). Every other scenario runs on gemma4.
     GTEST_SKIP() << "gemma4's cold output depends on the batch composition";
   }
   auto shared = MakeEngine(GetParam(), true, "", 3);

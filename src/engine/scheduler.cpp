@@ -33,6 +33,7 @@ struct Scheduler::Impl {
   std::unique_ptr<CacheIo> cache_io;
   DomainFingerprints fingerprints;
   StateMode state_mode = StateMode::kSliced;
+  bool chunking_invariant = true;  // what the codec probe found (see CodecProbe)
 
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -151,6 +152,14 @@ Status Scheduler::Impl::SetupCache(const ContextOptions& copt) {
     return Status::OK();
   }
   state_mode = probe->mode;
+  chunking_invariant = probe->chunking_invariant;
+  if (!chunking_invariant) {
+    std::fprintf(stderr, "prefixd: note: with these settings the model's logits depend on how a "
+                         "prompt is cut into prefill chunks (flash attention on CPU computes "
+                         "micro-batches of more than 32 rows in tiles), so output after a "
+                         "restored prefix can differ from a cold run in the last bits; "
+                         "--no-flash-attn makes it exact (docs/state-codec.md)\n");
+  }
   const bool whole = state_mode == StateMode::kWhole;
   if (whole && options.whole_state) {
     std::fprintf(stderr, "prefixd: --whole-state: the cache keeps whole-state snapshots\n");
@@ -224,6 +233,7 @@ EngineStats Scheduler::GetStats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   EngineStats s = impl_->stats;
   s.state_mode = impl_->state_mode;
+  s.chunking_invariant = impl_->chunking_invariant;
   s.cache_on = impl_->cache_io != nullptr;
   s.queue_depth = uint32_t(impl_->queue.size());
   if (impl_->cache) {

@@ -17,6 +17,7 @@ std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 
 json StatsJson(const engine::EngineStats& s) {
   return {{"cache", s.cache_on ? engine::StateModeName(s.state_mode) : "off"},
+          {"chunking_invariant", s.chunking_invariant},
           {"requests", s.requests},
           {"prompt_tokens", s.prompt_tokens},
           {"cached_tokens", s.cached_tokens},
