@@ -160,7 +160,8 @@ Result<CodecProbe> ProbeStateCodec(Context& ctx, int32_t seq, bool force_whole) 
   const std::array<Token, kEnd> tokens = ProbeTokens(ctx.model());
   CodecProbe probe;
   Result<bool> invariant = ChunkingInvariant(ctx, seq);
-  probe.chunking_invariant = !invariant.ok() || *invariant;
+  ctx.SeqClear(seq);  // also after a failed decode
+  probe.chunking_invariant = !invariant.ok() || *invariant;  // unknown: no note
   if (force_whole) {
     probe.mode = StateMode::kWhole;
     probe.why_whole = "whole-state snapshots were asked for";
