@@ -14,6 +14,7 @@
 
 #include "engine/model.h"
 #include "engine/test_model.h"
+#include "engine/test_temp_dir.h"
 
 namespace prefixd::engine {
 namespace {
@@ -27,7 +28,7 @@ std::string ModelPath(const std::string& arch) {
   auto it = made.find(arch);
   if (it != made.end()) return it->second;
   auto dir = std::filesystem::temp_directory_path() / ("prefixd-engine-test-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
+  std::filesystem::create_directories(testing::RemoveAtExit(dir.string()));
   std::string path = (dir / (arch + ".gguf")).string();
   Status st = MakeTestModel({arch, "tiny", 7}, path);
   EXPECT_TRUE(st.ok()) << st.ToString();

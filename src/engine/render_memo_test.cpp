@@ -18,6 +18,7 @@
 
 #include "engine/capture_points.h"
 #include "engine/test_model.h"
+#include "engine/test_temp_dir.h"
 
 namespace prefixd::engine {
 namespace {
@@ -174,7 +175,7 @@ const Model& TestModel() {
   static std::unique_ptr<Model> model = [] {
     auto dir = std::filesystem::temp_directory_path() /
                ("prefixd-render-memo-test-" + std::to_string(getpid()));
-    std::filesystem::create_directories(dir);
+    std::filesystem::create_directories(testing::RemoveAtExit(dir.string()));
     const std::string path = (dir / "qwen35.gguf").string();
     Status st = MakeTestModel({"qwen35", "tiny", 7}, path);
     EXPECT_TRUE(st.ok()) << st.ToString();

@@ -18,6 +18,7 @@
 #include "engine/model.h"
 #include "engine/state_codec.h"
 #include "engine/test_model.h"
+#include "engine/test_temp_dir.h"
 
 namespace prefixd::engine::testing {
 
@@ -46,7 +47,7 @@ class CodecModels {
   CodecModels() {
     EnsureBackendInitialized();
     char tmpl[] = "/tmp/prefixd-codec-models-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    dir_ = RemoveAtExit(mkdtemp(tmpl));
   }
   std::string dir_;
   std::map<std::string, std::unique_ptr<Model>> models_;
@@ -85,7 +86,7 @@ class GeneratedModels {
   GeneratedModels() {
     EnsureBackendInitialized();
     char tmpl[] = "/tmp/prefixd-codec-archs-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    dir_ = RemoveAtExit(mkdtemp(tmpl));
     const std::string cmd = std::string("'") + PREFIXD_LLAMA_ARCHS_BIN + "' -a '^(" +
                             kGeneratedArchs + ")$' -o '" + dir_ + "/' > '" + dir_ +
                             "/gen.log' 2>&1";
