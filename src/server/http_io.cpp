@@ -5,10 +5,10 @@
 namespace prefixd::server {
 namespace {
 
-const std::array<const char*, 12> kRoutes = {
+const std::array<const char*, 15> kRoutes = {
     "/v1/chat/completions", "/v1/completions", "/v1/models", "/tokenize", "/detokenize", "/apply-template",
     "/health",              "/metrics",        "/v1/cache",  "/v1/cache/warm", "/v1/cache/clear",
-    "/v1/models/"};
+    "/v1/models/",          "/v1/responses",   "/v1/messages", "/v1/messages/count_tokens"};
 
 thread_local std::chrono::steady_clock::time_point t_request_start =
     std::chrono::steady_clock::now();
@@ -22,11 +22,15 @@ void SendJson(httplib::Response& res, const std::string& json_text) {
 }
 
 void SendError(httplib::Response& res, const ApiError& error) {
+  SendErrorBody(res, error, ErrorBody(error));
+}
+
+void SendErrorBody(httplib::Response& res, const ApiError& error, const std::string& body) {
   res.status = HttpStatusOf(error.kind);
   if (int s = RetryAfterSecondsOf(error.kind); s > 0) {
     res.set_header("Retry-After", std::to_string(s));
   }
-  res.set_content(ErrorBody(error), "application/json");
+  res.set_content(body, "application/json");
 }
 
 std::string RouteLabel(const std::string& path) {

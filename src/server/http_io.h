@@ -14,6 +14,8 @@ namespace prefixd::server {
 void SendJson(httplib::Response& res, const std::string& json_text);
 // Sets the status, the body and, for 503, Retry-After.
 void SendError(httplib::Response& res, const ApiError& error);
+// The same with another API's error body for `error`.
+void SendErrorBody(httplib::Response& res, const ApiError& error, const std::string& body);
 
 // The route pattern a path belongs to (for metrics labels), or "other".
 std::string RouteLabel(const std::string& path);

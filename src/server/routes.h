@@ -3,6 +3,8 @@
 //   info:        GET /v1/models[/{id}], GET /health, GET /metrics,
 //                POST /tokenize, POST /detokenize, POST /apply-template (routes_info.cpp)
 //   cache admin: GET /v1/cache, POST /v1/cache/warm, POST /v1/cache/clear (routes_cache.cpp)
+//   agent APIs:  POST /v1/responses, POST /v1/messages, POST /v1/messages/count_tokens
+//                (routes_agent.cpp: translated to and from chat completions)
 // docs/http-api.md describes every shape. Authentication happens before routing (server.cpp);
 // a route reads its tenant with TenantOf().
 #pragma once
@@ -35,7 +37,19 @@ struct RouteContext {
   std::optional<ApiError> CheckModel(const std::string& model) const;
 };
 
+class ApiAdapter;
+
 void RegisterCompletionRoutes(httplib::Server& http, const RouteContext& ctx);
+void RegisterAgentRoutes(httplib::Server& http, const RouteContext& ctx);
+
+// Runs `chat_body` (a /v1/chat/completions body) exactly as POST /v1/chat/completions does and
+// answers through `api`: its final body, its stream events, its error bodies.
+void HandleChatVia(const RouteContext& ctx, const ApiAdapter& api, const std::string& chat_body,
+                   const httplib::Request& req, httplib::Response& res);
+// Checks `chat_body` as a chat completion would be and counts the tokens of its rendered
+// prompt (with the generation prompt) into *n_tokens; else the error to answer.
+std::optional<ApiError> CountChatPromptTokens(const RouteContext& ctx,
+                                              const std::string& chat_body, int64_t* n_tokens);
 void RegisterInfoRoutes(httplib::Server& http, const RouteContext& ctx);
 void RegisterCacheRoutes(httplib::Server& http, const RouteContext& ctx);
 

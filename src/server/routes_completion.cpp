@@ -1,5 +1,6 @@
 // POST /v1/chat/completions and POST /v1/completions: parse and check the request, run it as a
-// Flight, and answer in one JSON body or as a server-sent event stream.
+// Flight, and answer in one JSON body or as a server-sent event stream. Other APIs run chat
+// completions through here with an ApiAdapter that translates the answers (HandleChatVia).
 //
 // The response's status is decided before anything is sent: the handler waits for the first
 // generated text (or the end) before committing to 200, so a full queue (503), a prompt over
@@ -7,6 +8,7 @@
 #include <ctime>
 #include <memory>
 
+#include "server/api_adapter.h"
 #include "server/flight.h"
 #include "server/http_io.h"
 #include "server/request_log.h"
@@ -95,8 +97,11 @@ CompletionRequest ToEngineRequest(Prepared p, const Tenant& tenant) {
 // Writes the rest of a stream; runs on the httplib thread after the handler returned.
 class StreamWriter {
  public:
-  StreamWriter(std::shared_ptr<Flight> flight, bool include_usage, std::string first_text)
-      : flight_(std::move(flight)), include_usage_(include_usage), first_text_(std::move(first_text)) {}
+  // With `api`, every chunk goes through it instead of out as "data: <chunk>".
+  StreamWriter(std::shared_ptr<Flight> flight, bool include_usage, std::string first_text,
+               std::unique_ptr<ApiStream> api)
+      : flight_(std::move(flight)), include_usage_(include_usage), first_text_(std::move(first_text)),
+        api_(std::move(api)) {}
 
   bool Run(httplib::DataSink& sink) {
     sink_ = &sink;
@@ -126,9 +131,14 @@ class StreamWriter {
   }
 
   bool Write(const std::string& json) {
-    std::string event = SseData(json);
-    return sink_->write(event.data(), event.size());
+    return WriteRaw(api_ ? api_->OnChunk(json) : SseData(json));
   }
+
+  bool WriteRaw(const std::string& text) {
+    return text.empty() || sink_->write(text.data(), text.size());
+  }
+
+  bool WriteDone() { return WriteRaw(api_ ? api_->OnEnd() : SseDone()); }
 
   bool SendText(const std::string& raw, bool force) {
     std::string text = carry_.Take(raw);
@@ -141,8 +151,9 @@ class StreamWriter {
   bool Finish() {
     const Result<CompletionResult>& r = flight_->result();
     if (!r.ok()) {
-      return Write(ErrorBody(ApiErrorFromStatus(r.status()))) &&
-             sink_->write(SseDone().data(), SseDone().size());
+      ApiError e = ApiErrorFromStatus(r.status());
+      if (api_) return WriteRaw(api_->OnError(e));
+      return Write(ErrorBody(e)) && WriteRaw(SseDone());
     }
     std::string rest = carry_.Flush();
     if (!rest.empty() && !Write(DeltaChunk(flight_->meta(), rest, first_, include_usage_))) {
@@ -150,12 +161,13 @@ class StreamWriter {
     }
     if (!Write(FinishChunk(flight_->meta(), *r, include_usage_))) return false;
     if (include_usage_ && !Write(UsageChunk(flight_->meta(), *r))) return false;
-    return sink_->write(SseDone().data(), SseDone().size());
+    return WriteDone();
   }
 
   std::shared_ptr<Flight> flight_;
   bool include_usage_;
   std::string first_text_;
+  std::unique_ptr<ApiStream> api_;
   httplib::DataSink* sink_ = nullptr;
   Utf8Carry carry_;
   bool first_ = true;
@@ -163,9 +175,9 @@ class StreamWriter {
 };
 
 void StartStream(std::shared_ptr<Flight> flight, bool include_usage, std::string first_text,
-                 httplib::Response& res) {
+                 std::unique_ptr<ApiStream> api, httplib::Response& res) {
   auto writer = std::make_shared<StreamWriter>(std::move(flight), include_usage,
-                                               std::move(first_text));
+                                               std::move(first_text), std::move(api));
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
@@ -174,14 +186,21 @@ void StartStream(std::shared_ptr<Flight> flight, bool include_usage, std::string
       [writer](size_t, httplib::DataSink& sink) { return writer->Run(sink); });
 }
 
-void HandleCompletion(const RouteContext& ctx, Endpoint ep, const httplib::Request& req,
-                      httplib::Response& res) {
+// Sends an error in the chat shape, or in the adapter's.
+void Refuse(httplib::Response& res, const ApiAdapter* api, const ApiError& e) {
+  if (api) SendErrorBody(res, e, api->ErrorBody(e));
+  else SendError(res, e);
+}
+
+// Runs `body` on endpoint `ep`; with `api` (chat only), answers through it.
+void HandleCompletion(const RouteContext& ctx, Endpoint ep, const std::string& body,
+                      const ApiAdapter* api, const httplib::Request& req, httplib::Response& res) {
   MarkRequestLoggedByRoute();  // by the Flight, or below when the request is refused
   std::string route = RouteLabel(req.path);
   Tenant tenant = ctx.TenantOf(req);
   Prepared prepared;
-  if (auto e = Prepare(ctx, ep, req.body, &prepared)) {
-    SendError(res, *e);
+  if (auto e = Prepare(ctx, ep, body, &prepared)) {
+    Refuse(res, api, *e);
     WriteLogLine(LogLine("request")
                      .Add("route", route)
                      .Add("status", (long long)HttpStatusOf(e->kind))
@@ -193,32 +212,49 @@ void HandleCompletion(const RouteContext& ctx, Endpoint ep, const httplib::Reque
   ResponseMeta meta{ep, NewResponseId(ep), int64_t(std::time(nullptr)), ctx.model_id};
   bool stream = prepared.params.stream;
   bool include_usage = prepared.params.include_usage;
+  StreamStart start{meta.model, int64_t(prepared.prompt.tokens.size())};
   auto flight = std::make_shared<Flight>(ctx, req, meta, route, tenant.label,
                                          ToEngineRequest(std::move(prepared), tenant), stream);
   std::string first_text;
   Event ev = stream ? flight->Wait(&first_text) : (flight->Drain(), Event::kFinished);
   if (ev == Event::kFinished && !flight->result().ok()) {
     ApiError e = ApiErrorFromStatus(flight->result().status());
-    SendError(res, e);
+    Refuse(res, api, e);
     flight->Log(HttpStatusOf(e.kind));
     return;
   }
   if (stream) {
-    StartStream(std::move(flight), include_usage, std::move(first_text), res);
+    StartStream(std::move(flight), include_usage, std::move(first_text),
+                api ? api->NewStream(start) : nullptr, res);
     return;
   }
-  SendJson(res, FinalBody(meta, *flight->result()));
+  std::string chat_body = FinalBody(meta, *flight->result());
+  SendJson(res, api ? api->FinalBody(chat_body) : chat_body);
   flight->Log(200);
 }
 
 }  // namespace
 
+void HandleChatVia(const RouteContext& ctx, const ApiAdapter& api, const std::string& chat_body,
+                   const httplib::Request& req, httplib::Response& res) {
+  HandleCompletion(ctx, Endpoint::kChat, chat_body, &api, req, res);
+}
+
+std::optional<ApiError> CountChatPromptTokens(const RouteContext& ctx,
+                                              const std::string& chat_body, int64_t* n_tokens) {
+  Prepared prepared;
+  if (auto e = PrepareChat(ctx, chat_body, &prepared)) return e;
+  if (auto e = ctx.CheckModel(prepared.params.model)) return e;
+  *n_tokens = int64_t(prepared.prompt.tokens.size());
+  return std::nullopt;
+}
+
 void RegisterCompletionRoutes(httplib::Server& http, const RouteContext& ctx) {
   http.Post("/v1/chat/completions", [&ctx](const httplib::Request& req, httplib::Response& res) {
-    HandleCompletion(ctx, Endpoint::kChat, req, res);
+    HandleCompletion(ctx, Endpoint::kChat, req.body, nullptr, req, res);
   });
   http.Post("/v1/completions", [&ctx](const httplib::Request& req, httplib::Response& res) {
-    HandleCompletion(ctx, Endpoint::kText, req, res);
+    HandleCompletion(ctx, Endpoint::kText, req.body, nullptr, req, res);
   });
 }
 

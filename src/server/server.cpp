@@ -98,6 +98,7 @@ void HttpServer::Impl::SetUp() {
   http.set_logger(
       [this](const httplib::Request& req, const httplib::Response& res) { OnResponse(req, res); });
   RegisterCompletionRoutes(http, ctx);
+  RegisterAgentRoutes(http, ctx);
   RegisterInfoRoutes(http, ctx);
   RegisterCacheRoutes(http, ctx);
 }
