@@ -1,0 +1,200 @@
+// The agent APIs through their official clients against the real server: the OpenAI Responses
+// API (`openai` responses.create) and the Anthropic Messages API (`@anthropic-ai/sdk`
+// messages.create / messages.stream / messages.countTokens), each in a multi-turn tool loop
+// whose second request must report cached tokens.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
+import Anthropic from '@anthropic-ai/sdk';
+import { client, makeModel, post, startServer, tempDir } from './harness.js';
+
+const SYSTEM = 'You are a coding agent. Use the tools to read files before you answer.';
+const WEATHER = {
+  name: 'get_weather',
+  description: 'The weather in a city',
+  schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+};
+
+describe('Agent APIs', () => {
+  let dir; let server; let openai; let anthropic;
+
+  before(async () => {
+    dir = tempDir('agent');
+    server = await startServer({ model: makeModel(dir), args: ['--slots', '2', '--ctx', '2048'] });
+    openai = client(server);
+    anthropic = new Anthropic({ baseURL: server.url, apiKey: 'unused', maxRetries: 0, timeout: 30000 });
+  });
+  after(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  describe('OpenAI Responses API', () => {
+    const tools = [{ type: 'function', name: WEATHER.name, description: WEATHER.description,
+      parameters: WEATHER.schema, strict: false }];
+
+    function assertUsage(usage) {
+      assert.ok(usage.input_tokens > 0, JSON.stringify(usage));
+      assert.ok(Number.isInteger(usage.output_tokens), JSON.stringify(usage));
+      assert.equal(usage.total_tokens, usage.input_tokens + usage.output_tokens);
+      assert.ok(Number.isInteger(usage.input_tokens_details.cached_tokens), JSON.stringify(usage));
+    }
+
+    it('answers responses.create with tools', async () => {
+      const r = await openai.responses.create({
+        model: 'tiny', instructions: SYSTEM, input: 'What is the weather in Paris?', tools,
+        max_output_tokens: 12, temperature: 0, store: false,
+      });
+      assert.equal(r.object, 'response');
+      assert.match(r.id, /^resp_/);
+      assert.equal(r.model, 'tiny');
+      assert.ok(['completed', 'incomplete'].includes(r.status), r.status);
+      if (r.status === 'incomplete') assert.equal(r.incomplete_details.reason, 'max_output_tokens');
+      assert.ok(r.output.length >= 1);
+      for (const item of r.output) assert.ok(['message', 'reasoning', 'function_call'].includes(item.type));
+      assert.equal(typeof r.output_text, 'string');  // the client's own join of output_text parts
+      assertUsage(r.usage);
+      assert.ok(r.usage.output_tokens <= 12);
+    });
+
+    it('streams the same answer as events, in order, ending with the usage', async () => {
+      const request = { model: 'tiny', instructions: SYSTEM, input: 'Stream the weather.', tools,
+        max_output_tokens: 10, temperature: 0 };
+      const full = await openai.responses.create(request);
+      const stream = await openai.responses.create({ ...request, stream: true });
+      const types = []; let text = ''; let last = null; let seq = -1;
+      for await (const event of stream) {
+        types.push(event.type);
+        assert.equal(event.sequence_number, seq + 1, `sequence_number after ${seq}`);
+        seq = event.sequence_number;
+        if (event.type === 'response.output_text.delta') text += event.delta;
+        last = event;
+      }
+      assert.deepEqual(types.slice(0, 2), ['response.created', 'response.in_progress']);
+      assert.ok(['response.completed', 'response.incomplete'].includes(last.type), last.type);
+      assert.equal(last.response.status, full.status);
+      assert.equal(text, full.output_text);
+      assert.ok(types.includes('response.output_item.added'));
+      assert.ok(types.includes('response.output_item.done'));
+      assertUsage(last.response.usage);
+      assert.equal(last.response.usage.output_tokens, full.usage.output_tokens);
+    });
+
+    it('runs a tool loop statelessly; the second turn reports cached tokens', async () => {
+      const input = [{ role: 'user', content: 'What is the weather in Paris?' }];
+      const first = await openai.responses.create({
+        model: 'tiny', instructions: SYSTEM, input, tools, max_output_tokens: 8, temperature: 0 });
+      // The model's output items go back as they came, then a call and its result. (A random
+      // model cannot choose a tool; the call item is the client's, in the shape the API uses.)
+      const next = [...input, ...first.output,
+        { type: 'function_call', call_id: 'call_1', name: WEATHER.name, arguments: '{"city":"Paris"}' },
+        { type: 'function_call_output', call_id: 'call_1', output: '{"temperature":21,"sky":"clear"}' },
+        { role: 'user', content: 'Thanks. And tomorrow?' }];
+      const second = await openai.responses.create({
+        model: 'tiny', instructions: SYSTEM, input: next, tools, max_output_tokens: 8, temperature: 0 });
+      assert.ok(second.usage.input_tokens > first.usage.input_tokens);
+      assert.ok(second.usage.input_tokens_details.cached_tokens > 0, JSON.stringify(second.usage));
+    });
+
+    it('refuses previous_response_id and names bad fields', async () => {
+      await assert.rejects(
+        openai.responses.create({ model: 'tiny', input: 'hi', previous_response_id: 'resp_1' }),
+        (e) => e.status === 400 && e.param === 'previous_response_id');
+      await assert.rejects(
+        openai.responses.create({ model: 'tiny', input: [{ role: 'user',
+          content: [{ type: 'input_image', image_url: 'http://x/y.png' }] }] }),
+        (e) => e.status === 400 && e.param === 'input[0].content[0].type');
+      await assert.rejects(
+        openai.responses.create({ model: 'tiny', input: 'hi', max_output_tokens: 100000 }),
+        (e) => e.status === 400 && e.param === 'max_output_tokens');
+    });
+  });
+
+  describe('Anthropic Messages API', () => {
+    const tools = [{ name: WEATHER.name, description: WEATHER.description, input_schema: WEATHER.schema }];
+    const messages = [{ role: 'user', content: 'What is the weather in Paris?' }];
+
+    function assertUsage(usage) {
+      assert.ok(Number.isInteger(usage.input_tokens), JSON.stringify(usage));
+      assert.ok(Number.isInteger(usage.output_tokens), JSON.stringify(usage));
+      assert.ok(Number.isInteger(usage.cache_read_input_tokens), JSON.stringify(usage));
+      assert.equal(usage.cache_creation_input_tokens, 0);
+    }
+
+    it('answers messages.create with tools and tool_choice any', async () => {
+      const m = await anthropic.messages.create({
+        model: 'tiny', system: SYSTEM, messages, tools, tool_choice: { type: 'any' },
+        max_tokens: 12, temperature: 0,
+      });
+      assert.equal(m.type, 'message');
+      assert.match(m.id, /^msg_/);
+      assert.equal(m.role, 'assistant');
+      assert.equal(m.model, 'tiny');
+      assert.ok(['end_turn', 'max_tokens', 'tool_use'].includes(m.stop_reason), m.stop_reason);
+      assert.ok(m.content.length >= 1);
+      for (const block of m.content) {
+        assert.ok(['text', 'thinking', 'tool_use'].includes(block.type), block.type);
+        if (block.type === 'tool_use') assert.equal(typeof block.input, 'object');
+      }
+      assertUsage(m.usage);
+      assert.ok(m.usage.output_tokens <= 12);
+    });
+
+    it('streams the same message with messages.stream', async () => {
+      const request = { model: 'tiny', system: SYSTEM, messages, tools, max_tokens: 10, temperature: 0 };
+      const full = await anthropic.messages.create(request);
+      const events = [];
+      const stream = anthropic.messages.stream(request);
+      stream.on('streamEvent', (e) => events.push(e.type));
+      const final = await stream.finalMessage();
+      assert.equal(events[0], 'message_start');
+      assert.equal(events.at(-1), 'message_stop');
+      assert.ok(events.includes('content_block_start') && events.includes('content_block_stop'));
+      assert.deepEqual(final.content, full.content);
+      assert.equal(final.stop_reason, full.stop_reason);
+      assertUsage(final.usage);
+      assert.equal(final.usage.output_tokens, full.usage.output_tokens);
+      assert.equal(final.usage.input_tokens + final.usage.cache_read_input_tokens,
+        full.usage.input_tokens + full.usage.cache_read_input_tokens);
+    });
+
+    it('counts the tokens of the prompt a message would use', async () => {
+      const request = { model: 'tiny', system: SYSTEM, messages, tools };
+      const counted = await anthropic.messages.countTokens(request);
+      const m = await anthropic.messages.create({ ...request, max_tokens: 1 });
+      assert.ok(counted.input_tokens > 0);
+      assert.equal(counted.input_tokens, m.usage.input_tokens + m.usage.cache_read_input_tokens);
+    });
+
+    it('runs a tool loop; the second turn reads its prefix from the cache', async () => {
+      const first = await anthropic.messages.create({
+        model: 'tiny', system: SYSTEM, messages, tools, max_tokens: 8, temperature: 0 });
+      // The model's blocks go back as they came, with a tool call and its result. (A random model
+      // cannot choose a tool; the tool_use block is the client's, in the shape the API uses.)
+      const next = [...messages,
+        { role: 'assistant', content: [...first.content,
+          { type: 'tool_use', id: 'toolu_1', name: WEATHER.name, input: { city: 'Paris' } }] },
+        { role: 'user', content: [
+          { type: 'tool_result', tool_use_id: 'toolu_1', content: '{"temperature":21,"sky":"clear"}' },
+          { type: 'text', text: 'And tomorrow?' }] }];
+      const second = await anthropic.messages.create({
+        model: 'tiny', system: SYSTEM, messages: next, tools, max_tokens: 8, temperature: 0 });
+      assert.ok(second.usage.cache_read_input_tokens > 0, JSON.stringify(second.usage));
+    });
+
+    it('answers errors in the Anthropic shape', async () => {
+      const noMax = await post(server, '/v1/messages', { model: 'tiny', messages });
+      assert.equal(noMax.status, 400);
+      assert.equal(noMax.json.type, 'error');
+      assert.equal(noMax.json.error.type, 'invalid_request_error');
+      assert.match(noMax.json.error.message, /max_tokens/);
+      await assert.rejects(
+        anthropic.messages.create({ model: 'tiny', max_tokens: 8, messages: [{ role: 'user',
+          content: [{ type: 'image', source: { type: 'url', url: 'http://x/y.png' } }] }] }),
+        (e) => e.status === 400 && e.error?.error?.type === 'invalid_request_error');
+      await assert.rejects(
+        anthropic.messages.create({ model: 'claude-not-served', max_tokens: 8, messages }),
+        (e) => e.status === 404 && e.error?.error?.type === 'not_found_error');
+    });
+  });
+});
