@@ -365,6 +365,7 @@ json OutputOf(const ChatAnswer& a, const Ids& ids) {
   for (const ToolCallPiece& c : a.tool_calls) {
     out.push_back(CallItem(c.id, c.name, c.arguments, "completed"));
   }
+  if (a.finish_reason == "length") out.back()["status"] = "incomplete";  // cut short
   return out;
 }
 
@@ -498,12 +499,14 @@ class ResponsesStream : public ApiStream {
     json at = {{"item_id", ItemId()}, {"output_index", OutputIndex()}};
     std::string out;
     json item;
+    // Only the item open at the end can have been cut short by max_output_tokens.
+    const char* status = finish_reason_ == "length" ? "incomplete" : "completed";
     if (open_ == Kind::kReasoning) {
       json e = at;
       e["content_index"] = 0;
       e["text"] = text_;
       out += Event("response.reasoning_text.done", std::move(e));
-      item = ReasoningItem(ids_.reasoning, text_, "completed");
+      item = ReasoningItem(ids_.reasoning, text_, status);
     } else if (open_ == Kind::kMessage) {
       json e = at;
       e["content_index"] = 0;
@@ -514,13 +517,13 @@ class ResponsesStream : public ApiStream {
       e.erase("logprobs");
       e["part"] = OutputText(text_);
       out += Event("response.content_part.done", std::move(e));
-      item = MessageItem(ids_.message, &text_, "completed");
+      item = MessageItem(ids_.message, &text_, status);
     } else {
       json e = at;
       e["arguments"] = text_;
       e["name"] = call_name_;
       out += Event("response.function_call_arguments.done", std::move(e));
-      item = CallItem(call_id_, call_name_, text_, "completed");
+      item = CallItem(call_id_, call_name_, text_, status);
     }
     out += Event("response.output_item.done", {{"output_index", OutputIndex()}, {"item", item}});
     output_.push_back(std::move(item));

@@ -165,6 +165,7 @@ TEST(ResponsesAdapter, LengthIsIncompleteAndEmptyAnswerIsAnEmptyMessage) {
   EXPECT_EQ(r["incomplete_details"]["reason"], "max_output_tokens");
   ASSERT_EQ(r["output"].size(), 1u);
   EXPECT_EQ(r["output"][0]["content"][0]["text"], "");
+  EXPECT_EQ(r["output"][0]["status"], "incomplete");
 }
 
 TEST(ResponsesAdapter, ErrorsNameTheResponsesParameters) {
@@ -307,6 +308,7 @@ TEST(ResponsesStream, LengthEndsIncompleteAndErrorsFail) {
   auto ev = RunStream({Chunk(R"({"content":"a"})"), Chunk("{}", "length"), kUsageChunk});
   EXPECT_EQ(ev.back().first, "response.incomplete");
   EXPECT_EQ(ev.back().second["response"]["incomplete_details"]["reason"], "max_output_tokens");
+  EXPECT_EQ(ev.back().second["response"]["output"][0]["status"], "incomplete");
 
   auto stream = NewResponsesAdapter()->NewStream({"tiny", 5});
   std::string sse = stream->OnChunk(Chunk(R"({"content":"a"})"));
