@@ -12,7 +12,9 @@
 
 namespace prefixd::server::api_json {
 
-using json = nlohmann::json;
+// Ordered: objects keep the key order they arrive in, so that tool-call arguments and schemas
+// go back to the chat template as the model or the client wrote them.
+using json = nlohmann::ordered_json;
 using MaybeError = std::optional<ApiError>;
 
 // Parses `body` into *out: a JSON object nesting at most 64 deep, else a 400.

@@ -309,3 +309,26 @@ TEST(MessagesStream, ErrorEvent) {
 
 }  // namespace
 }  // namespace prefixd::server
+
+namespace prefixd::server {
+namespace {
+
+// A tool call's arguments keep the model's key order both ways (out as tool_use.input, back
+// as the chat tool call's arguments), so the template re-renders the turn as it was generated.
+TEST(MessagesAdapter, ToolUseInputKeepsTheKeyOrder) {
+  auto m = nlohmann::ordered_json::parse(NewMessagesAdapter()->FinalBody(
+      R"({"id":"chatcmpl-x","choices":[{"finish_reason":"tool_calls","message":{"role":"assistant",
+      "content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f",
+      "arguments":"{\"zeta\":1,\"alpha\":{\"y\":2,\"b\":3}}"}}]}}],"usage":{}})"));
+  EXPECT_EQ(m["content"][0]["input"].dump(), R"({"zeta":1,"alpha":{"y":2,"b":3}})");
+  std::string chat;
+  ASSERT_FALSE(MessagesToChat(R"({"max_tokens":8,"messages":[{"role":"user","content":"q"},
+      {"role":"assistant","content":[{"type":"tool_use","id":"c","name":"f",
+       "input":{"zeta":1,"alpha":{"y":2,"b":3}}}]}]})",
+                              MessagesCall::kCreate, &chat));
+  EXPECT_EQ(json::parse(chat)["messages"][1]["tool_calls"][0]["function"]["arguments"],
+            R"({"zeta":1,"alpha":{"y":2,"b":3}})");
+}
+
+}  // namespace
+}  // namespace prefixd::server
