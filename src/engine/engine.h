@@ -104,6 +104,7 @@ struct CompletionResult {
   std::vector<Token> tokens;
   std::string text;
   std::string finish_reason;      // "stop", "length" or "cancelled"
+  std::string stop_word;          // the stop string that ended generation; "" when none did
   Usage usage;
   CacheOutcome cache;
 };

@@ -495,6 +495,7 @@ void Scheduler::Impl::Finish(Slot& slot, const std::string& reason) {
   CompletionResult& r = slot.result;
   r.finish_reason = reason;
   r.text = slot.stream->text();
+  r.stop_word = slot.stream->stop_word();
   r.usage.completion_tokens = int32_t(r.tokens.size());
   if (slot.phase == Phase::kGenerate) r.usage.decode_ms = MillisSince(slot.decode_started);
   const CompletionResult counted = r;  // counted once the cache work is done (FlushDisk)

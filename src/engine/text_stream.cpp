@@ -40,6 +40,7 @@ std::string TextStream::Push(const std::string& token_bytes) {
     if (s.empty()) continue;
     if (size_t at = pending_.find(s); at != std::string::npos) {
       stopped_ = true;
+      stop_word_ = s;
       std::string out = pending_.substr(0, at);
       pending_.clear();
       emitted_ += out;

@@ -18,6 +18,8 @@ class TextStream {
   std::string Finish();
 
   bool stopped() const { return stopped_; }
+  // The stop string that ended the stream; "" while none has.
+  const std::string& stop_word() const { return stop_word_; }
   const std::string& text() const { return emitted_; }  // everything emitted so far
 
  private:
@@ -27,6 +29,7 @@ class TextStream {
   std::string pending_;
   std::string emitted_;
   bool stopped_ = false;
+  std::string stop_word_;
 };
 
 }  // namespace prefixd::engine

@@ -5,6 +5,7 @@
 // parses, validates and runs that body exactly as it runs a chat completion, and hands every
 // answer it would have sent to the adapter instead:
 //   - the final chat.completion JSON of a non-streamed request        -> FinalBody()
+//     with what the JSON does not say about the end (AnswerEnd)
 //   - each chat.completion.chunk JSON of a stream, then its end        -> ApiStream
 //   - an error, before anything was sent                               -> ErrorBody()
 // The HTTP status of an error is still HttpStatusOf(kind). The translated chat bodies always
@@ -17,10 +18,26 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "server/api_error.h"
 
 namespace prefixd::server {
+
+// How an answer ended, beyond the chat JSON's finish_reason.
+struct AnswerEnd {
+  std::string stop_sequence;  // the client's stop string that ended the answer; "" otherwise
+
+  // The end of an answer whose generation stopped at `stop_word` ("" for none), given the
+  // stop strings the client asked for (the template may have added its own).
+  static AnswerEnd Of(const std::string& stop_word, const std::vector<std::string>& client_stop) {
+    AnswerEnd end;
+    for (const std::string& s : client_stop) {
+      if (!stop_word.empty() && s == stop_word) end.stop_sequence = s;
+    }
+    return end;
+  }
+};
 
 // One streamed response, translated chunk by chunk. The returned strings are SSE text (whole
 // events, "\n\n"-terminated) ready to send; "" sends nothing.
@@ -30,7 +47,7 @@ class ApiStream {
   // One chat.completion.chunk (JSON text).
   virtual std::string OnChunk(const std::string& chunk_json) = 0;
   // The end of a stream that completed, in place of "data: [DONE]".
-  virtual std::string OnEnd() = 0;
+  virtual std::string OnEnd(const AnswerEnd& end) = 0;
   // The end of a stream that failed after its first event was sent.
   virtual std::string OnError(const ApiError& error) = 0;
 };
@@ -45,7 +62,7 @@ class ApiAdapter {
  public:
   virtual ~ApiAdapter() = default;
   // The API's response body for a chat.completion (JSON text).
-  virtual std::string FinalBody(const std::string& chat_json) const = 0;
+  virtual std::string FinalBody(const std::string& chat_json, const AnswerEnd& end) const = 0;
   // The API's error body for `error`.
   virtual std::string ErrorBody(const ApiError& error) const = 0;
   virtual std::unique_ptr<ApiStream> NewStream(const StreamStart& start) const = 0;

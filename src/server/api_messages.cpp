@@ -270,10 +270,16 @@ MaybeError ConvertGeneration(const json& req, MessagesCall call, json* chat) {
 // ---------------------------------------------------------------------------------------------
 // Response: chat answer -> Message and events.
 
-std::string StopReason(const std::string& finish_reason, bool has_tool_calls) {
+std::string StopReason(const std::string& finish_reason, bool has_tool_calls,
+                       const AnswerEnd& end) {
   if (finish_reason == "length") return "max_tokens";
   if (finish_reason == "tool_calls" || has_tool_calls) return "tool_use";
+  if (!end.stop_sequence.empty()) return "stop_sequence";
   return "end_turn";
+}
+
+json StopSequence(const AnswerEnd& end) {
+  return end.stop_sequence.empty() ? json() : json(end.stop_sequence);
 }
 
 json UsageJson(const ChatUsage& u) {
@@ -290,14 +296,14 @@ json ToolUseBlock(const std::string& id, const std::string& name, const std::str
 }
 
 json MessageObject(const std::string& id, const std::string& model, json content,
-                   const json& stop_reason, const ChatUsage& usage) {
+                   const json& stop_reason, const json& stop_sequence, const ChatUsage& usage) {
   return {{"id", id},
           {"type", "message"},
           {"role", "assistant"},
           {"model", model},
           {"content", std::move(content)},
           {"stop_reason", stop_reason},
-          {"stop_sequence", nullptr},
+          {"stop_sequence", stop_sequence},
           {"usage", UsageJson(usage)}};
 }
 
@@ -320,11 +326,11 @@ class MessagesStream : public ApiStream {
     return out;
   }
 
-  std::string OnEnd() override {
+  std::string OnEnd(const AnswerEnd& end) override {
     std::string out = Begin("");
     out += Close();
-    json delta = {{"stop_reason", StopReason(finish_reason_, saw_tool_use_)},
-                  {"stop_sequence", nullptr}};
+    json delta = {{"stop_reason", StopReason(finish_reason_, saw_tool_use_, end)},
+                  {"stop_sequence", StopSequence(end)}};
     out += Event("message_delta", {{"delta", delta}, {"usage", UsageJson(usage_)}});
     return out + Event("message_stop", json::object());
   }
@@ -349,7 +355,7 @@ class MessagesStream : public ApiStream {
     ChatUsage u;
     u.prompt_tokens = start_.n_prompt_tokens;  // the cached part is known at the end
     json msg = MessageObject(MessageId(chat_id.empty() ? "x-000000000000000000000000" : chat_id),
-                             start_.model, json::array(), nullptr, u);
+                             start_.model, json::array(), nullptr, nullptr, u);
     return Event("message_start", {{"message", std::move(msg)}});
   }
 
@@ -416,7 +422,7 @@ class MessagesStream : public ApiStream {
 
 class MessagesAdapter : public ApiAdapter {
  public:
-  std::string FinalBody(const std::string& chat_json) const override {
+  std::string FinalBody(const std::string& chat_json, const AnswerEnd& end) const override {
     ChatAnswer a = ReadChatAnswer(chat_json);
     json content = json::array();
     if (!a.reasoning.empty()) {
@@ -427,7 +433,8 @@ class MessagesAdapter : public ApiAdapter {
     }
     for (const ToolCallPiece& c : a.tool_calls) content.push_back(ToolUseBlock(c.id, c.name, c.arguments));
     json m = MessageObject(MessageId(a.id), a.model, std::move(content),
-                           StopReason(a.finish_reason, !a.tool_calls.empty()), a.usage);
+                           StopReason(a.finish_reason, !a.tool_calls.empty(), end),
+                           StopSequence(end), a.usage);
     if (!a.timings.is_null()) m["timings"] = a.timings;
     return Dump(m);
   }

@@ -164,7 +164,7 @@ const char* kChatAnswer = R"({"id":"chatcmpl-abc","object":"chat.completion","cr
            "prompt_tokens_details":{"cached_tokens":64}}})";
 
 TEST(MessagesAdapter, FinalBodyHasEveryBlockAndCacheUsage) {
-  json m = json::parse(NewMessagesAdapter()->FinalBody(kChatAnswer));
+  json m = json::parse(NewMessagesAdapter()->FinalBody(kChatAnswer, {}));
   EXPECT_EQ(m["id"], "msg_abc");
   EXPECT_EQ(m["type"], "message");
   EXPECT_EQ(m["role"], "assistant");
@@ -180,12 +180,15 @@ TEST(MessagesAdapter, FinalBodyHasEveryBlockAndCacheUsage) {
 }
 
 TEST(MessagesAdapter, StopReasons) {
-  auto reason = [](const char* finish) {
+  auto reason = [](const char* finish, AnswerEnd end = {}) {
     std::string chat = std::string(R"({"id":"chatcmpl-x","choices":[{"finish_reason":")") + finish +
                        R"(","message":{"role":"assistant","content":"a"}}],"usage":{}})";
-    return json::parse(NewMessagesAdapter()->FinalBody(chat))["stop_reason"];
+    json m = json::parse(NewMessagesAdapter()->FinalBody(chat, end));
+    EXPECT_EQ(m["stop_sequence"], end.stop_sequence.empty() ? json() : json(end.stop_sequence));
+    return m["stop_reason"];
   };
   EXPECT_EQ(reason("stop"), "end_turn");
+  EXPECT_EQ(reason("stop", {"END"}), "stop_sequence");
   EXPECT_EQ(reason("length"), "max_tokens");
   EXPECT_EQ(reason("tool_calls"), "tool_use");
 }
@@ -219,11 +222,12 @@ std::string Chunk(const std::string& delta, const std::string& finish = "") {
 const std::string kUsageChunk = R"({"id":"chatcmpl-s1","object":"chat.completion.chunk","choices":[],
   "usage":{"prompt_tokens":50,"completion_tokens":3,"total_tokens":53,"prompt_tokens_details":{"cached_tokens":32}}})";
 
-std::vector<std::pair<std::string, json>> RunStream(const std::vector<std::string>& chunks) {
+std::vector<std::pair<std::string, json>> RunStream(const std::vector<std::string>& chunks,
+                                                    const AnswerEnd& end = {}) {
   auto stream = NewMessagesAdapter()->NewStream({"tiny", 50});
   std::string sse;
   for (const std::string& c : chunks) sse += stream->OnChunk(c);
-  return Events(sse + stream->OnEnd());
+  return Events(sse + stream->OnEnd(end));
 }
 
 std::string Summary(const std::vector<std::pair<std::string, json>>& events) {
@@ -259,6 +263,11 @@ TEST(MessagesStream, TextAnswer) {
   EXPECT_EQ(delta["usage"]["output_tokens"], 3);
   EXPECT_EQ(delta["usage"]["input_tokens"], 18);
   EXPECT_EQ(delta["usage"]["cache_read_input_tokens"], 32);
+  EXPECT_TRUE(delta["delta"]["stop_sequence"].is_null());
+
+  auto stopped = RunStream({Chunk(R"({"content":"a"})"), Chunk("{}", "stop"), kUsageChunk}, {"END"});
+  EXPECT_EQ(stopped[stopped.size() - 2].second["delta"]["stop_reason"], "stop_sequence");
+  EXPECT_EQ(stopped[stopped.size() - 2].second["delta"]["stop_sequence"], "END");
 }
 
 TEST(MessagesStream, ThinkingThenText) {
@@ -319,7 +328,7 @@ TEST(MessagesAdapter, ToolUseInputKeepsTheKeyOrder) {
   auto m = nlohmann::ordered_json::parse(NewMessagesAdapter()->FinalBody(
       R"({"id":"chatcmpl-x","choices":[{"finish_reason":"tool_calls","message":{"role":"assistant",
       "content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f",
-      "arguments":"{\"zeta\":1,\"alpha\":{\"y\":2,\"b\":3}}"}}]}}],"usage":{}})"));
+      "arguments":"{\"zeta\":1,\"alpha\":{\"y\":2,\"b\":3}}"}}]}}],"usage":{}})", {}));
   EXPECT_EQ(m["content"][0]["input"].dump(), R"({"zeta":1,"alpha":{"y":2,"b":3}})");
   std::string chat;
   ASSERT_FALSE(MessagesToChat(R"({"max_tokens":8,"messages":[{"role":"user","content":"q"},

@@ -386,7 +386,7 @@ class ResponsesStream : public ApiStream {
     return out;
   }
 
-  std::string OnEnd() override {
+  std::string OnEnd(const AnswerEnd&) override {
     std::string out = Begin("", 0);
     out += Close();
     if (finish_reason_.empty()) finish_reason_ = "stop";
@@ -547,7 +547,7 @@ class ResponsesStream : public ApiStream {
 
 class ResponsesAdapter : public ApiAdapter {
  public:
-  std::string FinalBody(const std::string& chat_json) const override {
+  std::string FinalBody(const std::string& chat_json, const AnswerEnd&) const override {
     ChatAnswer a = ReadChatAnswer(chat_json);
     Ids ids(a.id);
     json r = ResponseObject(ids, a.created, a.model, OutputOf(a, ids),

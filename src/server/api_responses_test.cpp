@@ -136,7 +136,7 @@ const char* kChatAnswer = R"({"id":"chatcmpl-abc","object":"chat.completion","cr
            "prompt_tokens_details":{"cached_tokens":64}},"timings":{"cache_n":64}})";
 
 TEST(ResponsesAdapter, FinalBodyHasEveryOutputItemAndUsage) {
-  json r = json::parse(NewResponsesAdapter()->FinalBody(kChatAnswer));
+  json r = json::parse(NewResponsesAdapter()->FinalBody(kChatAnswer, {}));
   EXPECT_EQ(r["id"], "resp_abc");
   EXPECT_EQ(r["object"], "response");
   EXPECT_EQ(r["created_at"], 7);
@@ -160,7 +160,7 @@ TEST(ResponsesAdapter, FinalBodyHasEveryOutputItemAndUsage) {
 
 TEST(ResponsesAdapter, LengthIsIncompleteAndEmptyAnswerIsAnEmptyMessage) {
   json r = json::parse(NewResponsesAdapter()->FinalBody(R"({"id":"chatcmpl-x","choices":[
-    {"finish_reason":"length","message":{"role":"assistant","content":""}}],"usage":{}})"));
+    {"finish_reason":"length","message":{"role":"assistant","content":""}}],"usage":{}})", {}));
   EXPECT_EQ(r["status"], "incomplete");
   EXPECT_EQ(r["incomplete_details"]["reason"], "max_output_tokens");
   ASSERT_EQ(r["output"].size(), 1u);
@@ -209,7 +209,7 @@ std::vector<std::pair<std::string, json>> RunStream(const std::vector<std::strin
   auto stream = NewResponsesAdapter()->NewStream({"tiny", 50});
   std::string sse;
   for (const std::string& c : chunks) sse += stream->OnChunk(c);
-  sse += stream->OnEnd();
+  sse += stream->OnEnd({});
   auto events = Events(sse);
   for (size_t i = 0; i < events.size(); ++i) {
     EXPECT_EQ(events[i].first, events[i].second["type"]);

@@ -1,7 +1,7 @@
 // FakeBackend: a Backend for the server's unit tests (never linked into prefixd).
 // Tokens are bytes (n_vocab 256); the reply is a fixed string sent one byte per piece, with an
-// optional delay; the "cache" reports as cached the longest prefix shared with an earlier
-// prompt of the same tenant salt. Thread-safe.
+// optional delay, up to the first stop string; the "cache" reports as cached the longest prefix
+// shared with an earlier prompt of the same tenant salt. Thread-safe.
 #pragma once
 
 #include <algorithm>
@@ -50,6 +50,11 @@ class FakeBackend : public Backend {
         r.finish_reason = "stop";
         break;
       }
+      if (std::string s = StopAt(request.stop, size_t(i)); !s.empty()) {
+        r.finish_reason = "stop";
+        r.stop_word = s;
+        break;
+      }
       if (piece_delay.count() > 0) std::this_thread::sleep_for(piece_delay);
       std::string piece(1, reply[size_t(i)]);
       if (request.on_piece && !request.on_piece(piece)) {
@@ -91,6 +96,14 @@ class FakeBackend : public Backend {
   }
 
  private:
+  // The stop string that the reply starts at `i`, or "".
+  std::string StopAt(const std::vector<std::string>& stop, size_t i) const {
+    for (const std::string& s : stop) {
+      if (!s.empty() && reply.compare(i, s.size(), s) == 0) return s;
+    }
+    return "";
+  }
+
   int32_t CachedPrefix(const CompletionRequest& req) {
     std::lock_guard<std::mutex> lock(mu_);
     size_t best = 0;

@@ -176,3 +176,27 @@ TEST_F(AgentRoutesTest, CountTokensCountsTheRenderedPrompt) {
 
 }  // namespace
 }  // namespace prefixd::server
+
+namespace prefixd::server {
+namespace {
+
+TEST_F(AgentRoutesTest, MessagesStopSequence) {
+  backend_.reply = "Hello END more";
+  auto r = Post("/v1/messages", R"({"max_tokens":64,"stop_sequences":["END"],
+    "messages":[{"role":"user","content":"hi"}]})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  json m = json::parse(r->body);
+  EXPECT_EQ(m["content"][0]["text"], "Hello ");
+  EXPECT_EQ(m["stop_reason"], "stop_sequence");
+  EXPECT_EQ(m["stop_sequence"], "END");
+  r = Post("/v1/messages", R"({"max_tokens":64,"stop_sequences":["END"],"stream":true,
+    "messages":[{"role":"user","content":"hi"}]})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto ev = Events(r->body);
+  ASSERT_GE(ev.size(), 2u);
+  EXPECT_EQ(ev[ev.size() - 2].second["delta"]["stop_reason"], "stop_sequence");
+  EXPECT_EQ(ev[ev.size() - 2].second["delta"]["stop_sequence"], "END");
+}
+
+}  // namespace
+}  // namespace prefixd::server

@@ -97,11 +97,12 @@ CompletionRequest ToEngineRequest(Prepared p, const Tenant& tenant) {
 // Writes the rest of a stream; runs on the httplib thread after the handler returned.
 class StreamWriter {
  public:
-  // With `api`, every chunk goes through it instead of out as "data: <chunk>".
+  // With `api`, every chunk goes through it instead of out as "data: <chunk>"; `client_stop`
+  // are the stop strings the client asked for.
   StreamWriter(std::shared_ptr<Flight> flight, bool include_usage, std::string first_text,
-               std::unique_ptr<ApiStream> api)
+               std::unique_ptr<ApiStream> api, std::vector<std::string> client_stop)
       : flight_(std::move(flight)), include_usage_(include_usage), first_text_(std::move(first_text)),
-        api_(std::move(api)) {}
+        api_(std::move(api)), client_stop_(std::move(client_stop)) {}
 
   bool Run(httplib::DataSink& sink) {
     sink_ = &sink;
@@ -138,7 +139,10 @@ class StreamWriter {
     return text.empty() || sink_->write(text.data(), text.size());
   }
 
-  bool WriteDone() { return WriteRaw(api_ ? api_->OnEnd() : SseDone()); }
+  bool WriteDone() {
+    if (!api_) return WriteRaw(SseDone());
+    return WriteRaw(api_->OnEnd(AnswerEnd::Of(flight_->result()->stop_word, client_stop_)));
+  }
 
   bool SendText(const std::string& raw, bool force) {
     std::string text = carry_.Take(raw);
@@ -168,6 +172,7 @@ class StreamWriter {
   bool include_usage_;
   std::string first_text_;
   std::unique_ptr<ApiStream> api_;
+  std::vector<std::string> client_stop_;
   httplib::DataSink* sink_ = nullptr;
   Utf8Carry carry_;
   bool first_ = true;
@@ -175,9 +180,11 @@ class StreamWriter {
 };
 
 void StartStream(std::shared_ptr<Flight> flight, bool include_usage, std::string first_text,
-                 std::unique_ptr<ApiStream> api, httplib::Response& res) {
+                 std::unique_ptr<ApiStream> api, std::vector<std::string> client_stop,
+                 httplib::Response& res) {
   auto writer = std::make_shared<StreamWriter>(std::move(flight), include_usage,
-                                               std::move(first_text), std::move(api));
+                                               std::move(first_text), std::move(api),
+                                               std::move(client_stop));
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
@@ -213,6 +220,7 @@ void HandleCompletion(const RouteContext& ctx, Endpoint ep, const std::string& b
   bool stream = prepared.params.stream;
   bool include_usage = prepared.params.include_usage;
   StreamStart start{meta.model, int64_t(prepared.prompt.tokens.size())};
+  std::vector<std::string> client_stop = prepared.params.stop;
   auto flight = std::make_shared<Flight>(ctx, req, meta, route, tenant.label,
                                          ToEngineRequest(std::move(prepared), tenant), stream);
   std::string first_text;
@@ -225,11 +233,13 @@ void HandleCompletion(const RouteContext& ctx, Endpoint ep, const std::string& b
   }
   if (stream) {
     StartStream(std::move(flight), include_usage, std::move(first_text),
-                api ? api->NewStream(start) : nullptr, res);
+                api ? api->NewStream(start) : nullptr, std::move(client_stop), res);
     return;
   }
   std::string chat_body = FinalBody(meta, *flight->result());
-  SendJson(res, api ? api->FinalBody(chat_body) : chat_body);
+  const CompletionResult& result = *flight->result();
+  SendJson(res, api ? api->FinalBody(chat_body, AnswerEnd::Of(result.stop_word, client_stop))
+                    : chat_body);
   flight->Log(200);
 }
 
