@@ -483,6 +483,22 @@ std::optional<ApiError> MessagesToChat(const std::string& body, MessagesCall cal
 
 std::unique_ptr<ApiAdapter> NewMessagesAdapter() { return std::make_unique<MessagesAdapter>(); }
 
+std::optional<std::string> AnthropicErrorFromOpenAi(int http_status, const std::string& body) {
+  json j = json::parse(body, nullptr, false);
+  const json* e = j.is_object() && !j.contains("type") ? Field(j, "error") : nullptr;
+  const json* message = e ? Field(*e, "message") : nullptr;
+  if (!message || !message->is_string()) return std::nullopt;
+  const char* type = http_status == 401   ? "authentication_error"
+                     : http_status == 403 ? "permission_error"
+                     : http_status == 404 ? "not_found_error"
+                     : http_status == 413 ? "request_too_large"
+                     : http_status == 429 ? "rate_limit_error"
+                     : http_status == 503 ? "overloaded_error"
+                     : http_status >= 500 ? "api_error"
+                                          : "invalid_request_error";
+  return Dump({{"type", "error"}, {"error", {{"type", type}, {"message", *message}}}});
+}
+
 std::string AnthropicErrorBody(const ApiError& error) {
   json body = {{"type", "error"},
                {"error", {{"type", AnthropicErrorType(error.kind)}, {"message", error.message}}}};

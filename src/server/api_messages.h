@@ -42,5 +42,8 @@ std::unique_ptr<ApiAdapter> NewMessagesAdapter();
 
 // The Anthropic error body for `error`: {"type":"error","error":{"type":...,"message":...}}.
 std::string AnthropicErrorBody(const ApiError& error);
+// The same for an error answered in the OpenAI shape with `http_status` (by the server before
+// any route ran: a refused key, an unknown path); nullopt when `body` is not an OpenAI error.
+std::optional<std::string> AnthropicErrorFromOpenAi(int http_status, const std::string& body);
 
 }  // namespace prefixd::server

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "server/api_messages.h"
 #include "server/fake_backend.h"
 #include "server/request_log.h"
 #include "server/server.h"
@@ -196,6 +197,34 @@ TEST_F(AgentRoutesTest, MessagesStopSequence) {
   ASSERT_GE(ev.size(), 2u);
   EXPECT_EQ(ev[ev.size() - 2].second["delta"]["stop_reason"], "stop_sequence");
   EXPECT_EQ(ev[ev.size() - 2].second["delta"]["stop_sequence"], "END");
+}
+
+}  // namespace
+}  // namespace prefixd::server
+
+namespace prefixd::server {
+namespace {
+
+TEST_F(AgentRoutesTest, ServerMadeErrorsOnMessagesRoutesInAnthropicShape) {
+  httplib::Client c("127.0.0.1", port_);
+  auto r = c.Get("/v1/messages");  // 405: the route exists for POST only
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 405);
+  json e = json::parse(r->body);
+  EXPECT_EQ(e["type"], "error");
+  EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+  r = c.Get("/v1/chat/completions");  // other routes keep the OpenAI shape
+  EXPECT_TRUE(json::parse(r->body)["error"].is_object());
+  EXPECT_FALSE(json::parse(r->body).contains("type"));
+}
+
+TEST(AnthropicErrorFromOpenAi, MapsStatusesAndLeavesOtherBodies) {
+  auto body = AnthropicErrorFromOpenAi(401, R"({"error":{"message":"bad key","type":"x"}})");
+  ASSERT_TRUE(body);
+  EXPECT_EQ(json::parse(*body), json::parse(R"({"type":"error","error":
+    {"type":"authentication_error","message":"bad key"}})"));
+  EXPECT_FALSE(AnthropicErrorFromOpenAi(400, R"({"type":"error","error":{"message":"m"}})"));
+  EXPECT_FALSE(AnthropicErrorFromOpenAi(500, "not json"));
 }
 
 }  // namespace

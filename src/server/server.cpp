@@ -4,6 +4,7 @@
 
 #include <exception>
 
+#include "server/api_messages.h"
 #include "server/http_io.h"
 #include "server/request_log.h"
 #include "server/routes.h"
@@ -20,6 +21,7 @@ struct HttpServer::Impl {
   void SetUp();
   httplib::Server::HandlerResponse PreRoute(const httplib::Request& req, httplib::Response& res);
   void OnError(const httplib::Request& req, httplib::Response& res);
+  ApiError MadeUpError(const httplib::Request& req, int status) const;
   void OnResponse(const httplib::Request& req, const httplib::Response& res);
 };
 
@@ -39,24 +41,33 @@ httplib::Server::HandlerResponse HttpServer::Impl::PreRoute(const httplib::Reque
 }
 
 // Called by httplib for every response with status >= 400; gives the ones httplib made up
-// itself (unknown route, body too large, unparsable request) the OpenAI error shape.
+// itself (unknown route, body too large, unparsable request) the OpenAI error shape, and every
+// error on the Anthropic routes (refused keys included) Anthropic's shape.
 void HttpServer::Impl::OnError(const httplib::Request& req, httplib::Response& res) {
-  if (!res.body.empty()) return;  // a route already answered in the OpenAI shape
+  if (res.body.empty()) SendError(res, MadeUpError(req, res.status));
+  if (req.path.rfind("/v1/messages", 0) == 0) {
+    if (auto body = AnthropicErrorFromOpenAi(res.status, res.body)) {
+      res.set_content(*body, "application/json");
+    }
+  }
+}
+
+ApiError HttpServer::Impl::MadeUpError(const httplib::Request& req, int status) const {
   ApiError e;
-  if (res.status == 413) {
+  if (status == 413) {
     e = {ErrorKind::kPayloadTooLarge,
          "request body is larger than " + std::to_string(options.max_body_bytes) + " bytes", "",
          "request_too_large"};
-  } else if (res.status == 404 && IsKnownPath(req.path)) {
+  } else if (status == 404 && IsKnownPath(req.path)) {
     e = {ErrorKind::kMethodNotAllowed, req.method + " is not allowed on " + req.path, "", ""};
-  } else if (res.status == 404) {
+  } else if (status == 404) {
     e = {ErrorKind::kNotFound, "no route for " + req.method + " " + req.path, "", ""};
-  } else if (res.status >= 500) {
+  } else if (status >= 500) {
     e = {ErrorKind::kInternal, "internal error", "", ""};
   } else {
     e = ApiError::Invalid("bad HTTP request");
   }
-  SendError(res, e);
+  return e;
 }
 
 void HttpServer::Impl::OnResponse(const httplib::Request& req, const httplib::Response& res) {
