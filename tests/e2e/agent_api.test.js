@@ -80,20 +80,25 @@ describe('Agent APIs', () => {
       assert.equal(last.response.usage.output_tokens, full.usage.output_tokens);
     });
 
-    it('runs a tool loop statelessly; the second turn reports cached tokens', async () => {
-      const input = [{ role: 'user', content: 'What is the weather in Paris?' }];
-      const first = await openai.responses.create({
-        model: 'tiny', instructions: SYSTEM, input, tools, max_output_tokens: 8, temperature: 0 });
-      // The model's output items go back as they came, then a call and its result. (A random
-      // model cannot choose a tool; the call item is the client's, in the shape the API uses.)
-      const next = [...input, ...first.output,
-        { type: 'function_call', call_id: 'call_1', name: WEATHER.name, arguments: '{"city":"Paris"}' },
-        { type: 'function_call_output', call_id: 'call_1', output: '{"temperature":21,"sky":"clear"}' },
-        { role: 'user', content: 'Thanks. And tomorrow?' }];
-      const second = await openai.responses.create({
-        model: 'tiny', instructions: SYSTEM, input: next, tools, max_output_tokens: 8, temperature: 0 });
-      assert.ok(second.usage.input_tokens > first.usage.input_tokens);
-      assert.ok(second.usage.input_tokens_details.cached_tokens > 0, JSON.stringify(second.usage));
+    it('runs a 5-turn tool loop statelessly; each turn reuses the previous prompt from the cache', async () => {
+      let input = [{ role: 'user', content: 'What is the weather in Paris?' }];
+      let previous = null;
+      for (let turn = 0; turn < 5; turn++) {
+        const r = await openai.responses.create({
+          model: 'tiny', instructions: SYSTEM, input, tools, max_output_tokens: 8, temperature: 0 });
+        if (previous) {
+          assert.ok(r.usage.input_tokens > previous.usage.input_tokens);
+          // The previous prompt is a prefix of this one (less the generation prompt's few tokens).
+          assert.ok(r.usage.input_tokens_details.cached_tokens >= previous.usage.input_tokens - 8,
+            `turn ${turn}: ${JSON.stringify(r.usage)} after ${previous.usage.input_tokens} tokens`);
+        }
+        // The model's output items go back as they came, then a call and its result. (A random
+        // model cannot choose a tool; the call item is the client's, in the shape the API uses.)
+        input = [...input, ...r.output,
+          { type: 'function_call', call_id: `call_${turn}`, name: WEATHER.name, arguments: '{"city":"Paris"}' },
+          { type: 'function_call_output', call_id: `call_${turn}`, output: `{"temperature":${20 + turn}}` }];
+        previous = r;
+      }
     });
 
     it('refuses previous_response_id and names bad fields', async () => {
@@ -166,20 +171,27 @@ describe('Agent APIs', () => {
       assert.equal(counted.input_tokens, m.usage.input_tokens + m.usage.cache_read_input_tokens);
     });
 
-    it('runs a tool loop; the second turn reads its prefix from the cache', async () => {
-      const first = await anthropic.messages.create({
-        model: 'tiny', system: SYSTEM, messages, tools, max_tokens: 8, temperature: 0 });
-      // The model's blocks go back as they came, with a tool call and its result. (A random model
-      // cannot choose a tool; the tool_use block is the client's, in the shape the API uses.)
-      const next = [...messages,
-        { role: 'assistant', content: [...first.content,
-          { type: 'tool_use', id: 'toolu_1', name: WEATHER.name, input: { city: 'Paris' } }] },
-        { role: 'user', content: [
-          { type: 'tool_result', tool_use_id: 'toolu_1', content: '{"temperature":21,"sky":"clear"}' },
-          { type: 'text', text: 'And tomorrow?' }] }];
-      const second = await anthropic.messages.create({
-        model: 'tiny', system: SYSTEM, messages: next, tools, max_tokens: 8, temperature: 0 });
-      assert.ok(second.usage.cache_read_input_tokens > 0, JSON.stringify(second.usage));
+    it('runs a 5-turn tool loop; each turn reads the previous prompt from the cache', async () => {
+      let history = [...messages];
+      let previousPrompt = 0;
+      for (let turn = 0; turn < 5; turn++) {
+        const m = await anthropic.messages.create({
+          model: 'tiny', system: SYSTEM, messages: history, tools, max_tokens: 8, temperature: 0 });
+        const prompt = m.usage.input_tokens + m.usage.cache_read_input_tokens;
+        if (turn > 0) {
+          assert.ok(prompt > previousPrompt);
+          assert.ok(m.usage.cache_read_input_tokens >= previousPrompt - 8,
+            `turn ${turn}: ${JSON.stringify(m.usage)} after ${previousPrompt} tokens`);
+        }
+        // The model's blocks go back as they came, with a tool call and its result. (A random
+        // model cannot choose a tool; the tool_use block is the client's, in the API's shape.)
+        history = [...history,
+          { role: 'assistant', content: [...m.content,
+            { type: 'tool_use', id: `toolu_${turn}`, name: WEATHER.name, input: { city: 'Paris' } }] },
+          { role: 'user', content: [
+            { type: 'tool_result', tool_use_id: `toolu_${turn}`, content: `{"temperature":${20 + turn}}` }] }];
+        previousPrompt = prompt;
+      }
     });
 
     it('answers errors in the Anthropic shape', async () => {
