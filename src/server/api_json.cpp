@@ -158,6 +158,17 @@ std::string IdSuffix(const std::string& chat_id) {
   return dash == std::string::npos ? chat_id : chat_id.substr(dash + 1);
 }
 
+void CopyChatExtensions(const json& req, json* chat) {
+  static const char* kKeys[] = {"top_k",           "seed",
+                                "min_p",           "logit_bias",
+                                "presence_penalty", "frequency_penalty",
+                                "repetition_penalty", "repeat_penalty",
+                                "chat_template_kwargs", "enable_thinking"};
+  for (const char* key : kKeys) {
+    if (const json* v = Field(req, key)) (*chat)[key] = *v;
+  }
+}
+
 std::string NamedEvent(const std::string& name, const json& data) {
   return "event: " + name + "\ndata: " + Dump(data) + "\n\n";
 }

@@ -44,6 +44,11 @@ std::string Dump(const json& j);
 // The hex part of a chat id ("chatcmpl-<hex>" -> "<hex>"), used to name the API's own ids.
 std::string IdSuffix(const std::string& chat_id);
 
+// Copies the chat-completions fields that prefixd (like llama-server) accepts beyond the
+// API's own: top_k, seed, min_p, logit_bias, the penalties, chat_template_kwargs and
+// enable_thinking. The chat path checks them.
+void CopyChatExtensions(const json& req, json* chat);
+
 // An SSE event with a name: "event: <name>\ndata: <json>\n\n".
 std::string NamedEvent(const std::string& name, const json& data);
 

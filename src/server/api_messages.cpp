@@ -246,7 +246,10 @@ MaybeError ConvertThinking(const json& req, json* chat) {
                                  type + "'",
                              "thinking.type");
   }
-  (*chat)["chat_template_kwargs"] = {{"enable_thinking", type != "disabled"}};
+  json& kwargs = (*chat)["chat_template_kwargs"];  // the client's own, when it sent some
+  if (kwargs.is_null()) kwargs = json::object();
+  if (!kwargs.is_object()) return WrongType("chat_template_kwargs", "an object", kwargs);
+  kwargs["enable_thinking"] = type != "disabled";
   return std::nullopt;
 }
 
@@ -256,7 +259,7 @@ MaybeError ConvertGeneration(const json& req, MessagesCall call, json* chat) {
   const json* max = Field(req, "max_tokens");
   if (!max) return ApiError::Invalid("'max_tokens' is required", "max_tokens");
   (*chat)["max_tokens"] = *max;
-  for (const char* key : {"temperature", "top_p", "top_k"}) {
+  for (const char* key : {"temperature", "top_p"}) {
     if (const json* v = Field(req, key)) (*chat)[key] = *v;
   }
   if (const json* s = Field(req, "stop_sequences")) (*chat)["stop"] = *s;
@@ -472,6 +475,7 @@ std::optional<ApiError> MessagesToChat(const std::string& body, MessagesCall cal
   json req;
   if (auto e = ParseRequestObject(body, &req)) return e;
   json chat = json::object();
+  CopyChatExtensions(req, &chat);
   if (auto e = ConvertMessages(req, &chat)) return e;
   if (auto e = ConvertTools(req, &chat)) return e;
   if (auto e = ConvertToolChoice(req, &chat)) return e;

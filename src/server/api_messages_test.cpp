@@ -89,8 +89,12 @@ TEST(MessagesToChat, ToolsToolChoiceThinkingStream) {
   EXPECT_EQ(choice(R"({"type":"none"})"), "none");
   EXPECT_EQ(choice(R"({"type":"tool","name":"f"})"),
             json::parse(R"({"type":"function","function":{"name":"f"}})"));
-  json off = ToChat(R"({"max_tokens":8,"messages":[{"role":"user","content":"x"}],"thinking":{"type":"disabled"}})");
-  EXPECT_EQ(off["chat_template_kwargs"]["enable_thinking"], false);
+  json off = ToChat(R"({"max_tokens":8,"messages":[{"role":"user","content":"x"}],"thinking":{"type":"disabled"},
+                        "chat_template_kwargs":{"custom":1},"logit_bias":{"5":100},"min_p":0.1,"seed":3})");
+  EXPECT_EQ(off["chat_template_kwargs"], json::parse(R"({"custom":1,"enable_thinking":false})"));
+  EXPECT_EQ(off["logit_bias"]["5"], 100);  // llama-server's extensions pass to the chat path
+  EXPECT_EQ(off["min_p"], 0.1);
+  EXPECT_EQ(off["seed"], 3);
 }
 
 TEST(MessagesToChat, CountTokensNeedsNoMaxTokens) {

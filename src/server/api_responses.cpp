@@ -275,9 +275,10 @@ MaybeError RefuseStateful(const json& req) {
 }
 
 MaybeError ConvertParams(const json& req, json* chat) {
-  for (const char* key : {"model", "temperature", "top_p", "top_k", "seed", "parallel_tool_calls"}) {
+  for (const char* key : {"model", "temperature", "top_p", "parallel_tool_calls"}) {
     if (const json* v = Field(req, key)) (*chat)[key] = *v;
   }
+  CopyChatExtensions(req, chat);
   if (const json* v = Field(req, "max_output_tokens")) (*chat)["max_tokens"] = *v;
   if (const json* r = Field(req, "reasoning")) {
     if (!r->is_object()) return WrongType("reasoning", "an object", *r);

@@ -94,6 +94,12 @@ TEST(ResponsesToChat, ToolsToolChoiceFormatReasoningStream) {
   EXPECT_EQ(ToChat(R"({"input":"x","text":{"format":{"type":"json_object"}}})")["response_format"],
             json::parse(R"({"type":"json_object"})"));
   EXPECT_FALSE(ToChat(R"({"input":"x","text":{"format":{"type":"text"}}})").contains("response_format"));
+  json ext = ToChat(R"({"input":"x","top_k":4,"logit_bias":{"7":-100},"enable_thinking":false,
+                        "chat_template_kwargs":{"a":1}})");
+  EXPECT_EQ(ext["top_k"], 4);  // llama-server's extensions pass to the chat path
+  EXPECT_EQ(ext["logit_bias"]["7"], -100);
+  EXPECT_EQ(ext["enable_thinking"], false);
+  EXPECT_EQ(ext["chat_template_kwargs"]["a"], 1);
 }
 
 TEST(ResponsesToChat, BadInputNamesTheField) {
