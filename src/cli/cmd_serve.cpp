@@ -46,6 +46,7 @@ struct ServeArgs {
   bool whole_state = false;
   bool no_flash_attn = false;
   std::string api_key_file;
+  std::string admin_key_file;
 };
 
 // "123", "64K", "512M", "2G", "1T" (powers of 1024; a trailing "B"/"iB" is allowed).
@@ -170,7 +171,8 @@ int Serve(const ServeArgs& a) {
   sigset_t stop_signals = BlockStopSignals();
   auto engine = engine::Engine::Create(*eo);
   if (!engine.ok()) return Fail(engine.status());
-  auto auth = server::TenantAuth::Create(Env::Default(), a.api_key_file, eo->cache_dir);
+  auto auth = server::TenantAuth::Create(
+      Env::Default(), server::AuthOptions{a.api_key_file, a.admin_key_file, eo->cache_dir});
   if (!auth.ok()) return Fail(auth.status());
   engine::Engine* engine_ptr = engine->get();
   std::unique_ptr<server::Backend> backend = server::NewEngineBackend(std::move(*engine));
@@ -184,7 +186,8 @@ int Serve(const ServeArgs& a) {
                            .Add("slots", (long long)eo->n_slots)
                            .Add("ctx", (long long)engine_ptr->n_ctx_per_slot())
                            .Add("cache_dir", eo->cache_dir.empty() ? "none" : eo->cache_dir)
-                           .Add("api_keys", (*auth)->enabled() ? "on" : "off"));
+                           .Add("api_keys", (*auth)->enabled() ? "on" : "off")
+                           .Add("admin_keys", (*auth)->has_admin_keys() ? "on" : "off"));
   std::atomic<bool> signalled{false};
   std::thread waiter([&] {
     int sig = 0;
@@ -234,6 +237,10 @@ int CmdServe(int argc, char** argv) {
   flags.Bool("--no-flash-attn", &a.no_flash_attn, "run attention without flash attention");
   flags.String("--api-key-file", &a.api_key_file,
                "file with one API key per line; requests must send one (default: no keys)");
+  flags.String("--admin-key-file", &a.admin_key_file,
+               "file with one admin key per line: only these keys may call the admin routes "
+               "(POST /v1/cache/clear); they are tenants too. With API keys and no admin file "
+               "the admin routes are off");
   return RunWithFlags(flags, argc, argv, [&] {
     if (a.model.empty()) {
       std::fprintf(stderr, "prefixd serve: -m/--model is required\n\n%s", flags.Help().c_str());
