@@ -144,6 +144,8 @@ Result<server::ServerOptions> ServerOptionsOf(const ServeArgs& a) {
   // Every slot and every queued request holds a connection thread; a few more keep /health
   // and /metrics answering when all of them are busy.
   so.n_http_threads = size_t(a.slots + a.max_queue + 8);
+  // Generation requests beyond the slots and the queue get 503 before they are parsed.
+  so.max_admitted = size_t(a.slots + a.max_queue);
   return so;
 }
 

@@ -4,7 +4,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
+#include "server/admission.h"
 #include "server/api_error.h"
 #include "server/auth.h"
 #include "server/metrics.h"
@@ -187,6 +189,28 @@ TEST(Auth, KeyFile) {
   EXPECT_FALSE((*open)->enabled());
   EXPECT_EQ((*open)->Authenticate("")->salt, "");
   std::filesystem::remove_all(dir);
+}
+
+TEST(Admission, LimitsPlacesPerThreadAndFreesThem) {
+  Admission a(2);
+  EXPECT_TRUE(a.Admit());
+  EXPECT_EQ(a.n_admitted(), 1u);
+  EXPECT_TRUE(a.Admit()) << "a second Admit on one thread first frees the thread's place";
+  EXPECT_EQ(a.n_admitted(), 1u);
+  std::thread([&] { EXPECT_TRUE(a.Admit()); }).join();  // that thread never releases
+  EXPECT_EQ(a.n_admitted(), 2u);
+  std::thread([&] { EXPECT_FALSE(a.Admit()); a.Release(); }).join();
+  EXPECT_EQ(a.n_admitted(), 2u) << "a refused thread holds nothing to release";
+  a.Release();
+  a.Release();
+  EXPECT_EQ(a.n_admitted(), 1u);
+  Admission open(0);
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(open.Admit());
+  EXPECT_EQ(open.n_admitted(), 0u);
+  EXPECT_TRUE(IsGenerationRoute("POST", "/v1/chat/completions"));
+  EXPECT_TRUE(IsGenerationRoute("POST", "/v1/messages"));
+  EXPECT_FALSE(IsGenerationRoute("GET", "/v1/chat/completions"));
+  EXPECT_FALSE(IsGenerationRoute("POST", "/tokenize"));
 }
 
 TEST(RequestLog, LogfmtQuoting) {

@@ -4,6 +4,7 @@
 
 #include <exception>
 
+#include "server/admission.h"
 #include "server/http_io.h"
 #include "server/request_log.h"
 #include "server/routes.h"
@@ -14,11 +15,13 @@ struct HttpServer::Impl {
   ServerOptions options;
   ServerMetrics metrics;
   std::atomic<bool> stopping{false};
+  std::unique_ptr<Admission> admission;
   RouteContext ctx;
   httplib::Server http;
 
   void SetUp();
   httplib::Server::HandlerResponse PreRoute(const httplib::Request& req, httplib::Response& res);
+  httplib::Server::HandlerResponse Admit(const httplib::Request& req, httplib::Response& res);
   void OnError(const httplib::Request& req, httplib::Response& res);
   void OnResponse(const httplib::Request& req, const httplib::Response& res);
 };
@@ -53,9 +56,8 @@ ApiError Forbidden(const TenantAuth& auth, const std::string& path) {
 httplib::Server::HandlerResponse HttpServer::Impl::PreRoute(const httplib::Request& req,
                                                             httplib::Response& res) {
   MarkRequestStart();
-  if (req.path == "/health" || !ctx.auth->enabled()) {
-    return httplib::Server::HandlerResponse::Unhandled;
-  }
+  if (req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+  if (!ctx.auth->enabled()) return Admit(req, res);
   TenantAuth::Outcome auth =
       ctx.auth->Check(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
   if (!auth.tenant) {
@@ -66,7 +68,20 @@ httplib::Server::HandlerResponse HttpServer::Impl::PreRoute(const httplib::Reque
     SendError(res, Forbidden(*ctx.auth, req.path));
     return httplib::Server::HandlerResponse::Handled;
   }
-  return httplib::Server::HandlerResponse::Unhandled;
+  return Admit(req, res);
+}
+
+// The early 503 (admission.h). The place is freed when the handler's response is written.
+httplib::Server::HandlerResponse HttpServer::Impl::Admit(const httplib::Request& req,
+                                                         httplib::Response& res) {
+  if (!IsGenerationRoute(req.method, req.path) || admission->Admit()) {
+    return httplib::Server::HandlerResponse::Unhandled;
+  }
+  SendError(res, {ErrorKind::kOverloaded,
+                  "the server is busy: " + std::to_string(admission->limit()) +
+                      " generation requests are running or waiting; retry later",
+                  "", "server_overloaded"});
+  return httplib::Server::HandlerResponse::Handled;
 }
 
 // Called by httplib for every response with status >= 400; gives the ones httplib made up
@@ -112,6 +127,9 @@ void HttpServer::Impl::SetUp() {
   http.set_tcp_nodelay(true);
   http.set_pre_routing_handler(
       [this](const httplib::Request& req, httplib::Response& res) { return PreRoute(req, res); });
+  // Called as each response is written: the handler is done with its admission place.
+  http.set_post_routing_handler(
+      [this](const httplib::Request&, httplib::Response&) { admission->Release(); });
   http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     OnError(req, res);
   });
@@ -136,6 +154,7 @@ void HttpServer::Impl::SetUp() {
 HttpServer::HttpServer(Backend* backend, const TenantAuth* auth, ServerOptions options)
     : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
+  impl_->admission = std::make_unique<Admission>(impl_->options.max_admitted);
   impl_->ctx.backend = backend;
   impl_->ctx.auth = auth;
   impl_->ctx.metrics = &impl_->metrics;

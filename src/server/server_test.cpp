@@ -32,7 +32,8 @@ class ServerTest : public ::testing::Test {
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
 
-  void Start(const std::string& key_file = "", const std::string& admin_key_file = "") {
+  void Start(const std::string& key_file = "", const std::string& admin_key_file = "",
+             size_t max_admitted = 0) {
     dir_ = std::filesystem::temp_directory_path() /
            ("prefixd-server-test-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
@@ -43,6 +44,7 @@ class ServerTest : public ::testing::Test {
     ServerOptions opts;
     opts.port = 0;
     opts.max_body_bytes = 4096;
+    opts.max_admitted = max_admitted;
     server_ = std::make_unique<HttpServer>(&backend_, auth_.get(), opts);
     auto port = server_->Bind();
     ASSERT_TRUE(port.ok());
@@ -427,6 +429,22 @@ TEST_F(ServerTest, WithoutKeysEveryRouteIsOpen) {
   EXPECT_EQ(Post("/v1/cache/clear", "")->status, 200);
   EXPECT_EQ(Post("/v1/chat/completions", kChat, {{"x-api-key", "anything"}})->status, 200);
   EXPECT_EQ(backend_.last_salt(), "");
+}
+
+TEST_F(ServerTest, GenerationBeyondAdmissionGets503BeforeParsing) {
+  backend_.piece_delay = 20ms;  // 13 pieces: the first request runs about 260 ms
+  Start("", "", /*max_admitted=*/1);
+  std::thread first([&] { EXPECT_EQ(Post("/v1/chat/completions", kChat)->status, 200); });
+  for (int i = 0; i < 100 && backend_.completions == 0; ++i) std::this_thread::sleep_for(2ms);
+  auto busy = Post("/v1/chat/completions", "not even JSON");
+  ExpectError(busy, 503, "", "server_overloaded");
+  EXPECT_EQ(busy->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(Post("/tokenize", R"({"content":"x"})")->status, 200) << "only generation is limited";
+  first.join();
+  EXPECT_EQ(Post("/v1/chat/completions", kChat)->status, 200) << "the place was freed";
+  ExpectError(Post("/v1/completions", "{"), 400);
+  EXPECT_EQ(Post("/v1/completions", R"({"prompt":"x","max_tokens":1})")->status, 200)
+      << "a refused request's place was freed too";
 }
 
 TEST_F(ServerTest, StreamingClientDisconnectCancels) {

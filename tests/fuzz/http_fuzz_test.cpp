@@ -40,6 +40,7 @@ class HttpFuzzTest : public ::testing::Test {
     server::ServerOptions so;
     so.port = 0;
     so.max_body_bytes = 64 << 10;
+    so.max_admitted = 3;  // 4 fuzz threads: some early 503s, and a leaked place would show
     backend_.n_ctx = 2048;
     server_ = std::make_unique<server::HttpServer>(&backend_, auth_.get(), so);
     auto port = server_->Bind();
