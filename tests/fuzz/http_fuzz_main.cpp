@@ -1,6 +1,7 @@
 // prefixd-http-fuzz: runs the HTTP fuzzer (http_fuzz.h) against a server on 127.0.0.1.
 // Usage: prefixd-http-fuzz --port N [--seed S] [--requests N] [--seconds T] [--threads N]
 //                          [--model ID] [--api-key KEY] [--max-messages N]
+//                          [--answer-timeout-ms MS]
 // Prints a summary; exits 1 on any violation or when the server stops serving, 2 on bad flags.
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
     else if (flag == "--model") o.model = value;
     else if (flag == "--api-key") o.api_key = value;
     else if (flag == "--max-messages") o.max_messages = std::strtoull(value.c_str(), nullptr, 10);
+    else if (flag == "--answer-timeout-ms") o.answer_timeout_ms = std::atoi(value.c_str());
     else {
       std::fprintf(stderr, "prefixd-http-fuzz: unknown flag %s\n", flag.c_str());
       return 2;
@@ -28,7 +30,8 @@ int main(int argc, char** argv) {
   }
   if (o.port <= 0 || argc % 2 == 0) {
     std::fprintf(stderr, "usage: prefixd-http-fuzz --port N [--seed S] [--requests N] "
-                         "[--seconds T] [--threads N] [--model ID] [--api-key KEY] [--max-messages N]\n");
+                         "[--seconds T] [--threads N] [--model ID] [--api-key KEY] [--max-messages N] "
+                         "[--answer-timeout-ms MS]\n");
     return 2;
   }
   prefixd::fuzz::FuzzReport report = prefixd::fuzz::RunFuzz(o);
