@@ -46,10 +46,15 @@ Result<std::vector<std::string>> ReadKeys(Env* env, const std::string& path,
   return keys;
 }
 
+// The digest a key is known by; its hex is the tenant's salt.
+Digest KeyDigest(const std::string& secret, const std::string& key) {
+  return HmacSha256(secret, "prefixd tenant salt v1\n" + key);
+}
+
 }  // namespace
 
 std::string TenantAuth::SaltOf(const std::string& secret, const std::string& key) {
-  return DigestHex(HmacSha256(secret, "prefixd tenant salt v1\n" + key));
+  return DigestHex(KeyDigest(secret, key));
 }
 
 Result<std::string> LoadOrCreateServerSecret(Env* env, const std::string& dir) {
@@ -75,7 +80,7 @@ Result<std::string> LoadOrCreateServerSecret(Env* env, const std::string& dir) {
 Status TenantAuth::AddKeys(Env* env, const std::string& path, bool admin) {
   PREFIXD_ASSIGN_OR_RETURN(std::vector<std::string> keys, ReadKeys(env, path, admin ? "admin key file" : "api key file"));
   for (const std::string& key : keys) {
-    Digest digest = HmacSha256(secret_, "prefixd tenant salt v1\n" + key);
+    Digest digest = KeyDigest(secret_, key);
     auto same = std::find_if(keys_.begin(), keys_.end(), [&](const Key& k) {
       return DigestsEqualConstantTime(k.digest, digest);
     });
@@ -125,7 +130,7 @@ TenantAuth::Outcome TenantAuth::Check(const std::string& authorization,
   if (!key) return {std::nullopt, AuthFailure::kConflicting};
   if (key->empty()) return {std::nullopt, AuthFailure::kMissingKey};
   // Every listed digest is compared, in constant time, without stopping at a match.
-  Digest digest = HmacSha256(secret_, "prefixd tenant salt v1\n" + *key);
+  Digest digest = KeyDigest(secret_, *key);
   const Key* found = nullptr;
   for (const Key& k : keys_) {
     if (DigestsEqualConstantTime(k.digest, digest)) found = &k;
