@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "engine/engine.h"
+#include "engine/pinned_assets.h"
 #include "server/auth.h"
 #include "server/backend.h"
 #include "server/request_log.h"
@@ -47,6 +48,7 @@ struct ServeArgs {
   bool no_flash_attn = false;
   std::string api_key_file;
   std::string admin_key_file;
+  std::string chat_template;  // NAME of a pinned template or a .jinja file; "" : the model's
 };
 
 // "123", "64K", "512M", "2G", "1T" (powers of 1024; a trailing "B"/"iB" is allowed).
@@ -131,6 +133,13 @@ Result<engine::EngineOptions> EngineOptionsOf(const ServeArgs& a) {
   eo.whole_state = a.whole_state;
   eo.flash_attn = !a.no_flash_attn;
   eo.max_queue = size_t(a.max_queue);
+  if (!a.chat_template.empty()) {
+    auto source = engine::LoadTemplateSource(a.chat_template);
+    if (!source.ok()) {
+      return Status::InvalidArgument("--chat-template: " + source.status().ToString());
+    }
+    eo.chat_template = std::move(source).value();
+  }
   return eo;
 }
 
@@ -237,6 +246,9 @@ int CmdServe(int argc, char** argv) {
              "cache whole-state snapshots even where the state codec can slice the model "
              "(a diagnostic: larger; models the codec cannot slice use them anyway)");
   flags.Bool("--no-flash-attn", &a.no_flash_attn, "run attention without flash attention");
+  flags.String("--chat-template", &a.chat_template,
+               "chat template replacing the model's: a .jinja file, or the NAME of one the "
+               "pinned llama.cpp ships (models/templates/NAME.jinja, e.g. Qwen3.5-4B)");
   flags.String("--api-key-file", &a.api_key_file,
                "file with one API key per line; requests must send one (default: no keys)");
   flags.String("--admin-key-file", &a.admin_key_file,

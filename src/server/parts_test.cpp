@@ -11,10 +11,64 @@
 #include "server/auth.h"
 #include "server/metrics.h"
 #include "server/request_log.h"
+#include "server/response_json.h"
 #include "server/sse.h"
 
 namespace prefixd::server {
 namespace {
+
+TEST(ResponseJson, ChatMessageWithToolCalls) {
+  ResponseMeta meta{Endpoint::kChat, "chatcmpl-1", 1, "m"};
+  engine::CompletionResult r;
+  r.finish_reason = "stop";
+  engine::ChatMessage m;
+  m.reasoning_content = "think";
+  m.tool_calls.push_back({"call_1", "f", R"({"a":1})"});
+  nlohmann::json body = FinalJson(meta, r, &m);
+  const auto& choice = body["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_TRUE(choice["message"]["content"].is_null());
+  EXPECT_EQ(choice["message"]["reasoning_content"], "think");
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["id"], "call_1");
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"], R"({"a":1})");
+  r.finish_reason = "length";  // cut off: not a finished call
+  EXPECT_EQ(FinalJson(meta, r, &m)["choices"][0]["finish_reason"], "length");
+  engine::ChatMessage plain;
+  plain.content = "hi";
+  r.finish_reason = "stop";
+  nlohmann::json p = FinalJson(meta, r, &plain)["choices"][0];
+  EXPECT_EQ(p["message"]["content"], "hi");
+  EXPECT_FALSE(p["message"].contains("tool_calls"));
+  EXPECT_FALSE(p["message"].contains("reasoning_content"));
+}
+
+TEST(ResponseJson, ChatDeltas) {
+  ResponseMeta meta{Endpoint::kChat, "chatcmpl-1", 1, "m"};
+  engine::ChatDelta d;
+  d.tool_index = 1;
+  d.tool_call = {"call_9", "f", "{\"a\""};
+  nlohmann::json delta = ChatDeltaJson(meta, d, /*first=*/true, false)["choices"][0]["delta"];
+  EXPECT_EQ(delta["role"], "assistant");
+  EXPECT_FALSE(delta.contains("content"));
+  EXPECT_EQ(delta["tool_calls"][0]["index"], 1);
+  EXPECT_EQ(delta["tool_calls"][0]["id"], "call_9");
+  EXPECT_EQ(delta["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(delta["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_EQ(delta["tool_calls"][0]["function"]["arguments"], "{\"a\"");
+  engine::ChatDelta more;
+  more.tool_index = 1;
+  more.tool_call.arguments = ":1}";
+  delta = ChatDeltaJson(meta, more, false, false)["choices"][0]["delta"];
+  EXPECT_FALSE(delta["tool_calls"][0].contains("id"));
+  EXPECT_FALSE(delta["tool_calls"][0]["function"].contains("name"));
+  engine::ChatDelta r;
+  r.reasoning_content = "hm";
+  delta = ChatDeltaJson(meta, r, false, false)["choices"][0]["delta"];
+  EXPECT_EQ(delta["reasoning_content"], "hm");
+  EXPECT_FALSE(delta.contains("content"));
+}
 
 TEST(Sse, Framing) {
   EXPECT_EQ(SseData("{}"), "data: {}\n\n");

@@ -139,6 +139,54 @@ TEST_F(ServerTest, ChatCompletion) {
   EXPECT_TRUE(body["timings"]["prompt_ms"].is_number());
 }
 
+TEST_F(ServerTest, ChatOptionsReachTheTemplate) {
+  Start();
+  auto r = Post("/v1/chat/completions",
+                R"({"messages":[{"role":"user","content":"hi"}],)"
+                R"("tools":[{"type":"function","function":{"name":"f"}}],)"
+                R"("tool_choice":{"type":"function","function":{"name":"f"}},)"
+                R"("parallel_tool_calls":true,"chat_template_kwargs":{"k":1},)"
+                R"("reasoning_effort":"high","response_format":{"type":"json_object"}})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  const engine::ChatRenderOptions& o = backend_.last_options;
+  EXPECT_EQ(o.tool_name, "f");
+  EXPECT_TRUE(o.parallel_tool_calls);
+  EXPECT_NE(o.tools_json.find("\"f\""), std::string::npos);
+  EXPECT_EQ(o.template_kwargs.at("k"), "1");
+  EXPECT_EQ(o.template_kwargs.at("reasoning_effort"), "\"high\"");
+  EXPECT_EQ(o.json_schema, R"({"type":"object"})");
+  EXPECT_TRUE(o.add_generation_prompt);
+}
+
+TEST_F(ServerTest, TemplateStopsAndGrammarReachTheEngine) {
+  backend_.output.additional_stops = {"<|im_end|>", "a"};
+  backend_.output.grammar.kind = engine::GrammarKind::kToolCalls;
+  backend_.output.grammar.gbnf = "root ::= \"x\"";
+  Start();
+  auto r = Post("/v1/chat/completions",
+                R"({"messages":[{"role":"user","content":"hi"}],"stop":["a"]})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(backend_.last_stop(), (std::vector<std::string>{"a", "<|im_end|>"}));
+  EXPECT_EQ(backend_.last_grammar(), "root ::= \"x\"");
+}
+
+TEST_F(ServerTest, LogprobsFollowOpenAi) {
+  Start();
+  auto r = Post("/v1/chat/completions",
+                R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2,)"
+                R"("logprobs":true,"top_logprobs":2})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  json content = json::parse(r->body)["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 2u);
+  EXPECT_EQ(content[0]["token"], "H");
+  EXPECT_FLOAT_EQ(content[0]["logprob"].get<float>(), -0.5f);
+  EXPECT_EQ(content[0]["bytes"], json::array({72}));
+  ASSERT_EQ(content[0]["top_logprobs"].size(), 2u);
+  EXPECT_EQ(content[0]["top_logprobs"][1]["token"], "b");
+  auto plain = Post("/v1/chat/completions", kChat);
+  EXPECT_TRUE(json::parse(plain->body)["choices"][0]["logprobs"].is_null());
+}
+
 TEST_F(ServerTest, SecondTurnReportsCachedTokens) {
   Start();
   ASSERT_EQ(Post("/v1/chat/completions", kChat)->status, 200);
