@@ -1,5 +1,6 @@
 #include "engine/chat_template.h"
 
+#include <algorithm>
 #include <ctime>
 #include <exception>
 
@@ -63,12 +64,33 @@ std::string LocalDate(std::chrono::system_clock::time_point now) {
   return buf;
 }
 
+common_chat_tool_choice ToCommon(ToolChoice c) {
+  switch (c) {
+    case ToolChoice::kAuto: return COMMON_CHAT_TOOL_CHOICE_AUTO;
+    case ToolChoice::kNone: return COMMON_CHAT_TOOL_CHOICE_NONE;
+    case ToolChoice::kRequired: return COMMON_CHAT_TOOL_CHOICE_REQUIRED;
+  }
+  return COMMON_CHAT_TOOL_CHOICE_AUTO;
+}
+
+// The options that are not about the messages, as llama-server sets them.
+void SetOptions(const ChatRenderOptions& options, common_chat_templates_inputs& inputs) {
+  inputs.add_generation_prompt = options.add_generation_prompt;
+  inputs.use_jinja = true;
+  inputs.tool_choice = ToCommon(options.tool_choice);
+  if (!options.tool_name.empty()) inputs.tool_choice = COMMON_CHAT_TOOL_CHOICE_REQUIRED;
+  inputs.parallel_tool_calls = options.parallel_tool_calls;
+  inputs.json_schema = options.json_schema;
+  inputs.chat_template_kwargs = options.template_kwargs;
+  inputs.enable_thinking = options.enable_thinking;
+  inputs.reasoning_format = COMMON_REASONING_FORMAT_DEEPSEEK;
+}
+
 // Fills `out` from the messages JSON text: the inputs of the full render and each message's
 // JSON text.
 Status ParseInputs(const std::string& messages_json, const ChatRenderOptions& options,
                    common_chat_templates_inputs& inputs, std::vector<std::string>& message_json) {
-  inputs.add_generation_prompt = options.add_generation_prompt;
-  inputs.use_jinja = true;
+  SetOptions(options, inputs);
   try {
     const common_json messages = common_json::parse(messages_json);
     inputs.messages = common_chat_msgs_parse_oaicompat(messages);
@@ -83,13 +105,70 @@ Status ParseInputs(const std::string& messages_json, const ChatRenderOptions& op
   return Status::OK();
 }
 
-Result<std::string> Apply(const common_chat_templates* t,
-                          const common_chat_templates_inputs& inputs) {
+Result<common_chat_params> ApplyFull(const common_chat_templates* t,
+                                     const common_chat_templates_inputs& inputs) {
   try {
-    return common_chat_templates_apply(t, inputs).prompt;
+    return common_chat_templates_apply(t, inputs);
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("chat template failed: ") + e.what());
   }
+}
+
+Result<std::string> Apply(const common_chat_templates* t,
+                          const common_chat_templates_inputs& inputs) {
+  PREFIXD_ASSIGN_OR_RETURN(common_chat_params p, ApplyFull(t, inputs));
+  return std::move(p.prompt);
+}
+
+// The inputs with only the tool named `name` (the reply is constrained to call it).
+Result<common_chat_templates_inputs> OnlyTool(const common_chat_templates_inputs& inputs,
+                                              const std::string& name) {
+  common_chat_templates_inputs only = inputs;
+  only.tools.clear();
+  for (const auto& t : inputs.tools) {
+    if (t.name == name) only.tools.push_back(t);
+  }
+  if (only.tools.empty()) {
+    return Status::InvalidArgument("tool_choice names function '" + name +
+                                   "', which is not among the tools");
+  }
+  only.tool_choice = COMMON_CHAT_TOOL_CHOICE_REQUIRED;
+  return only;
+}
+
+GrammarTrigger ToTrigger(const common_grammar_trigger& t) {
+  GrammarTrigger out;
+  switch (t.type) {
+    case COMMON_GRAMMAR_TRIGGER_TYPE_TOKEN: out.type = GrammarTrigger::Type::kToken; break;
+    case COMMON_GRAMMAR_TRIGGER_TYPE_WORD: out.type = GrammarTrigger::Type::kWord; break;
+    case COMMON_GRAMMAR_TRIGGER_TYPE_PATTERN: out.type = GrammarTrigger::Type::kPattern; break;
+    case COMMON_GRAMMAR_TRIGGER_TYPE_PATTERN_FULL:
+      out.type = GrammarTrigger::Type::kPatternFull;
+      break;
+  }
+  out.value = t.value;
+  out.token = t.token;
+  return out;
+}
+
+// What the template says about the reply. The preserved tokens stay as text (`preserved`).
+OutputFormat ToOutput(const common_chat_params& p, const common_chat_templates_inputs& in,
+                      std::vector<std::string>* preserved) {
+  OutputFormat out;
+  out.chat_format = int(p.format);
+  out.parser = p.parser;
+  out.generation_prompt = p.generation_prompt;
+  out.parse_tool_calls = !in.tools.empty() && in.tool_choice != COMMON_CHAT_TOOL_CHOICE_NONE;
+  out.additional_stops = p.additional_stops;
+  if (!p.grammar.empty()) {
+    out.grammar.kind = GrammarKind::kToolCalls;  // as llama-server marks template grammars
+    out.grammar.gbnf = p.grammar;
+    out.grammar.lazy = p.grammar_lazy;
+    out.grammar.generation_prompt = p.generation_prompt;
+    for (const auto& t : p.grammar_triggers) out.grammar.triggers.push_back(ToTrigger(t));
+  }
+  *preserved = p.preserved_tokens;
+  return out;
 }
 
 }  // namespace
@@ -107,6 +186,24 @@ Result<ParsedChat> ChatTemplate::Parse(const std::string& messages_json,
 
 Result<std::string> ChatTemplate::Render(const ParsedChat& chat) const {
   return Apply(impl_->templates.get(), chat.impl_->inputs);
+}
+
+Result<ChatRender> ChatTemplate::RenderWithOutput(const ParsedChat& chat) const {
+  const common_chat_templates_inputs& in = chat.impl_->inputs;
+  PREFIXD_ASSIGN_OR_RETURN(common_chat_params full, ApplyFull(impl_->templates.get(), in));
+  ChatRender out;
+  out.prompt = std::move(full.prompt);
+  const std::string& name = chat.options().tool_name;
+  if (name.empty()) {
+    out.output = ToOutput(full, in, &out.preserved_tokens);
+    return out;
+  }
+  // The prompt shows every tool (as the conversation's other turns do); the reply is held to
+  // the named one.
+  PREFIXD_ASSIGN_OR_RETURN(common_chat_templates_inputs only, OnlyTool(in, name));
+  PREFIXD_ASSIGN_OR_RETURN(common_chat_params one, ApplyFull(impl_->templates.get(), only));
+  out.output = ToOutput(one, only, &out.preserved_tokens);
+  return out;
 }
 
 Result<std::string> ChatTemplate::Render(const std::string& messages_json,
@@ -130,6 +227,50 @@ Result<std::string> ChatTemplate::RenderPrefix(const ParsedChat& chat, size_t n_
     part.messages.push_back(placeholder);
   }
   return Apply(impl_->templates.get(), part);
+}
+
+namespace {
+
+// Appends `value` length-prefixed, so that no two option sets give the same key.
+void AddKeyField(std::string& key, std::string_view value) {
+  key += std::to_string(value.size());
+  key += ':';
+  key += value;
+}
+
+}  // namespace
+
+std::string RenderOptionsKey(const ChatRenderOptions& o) {
+  std::string key = "render-options-v1;";
+  AddKeyField(key, o.tools_json);
+  AddKeyField(key, std::to_string(int(o.tool_choice)));
+  AddKeyField(key, o.tool_name);
+  AddKeyField(key, o.parallel_tool_calls ? "p" : "-");
+  AddKeyField(key, o.json_schema);
+  AddKeyField(key, o.enable_thinking ? "t" : "-");
+  AddKeyField(key, std::to_string(o.template_kwargs.size()));
+  for (const auto& [name, value] : o.template_kwargs) {
+    AddKeyField(key, name);
+    AddKeyField(key, value);
+  }
+  return key;
+}
+
+void ResolveOutputTokens(const Model& model, const std::vector<std::string>& preserved,
+                         OutputFormat* output) {
+  for (const std::string& text : preserved) {
+    std::vector<Token> ids = model.Tokenize(text, /*parse_special=*/true, /*allow_bos=*/false);
+    if (ids.size() == 1) output->special_tokens.push_back(ids[0]);
+  }
+  const auto& special = output->special_tokens;
+  for (GrammarTrigger& t : output->grammar.triggers) {
+    if (t.type != GrammarTrigger::Type::kWord) continue;
+    std::vector<Token> ids = model.Tokenize(t.value, true, false);
+    if (ids.size() == 1 && std::find(special.begin(), special.end(), ids[0]) != special.end()) {
+      t.type = GrammarTrigger::Type::kToken;
+      t.token = ids[0];
+    }
+  }
 }
 
 std::vector<PrefixRender> PrefixesToCompare(const ParsedChat& chat) {

@@ -3,19 +3,46 @@
 // Thread-safe after construction.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "engine/chat_output.h"
 #include "engine/model.h"
 #include "util/hash.h"
 #include "util/status.h"
 
 namespace prefixd::engine {
 
+enum class ToolChoice : uint8_t { kAuto, kNone, kRequired };
+
+// Everything besides the messages that a render takes. All of it goes into every prefix render
+// of the capture points too, and RenderOptionsKey() into the render memo's keys.
 struct ChatRenderOptions {
   bool add_generation_prompt = true;
   std::string tools_json;  // OpenAI "tools" array as JSON text, or ""
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_name;   // a named function (tool_choice {"type":"function",...}): the reply
+                           // is a call of this tool only; "" otherwise
+  bool parallel_tool_calls = false;
+  std::string json_schema;  // a JSON schema the reply must follow (JSON text), or ""
+  std::map<std::string, std::string> template_kwargs;  // name -> value as JSON text
+  bool enable_thinking = true;
+};
+
+// Everything in `options` that can change a prefix render, as one string (the render memo's
+// keys). add_generation_prompt is left out: prefix renders never add one.
+std::string RenderOptionsKey(const ChatRenderOptions& options);
+
+// A full render: the prompt text and how its reply is constrained and read. The output's
+// special_tokens are left empty and its triggers hold words (the engine resolves them against
+// the vocabulary: ResolveOutputTokens).
+struct ChatRender {
+  std::string prompt;
+  OutputFormat output;
+  std::vector<std::string> preserved_tokens;  // control tokens the parser needs, as text
 };
 
 // Which render of a prefix messages[:i] the capture points compare with the full render: the
@@ -60,6 +87,10 @@ class ChatTemplate {
                            const ChatRenderOptions& options) const;
   // Renders the whole parsed conversation with its options.
   Result<std::string> Render(const ParsedChat& chat) const;
+  // The same render with what the template says about the reply (format, parser, grammar,
+  // triggers, preserved tokens, stops). InvalidArgument when the template cannot honour the
+  // options (e.g. a tool_name that is not among the tools).
+  Result<ChatRender> RenderWithOutput(const ParsedChat& chat) const;
   // Renders messages[:n_messages] without a generation prompt; kFollowedByUser appends an empty
   // user message first (with n_messages == 0: the placeholder alone, as splits need it).
   // REQUIRES: n_messages <= chat.n_messages(), and 1 <= n_messages for kPlain. InvalidArgument
@@ -93,5 +124,11 @@ struct PrefixRender {
 // i = 1 .. n-1 (plain, followed by user), then (n, plain) when the full render adds a
 // generation prompt.
 std::vector<PrefixRender> PrefixesToCompare(const ParsedChat& chat);
+
+// Fills what needs the vocabulary: the preserved tokens that are one token each become
+// output.special_tokens, and word triggers that are such a token become token triggers (as
+// llama-server does).
+void ResolveOutputTokens(const Model& model, const std::vector<std::string>& preserved,
+                         OutputFormat* output);
 
 }  // namespace prefixd::engine

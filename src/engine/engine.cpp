@@ -65,9 +65,12 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   impl->options = options;
   PREFIXD_ASSIGN_OR_RETURN(impl->model, Model::Load({options.model_path, options.n_gpu_layers}));
   PREFIXD_RETURN_IF_ERROR(FitContextToModel(*impl->model, &impl->options.n_ctx_per_slot));
-  auto chat = ChatTemplate::Create(*impl->model);
-  if (chat.ok()) impl->chat = std::move(chat).value();  // a model without a template serves
-                                                        // completions only
+  auto chat = ChatTemplate::Create(*impl->model, options.chat_template);
+  if (chat.ok()) {
+    impl->chat = std::move(chat).value();
+  } else if (!options.chat_template.empty()) {
+    return chat.status();  // a template the user chose must work
+  }  // a model without a template serves completions only
   impl->token_memo = TokenMemo::ForModel(*impl->model);
   PREFIXD_ASSIGN_OR_RETURN(impl->scheduler, Scheduler::Create(*impl->model, impl->options));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
@@ -75,17 +78,24 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
 
 Result<Prompt> Engine::PrepareChat(const std::string& messages_json, const std::string& tools_json,
                                    bool add_generation_prompt) const {
-  if (!impl_->chat) return Status::InvalidArgument("this model has no chat template");
   ChatRenderOptions ro;
   ro.add_generation_prompt = add_generation_prompt;
   ro.tools_json = tools_json;
-  PREFIXD_ASSIGN_OR_RETURN(ParsedChat chat, impl_->chat->Parse(messages_json, ro));
-  PREFIXD_ASSIGN_OR_RETURN(std::string text, impl_->chat->Render(chat));
+  return PrepareChat(messages_json, ro);
+}
+
+Result<Prompt> Engine::PrepareChat(const std::string& messages_json,
+                                   const ChatRenderOptions& options) const {
+  if (!impl_->chat) return Status::InvalidArgument("this model has no chat template");
+  PREFIXD_ASSIGN_OR_RETURN(ParsedChat chat, impl_->chat->Parse(messages_json, options));
+  PREFIXD_ASSIGN_OR_RETURN(ChatRender render, impl_->chat->RenderWithOutput(chat));
   Prompt prompt;
-  prompt.tokens = impl_->token_memo->Tokenize(text);
-  auto points = ChatCapturePoints(*impl_->model, *impl_->chat, chat, text, prompt.tokens,
-                                  impl_->render_memo);
+  prompt.tokens = impl_->token_memo->Tokenize(render.prompt);
+  auto points = ChatCapturePoints(*impl_->model, *impl_->chat, chat, render.prompt,
+                                  prompt.tokens, impl_->render_memo);
   if (points.ok()) prompt.capture_points = std::move(points).value();
+  prompt.output = std::move(render.output);
+  ResolveOutputTokens(*impl_->model, render.preserved_tokens, &prompt.output);
   return prompt;
 }
 

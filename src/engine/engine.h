@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/chat_output.h"
+#include "engine/chat_template.h"
 #include "engine/sampler.h"
 #include "engine/types.h"
 #include "util/status.h"
@@ -45,12 +47,17 @@ struct EngineOptions {
   size_t max_queue = 64;             // requests waiting for a slot beyond this are refused
   bool whole_state = false;          // Snapshots hold whole states even where the codec can
                                      // slice the model (--whole-state: a diagnostic)
+  std::string chat_template;         // Jinja source replacing the model's template; "" keeps it
 };
 
 // A tokenized prompt and where its capture points are (absolute token positions).
 struct Prompt {
   std::vector<Token> tokens;
   std::vector<int32_t> capture_points;  // message boundaries: system end, user starts, tail
+  // Chat prompts: how the reply is constrained (grammar, stops) and read (parser). The engine
+  // itself uses only output.special_tokens (rendered as text for the parser); the caller
+  // moves the grammar into SamplingOptions and the stops into CompletionRequest::stop.
+  OutputFormat output;
 };
 
 struct Usage {
@@ -103,6 +110,9 @@ struct CompletionRequest {
 struct CompletionResult {
   std::vector<Token> tokens;
   std::string text;
+  // With SamplingOptions::top_logprobs >= 0: one entry per generated token (the end of
+  // generation token excluded).
+  std::vector<TokenLogprobs> logprobs;
   std::string finish_reason;      // "stop", "length" or "cancelled"
   std::string stop_word;          // the stop string that ended generation; "" when none did
   Usage usage;
@@ -143,6 +153,11 @@ class Engine {
   // Renders an OpenAI messages array (JSON text) with the chat template and marks the
   // message boundaries as capture points. Remembers what it learnt of each prefix (a bounded
   // RenderMemo), so a continuing conversation renders only its new messages again.
+  // `options` go into the full render and every prefix render alike; the Prompt's output says
+  // how the reply is constrained and read. InvalidArgument when the messages or the options
+  // do not render.
+  Result<Prompt> PrepareChat(const std::string& messages_json,
+                             const ChatRenderOptions& options) const;
   Result<Prompt> PrepareChat(const std::string& messages_json, const std::string& tools_json,
                              bool add_generation_prompt = true) const;
   // Tokenizes raw completion text (special tokens parsed); the chat format's special tokens

@@ -37,7 +37,7 @@ Digest Seed(const ChatTemplate& tmpl, const ParsedChat& chat) {
   Sha256 h;
   UpdateString(h, "prefixd-render-memo-v1");
   h.Update(tmpl.fingerprint().data(), tmpl.fingerprint().size());
-  UpdateString(h, chat.options().tools_json);
+  UpdateString(h, RenderOptionsKey(chat.options()));
   UpdateString(h, chat.render_date());
   return h.Finish();
 }

@@ -4,7 +4,7 @@
 //
 // The capture points need, for each prefix render p of a chat (PrefixesToCompare), the length
 // it shares with the full render F, LCP(p, F) in characters. The memo keys a prefix render by
-// a PrefixKey — a chain hash over the template, the tools, the date and the prefix's messages —
+// a PrefixKey — a chain hash over the template, the render options (tools, kwargs…), the date and the prefix's messages —
 // and remembers a PrefixRecord: the render's length, the boundary b = LCP(p, F') with the full
 // render F' it was last compared to, the character p[b], and the digest of p[0:b]. Since a key
 // determines its render, a new full render F gives LCP(p, F) without rendering p in three ways:
@@ -87,7 +87,7 @@ PrefixRecord Rebound(const PrefixRecord& r, uint64_t boundary, char next_char,
                      const Digest& head_digest);
 
 // The keys of `prefixes` of `chat` rendered by `tmpl`: a chain over the messages seeded with
-// the template's fingerprint, the tools, the render date and the variant. O(size of the
+// the template's fingerprint, RenderOptionsKey(), the render date and the variant. O(size of the
 // messages' JSON) hashing.
 std::vector<PrefixKey> PrefixKeys(const ChatTemplate& tmpl, const ParsedChat& chat,
                                   std::span<const PrefixRender> prefixes);

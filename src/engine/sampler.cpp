@@ -1,39 +1,123 @@
 #include "engine/sampler.h"
 
-#include <vector>
+#include <algorithm>
+#include <cmath>
+#include <exception>
 
+#include "common.h"
+#include "engine/model.h"
 #include "llama.h"
+#include "sampling.h"
 
 namespace prefixd::engine {
 
-Sampler::Sampler(const SamplingOptions& o) : greedy_(o.temperature <= 0.0) {
-  if (greedy_) return;
-  chain_ = llama_sampler_chain_init(llama_sampler_chain_default_params());
-  if (o.top_k > 0) llama_sampler_chain_add(chain_, llama_sampler_init_top_k(o.top_k));
-  if (o.top_p < 1.0) llama_sampler_chain_add(chain_, llama_sampler_init_top_p(float(o.top_p), 1));
-  llama_sampler_chain_add(chain_, llama_sampler_init_temp(float(o.temperature)));
-  llama_sampler_chain_add(chain_, llama_sampler_init_dist(uint32_t(o.seed)));
-}
+namespace {
 
-Sampler::~Sampler() {
-  if (chain_ != nullptr) llama_sampler_free(chain_);
-}
-
-Token Sampler::Sample(const float* logits, int n_vocab) {
-  if (greedy_) {  // lowest id wins ties: deterministic across runs and chunkings
-    Token best = 0;
-    for (Token t = 1; t < n_vocab; ++t) {
-      if (logits[t] > logits[best]) best = t;
-    }
-    return best;
+common_grammar_trigger ToCommon(const GrammarTrigger& t) {
+  common_grammar_trigger out;
+  switch (t.type) {
+    case GrammarTrigger::Type::kToken: out.type = COMMON_GRAMMAR_TRIGGER_TYPE_TOKEN; break;
+    case GrammarTrigger::Type::kWord: out.type = COMMON_GRAMMAR_TRIGGER_TYPE_WORD; break;
+    case GrammarTrigger::Type::kPattern: out.type = COMMON_GRAMMAR_TRIGGER_TYPE_PATTERN; break;
+    case GrammarTrigger::Type::kPatternFull:
+      out.type = COMMON_GRAMMAR_TRIGGER_TYPE_PATTERN_FULL;
+      break;
   }
-  std::vector<llama_token_data> data(n_vocab);
-  for (Token t = 0; t < n_vocab; ++t) data[t] = {t, logits[t], 0.0f};
-  llama_token_data_array arr{data.data(), data.size(), -1, false};
-  llama_sampler_apply(chain_, &arr);
-  Token chosen = arr.data[arr.selected].id;
-  llama_sampler_accept(chain_, chosen);
-  return chosen;
+  out.value = t.value;
+  out.token = t.token;
+  return out;
+}
+
+common_grammar_type ToCommon(GrammarKind k) {
+  switch (k) {
+    case GrammarKind::kNone: return COMMON_GRAMMAR_TYPE_NONE;
+    case GrammarKind::kUser: return COMMON_GRAMMAR_TYPE_USER;
+    case GrammarKind::kOutputFormat: return COMMON_GRAMMAR_TYPE_OUTPUT_FORMAT;
+    case GrammarKind::kToolCalls: return COMMON_GRAMMAR_TYPE_TOOL_CALLS;
+  }
+  return COMMON_GRAMMAR_TYPE_NONE;
+}
+
+void SetGrammar(const GrammarSpec& g, common_params_sampling& p) {
+  if (g.empty()) return;
+  p.grammar = common_grammar(ToCommon(g.kind), g.gbnf);
+  p.grammar_lazy = g.lazy;
+  for (const GrammarTrigger& t : g.triggers) {
+    p.grammar_triggers.push_back(ToCommon(t));
+    if (t.type == GrammarTrigger::Type::kToken) p.preserved_tokens.insert(t.token);
+  }
+  p.generation_prompt = g.generation_prompt;
+}
+
+// The chain llama-server builds, reduced to what the options ask for. Greedy keeps only the
+// penalties and a zero temperature: the highest logit wins, the lowest id on ties (the
+// temperature sampler keeps the first maximum of the unsorted candidates).
+common_params_sampling ToCommon(const SamplingOptions& o) {
+  common_params_sampling p;
+  p.seed = uint32_t(o.seed);
+  p.top_k = o.top_k;
+  p.top_p = float(o.top_p);
+  p.min_p = float(o.min_p);
+  p.temp = o.temperature <= 0.0 ? 0.0f : float(o.temperature);
+  p.penalty_last_n = o.penalty_last_n;
+  p.penalty_repeat = float(o.repetition_penalty);
+  p.penalty_freq = float(o.frequency_penalty);
+  p.penalty_present = float(o.presence_penalty);
+  p.no_perf = true;
+  for (const auto& [token, bias] : o.logit_bias) p.logit_bias.push_back({token, bias});
+  if (o.temperature <= 0.0) {
+    p.samplers = {COMMON_SAMPLER_TYPE_PENALTIES, COMMON_SAMPLER_TYPE_TEMPERATURE};
+  } else {
+    p.samplers = {COMMON_SAMPLER_TYPE_PENALTIES, COMMON_SAMPLER_TYPE_TOP_K,
+                  COMMON_SAMPLER_TYPE_TOP_P, COMMON_SAMPLER_TYPE_MIN_P,
+                  COMMON_SAMPLER_TYPE_TEMPERATURE};
+  }
+  SetGrammar(o.grammar, p);
+  return p;
+}
+
+}  // namespace
+
+TokenLogprobs ComputeLogprobs(const float* logits, int n_vocab, Token chosen, int n_top) {
+  float max = -INFINITY;
+  for (int t = 0; t < n_vocab; ++t) max = std::max(max, logits[t]);
+  double sum = 0;
+  for (int t = 0; t < n_vocab; ++t) sum += std::exp(double(logits[t]) - max);
+  const float log_z = max + float(std::log(sum));
+  TokenLogprobs out;
+  out.chosen = {chosen, "", logits[chosen] - log_z};
+  n_top = std::clamp(n_top, 0, n_vocab);
+  std::vector<Token> ids(static_cast<size_t>(n_vocab));
+  for (int t = 0; t < n_vocab; ++t) ids[size_t(t)] = t;
+  std::partial_sort(ids.begin(), ids.begin() + n_top, ids.end(), [&](Token a, Token b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  for (int i = 0; i < n_top; ++i) {
+    const Token t = ids[size_t(i)];
+    out.top.push_back({t, "", logits[t] - log_z});
+  }
+  return out;
+}
+
+Result<std::unique_ptr<Sampler>> Sampler::Create(const Model& model,
+                                                 const SamplingOptions& options) {
+  common_params_sampling params = ToCommon(options);
+  common_sampler* s = nullptr;
+  try {
+    s = common_sampler_init(model.raw(), params);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("sampler: ") + e.what());
+  }
+  if (s == nullptr) return Status::InvalidArgument("sampler: cannot be built");
+  return std::unique_ptr<Sampler>(new Sampler(s));
+}
+
+Sampler::~Sampler() { common_sampler_free(sampler_); }
+
+Token Sampler::Sample(llama_context* ctx, int32_t idx) {
+  const Token t = common_sampler_sample(sampler_, ctx, idx);
+  common_sampler_accept(sampler_, t, /*is_generated=*/true);
+  return t;
 }
 
 }  // namespace prefixd::engine

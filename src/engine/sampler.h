@@ -1,38 +1,75 @@
-// Sampler: picks the next token from logits. Greedy by default (temperature <= 0), which makes
-// output a pure function of the prompt — what the cache-correctness tests rely on.
-// Not thread-safe; one per generating request.
+// Sampler: picks the next token from a decode's logits with llama.cpp common's sampler
+// (common_sampler): logit bias, repetition / presence / frequency penalties, top-k, top-p,
+// min-p, temperature, a seeded distribution, and a GBNF grammar — lazy ones start at a
+// trigger. Greedy by default (temperature <= 0): the highest logit, the lowest id on ties,
+// which makes output a pure function of the prompt — what the cache-correctness tests rely on.
+// Not thread-safe; one per generating request, used on the scheduler thread only.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
+#include "engine/chat_output.h"
 #include "engine/types.h"
+#include "util/status.h"
 
-struct llama_sampler;
+struct llama_context;
+struct common_sampler;
 
 namespace prefixd::engine {
+
+class Model;
 
 struct SamplingOptions {
   double temperature = 0.0;  // <= 0: greedy
   double top_p = 1.0;
   int top_k = 0;             // 0: off
+  double min_p = 0.0;        // 0: off
   uint64_t seed = 0;
   bool ignore_eos = false;   // never pick an end-of-generation token (llama-server's ignore_eos)
+  double presence_penalty = 0.0;    // subtracted once from every token already generated
+  double frequency_penalty = 0.0;   // subtracted per earlier occurrence
+  double repetition_penalty = 1.0;  // llama.cpp's repeat_penalty (divides positive logits)
+  int penalty_last_n = 64;          // the generated tokens the penalties look back on
+  std::vector<std::pair<Token, float>> logit_bias;  // added to the logits; -inf bans
+  GrammarSpec grammar;       // none by default
+  int top_logprobs = -1;     // -1: no logprobs; else the alternatives reported per token
 };
+
+// One token and its log-probability under the model (before sampling changes the logits).
+struct TokenProb {
+  Token token = -1;
+  std::string piece;  // the token's text (filled by the caller that knows the vocabulary)
+  float logprob = 0.0f;
+};
+
+struct TokenLogprobs {
+  TokenProb chosen;
+  std::vector<TokenProb> top;  // the most likely tokens, most likely first
+};
+
+// log-softmax of `logits` at `chosen` and the `n_top` most likely tokens (lowest id first on
+// ties). Pieces are left empty.
+TokenLogprobs ComputeLogprobs(const float* logits, int n_vocab, Token chosen, int n_top);
 
 class Sampler {
  public:
-  explicit Sampler(const SamplingOptions& options);
+  // InvalidArgument when the grammar does not parse or a value is out of range.
+  static Result<std::unique_ptr<Sampler>> Create(const Model& model,
+                                                 const SamplingOptions& options);
   ~Sampler();
   Sampler(const Sampler&) = delete;
   Sampler& operator=(const Sampler&) = delete;
 
-  // Picks a token from `n_vocab` logits.
-  Token Sample(const float* logits, int n_vocab);
+  // Picks a token from the logits of the `idx`-th output of the last decode on `ctx` (-1: the
+  // last) and accepts it (the grammar and the penalties see it).
+  Token Sample(llama_context* ctx, int32_t idx);
 
  private:
-  llama_sampler* chain_ = nullptr;
-  bool greedy_ = true;
+  explicit Sampler(common_sampler* s) : sampler_(s) {}
+  common_sampler* sampler_;
 };
 
 }  // namespace prefixd::engine

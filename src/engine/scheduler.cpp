@@ -1,5 +1,6 @@
 #include "engine/scheduler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <condition_variable>
 #include <deque>
@@ -20,6 +21,7 @@
 #include "engine/context.h"
 #include "engine/domain.h"
 #include "engine/job.h"
+#include "engine/prefill.h"
 
 namespace prefixd::engine {
 
@@ -63,7 +65,8 @@ struct Scheduler::Impl {
   void NoteBusy(bool busy);
   bool store_busy = false;  // what the disk store was last told (SetForegroundBusy)
   Slot& PickSlot(std::span<const Token> tokens, const Digest& domain);
-  void Start(Slot& slot, std::unique_ptr<Job> job);
+  void Start(Slot& slot, std::unique_ptr<Job> job, std::unique_ptr<Sampler> sampler);
+  void Refuse(std::unique_ptr<Job> job, const Status& st);
   void KeepHeld(Slot& slot, std::span<const Token> generated);
   void ForgetHeld(Slot& slot);
   void PrefillStep(Slot& slot);
@@ -71,6 +74,8 @@ struct Scheduler::Impl {
   void Accept(Slot& slot, Token t);
   void PublishPrompt(Slot& slot);
   Token SampleFor(Slot& slot, int32_t logits_index);
+  void NoteLogprobs(Slot& slot, const float* logits, Token t);
+  bool RenderSpecial(const Slot& slot, Token t) const;
   std::vector<Token> eog_tokens;  // masked for requests with ignore_eos
   void Finish(Slot& slot, const std::string& reason);
   void Fail(Slot& slot, const Status& st);
@@ -330,14 +335,27 @@ bool Scheduler::Impl::Admit() {
       queue.pop_front();
       stats.slots_busy++;
     }
+    auto sampler = Sampler::Create(model, job->request.sampling);
+    if (!sampler.ok()) {
+      Refuse(std::move(job), sampler.status());
+      continue;
+    }
     Digest domain{};
     if (cache_io) domain = DomainFor(fingerprints, job->request.tenant_salt);
     Slot& slot = PickSlot(job->request.prompt.tokens, domain);
     slot.domain = domain;
-    Start(slot, std::move(job));
+    Start(slot, std::move(job), std::move(sampler).value());
     admitted = true;
   }
   return admitted;
+}
+
+// Answers a job that never got a slot (its sampler could not be built).
+void Scheduler::Impl::Refuse(std::unique_ptr<Job> job, const Status& st) {
+  job->done.set_value(st);
+  std::lock_guard<std::mutex> lock(mu);
+  stats.slots_busy--;
+  idle_cv.notify_all();
 }
 
 namespace {
@@ -378,13 +396,14 @@ Slot& Scheduler::Impl::PickSlot(std::span<const Token> tokens, const Digest& dom
   return *best;
 }
 
-void Scheduler::Impl::Start(Slot& slot, std::unique_ptr<Job> job) {
+void Scheduler::Impl::Start(Slot& slot, std::unique_ptr<Job> job,
+                            std::unique_ptr<Sampler> sampler) {
   slot.job = std::move(job);
   slot.result = CompletionResult{};
   slot.result.usage.queue_ms = MillisSince(slot.job->submitted);
   slot.result.usage.prompt_tokens = int32_t(slot.job->request.prompt.tokens.size());
   slot.started = Clock::now();
-  slot.sampler = std::make_unique<Sampler>(slot.job->request.sampling);
+  slot.sampler = std::move(sampler);
   slot.stream.emplace(slot.job->request.stop);
   slot.pending.clear();
   slot.next_capture = 0;
@@ -408,14 +427,15 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   if (req.is_cancelled && req.is_cancelled()) return Finish(slot, "cancelled");
   const auto& tokens = req.prompt.tokens;
   const int32_t n = int32_t(tokens.size());
-  int32_t stop = std::min<int32_t>(n, slot.pos + int32_t(ctx->n_batch()));
+  int32_t limit = n;
   while (slot.next_capture < slot.captures.size() &&
          slot.captures[slot.next_capture].pos <= slot.pos) {
     ++slot.next_capture;
   }
   if (slot.next_capture < slot.captures.size()) {
-    stop = std::min(stop, slot.captures[slot.next_capture].pos);
+    limit = std::min(limit, slot.captures[slot.next_capture].pos);
   }
+  const int32_t stop = NextChunkEnd(slot.pos, limit, ctx->n_batch(), ctx->n_ubatch());
   std::span<const Token> chunk(tokens.data() + slot.pos, size_t(stop - slot.pos));
   const Clock::time_point t0 = Clock::now();
   Status st = ctx->DecodeChunk(slot.seq, chunk, slot.pos, stop == n);
@@ -451,7 +471,26 @@ Token Scheduler::Impl::SampleFor(Slot& slot, int32_t logits_index) {
   if (slot.job->request.sampling.ignore_eos) {
     for (Token t : eog_tokens) logits[t] = -INFINITY;
   }
-  return slot.sampler->Sample(logits, model.n_vocab());
+  const Token t = slot.sampler->Sample(ctx->raw(), logits_index);
+  if (slot.job->request.sampling.top_logprobs >= 0 && !model.IsEndOfGeneration(t)) {
+    NoteLogprobs(slot, logits, t);
+  }
+  return t;
+}
+
+void Scheduler::Impl::NoteLogprobs(Slot& slot, const float* logits, Token t) {
+  TokenLogprobs lp =
+      ComputeLogprobs(logits, model.n_vocab(), t, slot.job->request.sampling.top_logprobs);
+  lp.chosen.piece = model.TokenPiece(t, RenderSpecial(slot, t));
+  for (TokenProb& p : lp.top) p.piece = model.TokenPiece(p.token, RenderSpecial(slot, p.token));
+  slot.result.logprobs.push_back(std::move(lp));
+}
+
+// Control tokens render as nothing, except those the reply's parser needs (preserved tokens,
+// e.g. gpt-oss <|channel|>), which render as their text.
+bool Scheduler::Impl::RenderSpecial(const Slot& slot, Token t) const {
+  const auto& special = slot.job->request.prompt.output.special_tokens;
+  return std::find(special.begin(), special.end(), t) != special.end();
 }
 
 // Takes the token sampled for `slot`: ends the request or queues the token for decoding.
@@ -459,7 +498,7 @@ void Scheduler::Impl::Accept(Slot& slot, Token t) {
   const CompletionRequest& req = slot.job->request;
   if (model.IsEndOfGeneration(t)) return Finish(slot, "stop");
   slot.result.tokens.push_back(t);
-  std::string piece = slot.stream->Push(model.TokenPiece(t, false));
+  std::string piece = slot.stream->Push(model.TokenPiece(t, RenderSpecial(slot, t)));
   if (!piece.empty() && req.on_piece && !req.on_piece(piece)) return Finish(slot, "cancelled");
   if (slot.stream->stopped()) return Finish(slot, "stop");
   if (int(slot.result.tokens.size()) >= req.max_tokens) return Finish(slot, "length");

@@ -459,6 +459,7 @@ class MessagesAdapter : public ApiAdapter {
 const char* AnthropicErrorType(ErrorKind kind) {
   switch (kind) {
     case ErrorKind::kUnauthorized: return "authentication_error";
+    case ErrorKind::kForbidden: return "permission_error";
     case ErrorKind::kNotFound:
     case ErrorKind::kModelNotFound: return "not_found_error";
     case ErrorKind::kPayloadTooLarge: return "request_too_large";

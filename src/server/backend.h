@@ -25,8 +25,15 @@ class Backend {
   virtual ~Backend() = default;
 
   virtual Result<Prompt> PrepareChat(const std::string& messages_json,
-                                     const std::string& tools_json,
-                                     bool add_generation_prompt) const = 0;
+                                     const engine::ChatRenderOptions& options) const = 0;
+  // The plain form: tools only.
+  Result<Prompt> PrepareChat(const std::string& messages_json, const std::string& tools_json,
+                             bool add_generation_prompt) const {
+    engine::ChatRenderOptions options;
+    options.tools_json = tools_json;
+    options.add_generation_prompt = add_generation_prompt;
+    return PrepareChat(messages_json, options);
+  }
   virtual Result<Prompt> PrepareText(const std::string& text) const = 0;
   // Blocks until done. ResourceExhausted when the queue is full; InvalidArgument when the
   // prompt does not fit the context; finish_reason "cancelled" when on_piece returned false.

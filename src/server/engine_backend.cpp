@@ -9,9 +9,10 @@ class EngineBackend final : public Backend {
   explicit EngineBackend(std::unique_ptr<engine::Engine> engine)
       : engine_(std::move(engine)), n_vocab_(engine_->n_vocab()) {}
 
-  Result<Prompt> PrepareChat(const std::string& messages_json, const std::string& tools_json,
-                             bool add_generation_prompt) const override {
-    return engine_->PrepareChat(messages_json, tools_json, add_generation_prompt);
+  using Backend::PrepareChat;
+  Result<Prompt> PrepareChat(const std::string& messages_json,
+                             const engine::ChatRenderOptions& options) const override {
+    return engine_->PrepareChat(messages_json, options);
   }
   Result<Prompt> PrepareText(const std::string& text) const override {
     return engine_->PrepareText(text);

@@ -23,12 +23,19 @@ class FakeBackend : public Backend {
   std::atomic<int> cancelled{0};
   std::atomic<int> completions{0};
 
-  Result<Prompt> PrepareChat(const std::string& messages_json, const std::string& tools_json,
-                             bool) const override {
+  engine::OutputFormat output;            // what PrepareChat's prompts say of the reply
+  mutable engine::ChatRenderOptions last_options;  // the options of the last PrepareChat
+
+  using Backend::PrepareChat;
+  Result<Prompt> PrepareChat(const std::string& messages_json,
+                             const engine::ChatRenderOptions& options) const override {
     if (messages_json.find("\"bad-template\"") != std::string::npos) {
       return Status::InvalidArgument("chat template failed on the messages");
     }
-    return PrepareText(messages_json + tools_json);
+    last_options = options;
+    auto p = PrepareText(messages_json + options.tools_json);
+    if (p.ok()) p->output = output;
+    return p;
   }
   Result<Prompt> PrepareText(const std::string& text) const override {
     Prompt p;
@@ -66,8 +73,11 @@ class FakeBackend : public Backend {
       r.tokens.push_back(Token((unsigned char)piece[0]));
     }
     r.usage.completion_tokens = int32_t(r.tokens.size());
+    if (request.sampling.top_logprobs >= 0) AddLogprobs(request.sampling.top_logprobs, &r);
     std::lock_guard<std::mutex> lock(mu_);
     last_salt_ = request.tenant_salt;
+    last_stop_ = request.stop;
+    last_grammar_ = request.sampling.grammar.gbnf;
     return r;
   }
   std::string Detokenize(const std::vector<Token>& tokens) const override {
@@ -94,6 +104,14 @@ class FakeBackend : public Backend {
     std::lock_guard<std::mutex> lock(mu_);
     return last_salt_;
   }
+  std::vector<std::string> last_stop() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_stop_;
+  }
+  std::string last_grammar() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_grammar_;
+  }
 
  private:
   // The stop string that the reply starts at `i`, or "".
@@ -102,6 +120,16 @@ class FakeBackend : public Backend {
       if (!s.empty() && reply.compare(i, s.size(), s) == 0) return s;
     }
     return "";
+  }
+
+  // Each token: logprob -0.5, then `n` alternatives with -1, -2, ...
+  static void AddLogprobs(int n, CompletionResult* r) {
+    for (Token t : r->tokens) {
+      engine::TokenLogprobs lp;
+      lp.chosen = {t, std::string(1, char(t)), -0.5f};
+      for (int i = 0; i < n; ++i) lp.top.push_back({Token(i), std::string(1, char('a' + i)), -1.0f - i});
+      r->logprobs.push_back(std::move(lp));
+    }
   }
 
   int32_t CachedPrefix(const CompletionRequest& req) {
@@ -121,6 +149,8 @@ class FakeBackend : public Backend {
   mutable std::mutex mu_;
   std::vector<std::pair<std::string, std::vector<Token>>> seen_;
   std::string last_salt_;
+  std::vector<std::string> last_stop_;
+  std::string last_grammar_;
 };
 
 }  // namespace prefixd::server

@@ -1,5 +1,7 @@
 #include "server/request_parse.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 namespace prefixd::server {
@@ -148,7 +150,41 @@ MaybeError ParseStreaming(const json& obj, GenerationParams* p) {
   return GetBool(*so, "include_usage", &p->include_usage);
 }
 
-MaybeError ParseSampling(const json& obj, engine::SamplingOptions* s) {
+MaybeError ParsePenalties(const json& obj, engine::SamplingOptions* s) {
+  if (auto e = GetNumber(obj, "presence_penalty", -2.0, 2.0, &s->presence_penalty)) return e;
+  if (auto e = GetNumber(obj, "frequency_penalty", -2.0, 2.0, &s->frequency_penalty)) return e;
+  const char* rp = Field(obj, "repetition_penalty") ? "repetition_penalty" : "repeat_penalty";
+  if (auto e = GetNumber(obj, rp, 0.0, 10.0, &s->repetition_penalty)) return e;
+  if (s->repetition_penalty <= 0.0) {
+    return ApiError::Invalid(std::string("'") + rp + "' must be greater than 0", rp);
+  }
+  return GetNumber(obj, "min_p", 0.0, 1.0, &s->min_p);
+}
+
+// "logit_bias": {"<token id>": bias in [-100, 100], ...}; ids must be in the vocabulary.
+MaybeError ParseLogitBias(const json& obj, const ParseLimits& limits, engine::SamplingOptions* s) {
+  const json* f = Field(obj, "logit_bias");
+  if (!f) return std::nullopt;
+  if (!f->is_object()) return WrongType("logit_bias", "an object of token id -> bias", *f);
+  for (const auto& [key, value] : f->items()) {
+    char* end = nullptr;
+    const long long id = std::strtoll(key.c_str(), &end, 10);
+    if (key.empty() || *end != '\0' || id < 0 || id >= limits.vocab_hint) {
+      return ApiError::Invalid("'logit_bias' key '" + key + "' is not a token id in [0, " +
+                                   std::to_string(limits.vocab_hint) + ")",
+                               "logit_bias");
+    }
+    if (!value.is_number() || value.get<double>() < -100 || value.get<double>() > 100) {
+      return ApiError::Invalid("'logit_bias' values must be numbers between -100 and 100",
+                               "logit_bias");
+    }
+    s->logit_bias.emplace_back(engine::Token(id), value.get<float>());
+  }
+  return std::nullopt;
+}
+
+MaybeError ParseSampling(const json& obj, const ParseLimits& limits,
+                         engine::SamplingOptions* s) {
   if (auto e = GetNumber(obj, "temperature", 0.0, 2.0, &s->temperature)) return e;
   if (auto e = GetNumber(obj, "top_p", 0.0, 1.0, &s->top_p)) return e;
   int64_t top_k = s->top_k, seed = int64_t(s->seed);
@@ -157,10 +193,8 @@ MaybeError ParseSampling(const json& obj, engine::SamplingOptions* s) {
   if (auto e = GetBool(obj, "ignore_eos", &s->ignore_eos)) return e;
   s->top_k = int(top_k);
   s->seed = uint64_t(seed);
-  double ignored = 0;
-  if (auto e = GetNumber(obj, "presence_penalty", -2.0, 2.0, &ignored)) return e;
-  if (auto e = GetNumber(obj, "frequency_penalty", -2.0, 2.0, &ignored)) return e;
-  return std::nullopt;
+  if (auto e = ParsePenalties(obj, s)) return e;
+  return ParseLogitBias(obj, limits, s);
 }
 
 // Fields both endpoints share: model, n, max_tokens, sampling, stop, streaming.
@@ -170,7 +204,7 @@ MaybeError ParseGeneration(const json& obj, const ParseLimits& limits, Generatio
   if (auto e = GetInt(obj, "n", 1, 128, &n)) return e;
   if (n != 1) return Unsupported("n", "'n' other than 1");
   if (auto e = ParseMaxTokens(obj, limits, &p->max_tokens)) return e;
-  if (auto e = ParseSampling(obj, &p->sampling)) return e;
+  if (auto e = ParseSampling(obj, limits, &p->sampling)) return e;
   if (auto e = ParseStop(obj, &p->stop)) return e;
   return ParseStreaming(obj, p);
 }
@@ -237,8 +271,13 @@ MaybeError ParseTools(const json& obj, std::string* out) {
   if (!t->is_array()) return WrongType("tools", "an array", *t);
   for (const json& tool : *t) {
     const json* fn = tool.is_object() ? Field(tool, "function") : nullptr;
-    if (!fn || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string()) {
+    if (!fn || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string() ||
+        (tool.contains("type") && tool["type"] != "function")) {
       return ApiError::Invalid("each tool must be {\"type\":\"function\",\"function\":{\"name\":...}}",
+                               "tools");
+    }
+    if (const json* params = Field(*fn, "parameters"); params && !params->is_object()) {
+      return ApiError::Invalid("a tool's function.parameters must be a JSON schema object",
                                "tools");
     }
   }
@@ -246,17 +285,136 @@ MaybeError ParseTools(const json& obj, std::string* out) {
   return std::nullopt;
 }
 
-MaybeError ParseChatOnly(const json& obj) {
-  bool logprobs = false;
-  if (auto e = GetBool(obj, "logprobs", &logprobs)) return e;
-  if (logprobs) return Unsupported("logprobs", "'logprobs'");
-  if (const json* rf = Field(obj, "response_format")) {
-    if (!rf->is_object()) return WrongType("response_format", "an object", *rf);
-    if (!rf->contains("type") || (*rf)["type"] != "text") {
-      return Unsupported("response_format", "response_format other than {\"type\":\"text\"}");
+bool HasTool(const json& obj, const std::string& name) {
+  const json* t = Field(obj, "tools");
+  if (!t) return false;
+  for (const json& tool : *t) {
+    if (tool["function"]["name"] == name) return true;
+  }
+  return false;
+}
+
+// "tool_choice": "auto" | "none" | "required" | {"type":"function","function":{"name":...}}.
+MaybeError ParseToolChoice(const json& obj, engine::ChatRenderOptions* r) {
+  if (auto e = GetBool(obj, "parallel_tool_calls", &r->parallel_tool_calls)) return e;
+  const json* f = Field(obj, "tool_choice");
+  if (!f) return std::nullopt;
+  const char* kWant =
+      "\"auto\", \"none\", \"required\" or {\"type\":\"function\",\"function\":{\"name\":...}}";
+  if (f->is_string()) {
+    const std::string v = f->get<std::string>();
+    if (v == "auto") r->tool_choice = engine::ToolChoice::kAuto;
+    else if (v == "none") r->tool_choice = engine::ToolChoice::kNone;
+    else if (v == "required") r->tool_choice = engine::ToolChoice::kRequired;
+    else return ApiError::Invalid(std::string("'tool_choice' must be ") + kWant, "tool_choice");
+  } else {
+    const json* fn = f->is_object() ? Field(*f, "function") : nullptr;
+    const json* name = fn && fn->is_object() ? Field(*fn, "name") : nullptr;
+    if (!name || !name->is_string() || (*f)["type"] != "function") {
+      return ApiError::Invalid(std::string("'tool_choice' must be ") + kWant, "tool_choice");
     }
+    if (!HasTool(obj, name->get<std::string>())) {
+      return ApiError::Invalid("'tool_choice' names function '" + name->get<std::string>() +
+                                   "', which is not among the tools",
+                               "tool_choice");
+    }
+    r->tool_name = name->get<std::string>();
+  }
+  if (r->tool_choice == engine::ToolChoice::kRequired && r->tools_json.empty()) {
+    return ApiError::Invalid("'tool_choice' \"required\" needs 'tools'", "tool_choice");
   }
   return std::nullopt;
+}
+
+MaybeError ParseJsonSchemaFormat(const json& rf, std::string* schema) {
+  const json* js = Field(rf, "json_schema");
+  if (!js || !js->is_object()) {
+    return ApiError::Invalid("response_format of type json_schema needs a 'json_schema' object",
+                             "response_format");
+  }
+  const json* name = Field(*js, "name");
+  if (name && !name->is_string()) return WrongType("response_format", "a string name", *name);
+  const json* strict = Field(*js, "strict");
+  if (strict && !strict->is_boolean()) return WrongType("response_format", "a boolean strict", *strict);
+  const json* s = Field(*js, "schema");
+  if (s && !s->is_object()) return WrongType("response_format", "an object schema", *s);
+  json out = s ? *s : json::object();
+  if (out.empty()) out["type"] = "object";  // no schema: any object
+  *schema = out.dump();
+  return std::nullopt;
+}
+
+// "response_format": {"type": "text" | "json_object" | "json_schema", ...}.
+MaybeError ParseResponseFormat(const json& obj, std::string* schema) {
+  const json* rf = Field(obj, "response_format");
+  if (!rf) return std::nullopt;
+  if (!rf->is_object()) return WrongType("response_format", "an object", *rf);
+  const json* type = Field(*rf, "type");
+  if (!type || !type->is_string()) {
+    return ApiError::Invalid("'response_format.type' must be a string", "response_format");
+  }
+  if (*type == "text") return std::nullopt;
+  if (*type == "json_object") {
+    *schema = R"({"type":"object"})";
+    return std::nullopt;
+  }
+  if (*type == "json_schema") return ParseJsonSchemaFormat(*rf, schema);
+  return ApiError::Invalid("'response_format.type' must be text, json_object or json_schema, got " +
+                               type->dump(),
+                           "response_format");
+}
+
+// chat_template_kwargs, enable_thinking and reasoning_effort, as llama-server combines them.
+MaybeError ParseTemplateKwargs(const json& obj, engine::ChatRenderOptions* r) {
+  if (const json* k = Field(obj, "chat_template_kwargs")) {
+    if (!k->is_object()) return WrongType("chat_template_kwargs", "an object", *k);
+    for (const auto& [key, value] : k->items()) {
+      r->template_kwargs[key] = value.dump(-1, ' ', false, json::error_handler_t::replace);
+    }
+    if (const json* et = Field(*k, "enable_thinking")) {
+      if (!et->is_boolean()) return WrongType("chat_template_kwargs", "a boolean enable_thinking", *et);
+      r->enable_thinking = et->get<bool>();
+    }
+  }
+  if (auto e = GetBool(obj, "enable_thinking", &r->enable_thinking)) return e;
+  std::string effort;
+  if (auto e = GetString(obj, "reasoning_effort", &effort)) return e;
+  if (effort.empty()) return std::nullopt;
+  static const char* kEfforts[] = {"none", "minimal", "low", "medium", "high"};
+  if (std::find(std::begin(kEfforts), std::end(kEfforts), effort) == std::end(kEfforts)) {
+    return ApiError::Invalid("'reasoning_effort' must be none, minimal, low, medium or high",
+                             "reasoning_effort");
+  }
+  if (effort == "none") {
+    r->enable_thinking = false;
+    r->template_kwargs.erase("reasoning_effort");
+  } else {
+    r->template_kwargs["reasoning_effort"] = json(effort).dump();
+  }
+  return std::nullopt;
+}
+
+// "logprobs": bool, "top_logprobs": 0..20 (needs logprobs).
+MaybeError ParseLogprobs(const json& obj, ChatRequest* out) {
+  if (auto e = GetBool(obj, "logprobs", &out->logprobs)) return e;
+  int64_t top = 0;
+  if (auto e = GetInt(obj, "top_logprobs", 0, 20, &top)) return e;
+  if (Field(obj, "top_logprobs") && !out->logprobs) {
+    return ApiError::Invalid("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+  }
+  out->params.sampling.top_logprobs = out->logprobs ? int(top) : -1;
+  if (out->logprobs && out->params.stream) {
+    return Unsupported("logprobs", "'logprobs' with 'stream'");
+  }
+  return std::nullopt;
+}
+
+MaybeError ParseChatOnly(const json& obj, ChatRequest* out) {
+  out->render.tools_json = out->tools_json;
+  if (auto e = ParseToolChoice(obj, &out->render)) return e;
+  if (auto e = ParseResponseFormat(obj, &out->render.json_schema)) return e;
+  if (auto e = ParseTemplateKwargs(obj, &out->render)) return e;
+  return ParseLogprobs(obj, out);
 }
 
 MaybeError ParseTokenArray(const json& arr, const ParseLimits& limits, const char* key,
@@ -321,8 +479,8 @@ MaybeError ParseChatRequest(const std::string& body, const ParseLimits& limits,
   if (auto e = ParseObject(body, &obj)) return e;
   if (auto e = ParseMessages(obj, &out->messages_json)) return e;
   if (auto e = ParseTools(obj, &out->tools_json)) return e;
-  if (auto e = ParseChatOnly(obj)) return e;
-  return ParseGeneration(obj, limits, &out->params);
+  if (auto e = ParseGeneration(obj, limits, &out->params)) return e;
+  return ParseChatOnly(obj, out);
 }
 
 MaybeError ParseTextCompletionRequest(const std::string& body, const ParseLimits& limits,
@@ -360,7 +518,9 @@ MaybeError ParseWarmRequest(const std::string& body, WarmRequest* out) {
   if (Field(obj, "messages")) {
     out->is_chat = true;
     if (auto e = ParseMessages(obj, &out->chat.messages_json)) return e;
-    return ParseTools(obj, &out->chat.tools_json);
+    if (auto e = ParseTools(obj, &out->chat.tools_json)) return e;
+    out->chat.render.tools_json = out->chat.tools_json;
+    return std::nullopt;
   }
   const json* p = Field(obj, "prompt");
   if (!p) return ApiError::Invalid("'messages' or 'prompt' is required", "messages");

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/chat_template.h"
 #include "engine/sampler.h"
 #include "engine/types.h"
 #include "server/api_error.h"
@@ -27,6 +28,11 @@ struct GenerationParams {
 struct ChatRequest {
   std::string messages_json;  // the "messages" array, validated, as JSON text
   std::string tools_json;     // the "tools" array as JSON text, or ""
+  // Everything the template takes besides the messages: tools (= tools_json), tool_choice,
+  // parallel_tool_calls, response_format's schema, chat_template_kwargs, enable_thinking,
+  // reasoning_effort.
+  engine::ChatRenderOptions render;
+  bool logprobs = false;      // params.sampling.top_logprobs >= 0 when true
   GenerationParams params;
 };
 

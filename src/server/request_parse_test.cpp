@@ -62,8 +62,8 @@ TEST(RequestParse, NamesTheBadParameter) {
       {R"(,"stop":[1])", "stop"},               {R"(,"stream":"yes")", "stream"},
       {R"(,"model":5)", "model"},               {R"(,"seed":18446744073709551615)", "seed"},
       {R"(,"presence_penalty":3)", "presence_penalty"},
-      {R"(,"logprobs":true)", "logprobs"},      {R"(,"tools":{})", "tools"},
-      {R"(,"response_format":{"type":"json_object"})", "response_format"},
+      {R"(,"logprobs":1)", "logprobs"},         {R"(,"tools":{})", "tools"},
+      {R"(,"response_format":{"type":"xml"})", "response_format"},
   };
   for (const Case& c : cases) {
     auto e = Chat(c.extra);
@@ -71,6 +71,126 @@ TEST(RequestParse, NamesTheBadParameter) {
     EXPECT_EQ(e->kind, ErrorKind::kInvalidRequest);
     EXPECT_EQ(e->param, c.param) << c.extra << ": " << e->message;
   }
+}
+
+constexpr const char* kTool =
+    R"(,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}])";
+
+TEST(RequestParse, AcceptsTheAgentFields) {
+  ChatRequest r;
+  ASSERT_FALSE(Chat(std::string(kTool) +
+                        R"(,"tool_choice":"required","parallel_tool_calls":true,)"
+                        R"("presence_penalty":0.5,"frequency_penalty":-0.5,)"
+                        R"("repetition_penalty":1.1,"min_p":0.05,"logit_bias":{"7":-100,"9":2.5},)"
+                        R"("logprobs":true,"top_logprobs":3,)"
+                        R"("chat_template_kwargs":{"custom":[1,2]},"reasoning_effort":"low",)"
+                        R"("response_format":{"type":"json_schema","json_schema":{"name":"n",)"
+                        R"("schema":{"type":"object","required":["a"]},"strict":true}})",
+                    &r))
+      << "parse failed";
+  EXPECT_EQ(r.render.tool_choice, engine::ToolChoice::kRequired);
+  EXPECT_TRUE(r.render.parallel_tool_calls);
+  EXPECT_EQ(r.render.tools_json, r.tools_json);
+  EXPECT_DOUBLE_EQ(r.params.sampling.presence_penalty, 0.5);
+  EXPECT_DOUBLE_EQ(r.params.sampling.frequency_penalty, -0.5);
+  EXPECT_DOUBLE_EQ(r.params.sampling.repetition_penalty, 1.1);
+  EXPECT_DOUBLE_EQ(r.params.sampling.min_p, 0.05);
+  ASSERT_EQ(r.params.sampling.logit_bias.size(), 2u);
+  EXPECT_EQ(r.params.sampling.logit_bias[0].first, 7);
+  EXPECT_FLOAT_EQ(r.params.sampling.logit_bias[0].second, -100.0f);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.params.sampling.top_logprobs, 3);
+  EXPECT_EQ(r.render.template_kwargs["custom"], "[1,2]");
+  EXPECT_EQ(r.render.template_kwargs["reasoning_effort"], "\"low\"");
+  EXPECT_TRUE(r.render.enable_thinking);
+  EXPECT_EQ(r.render.json_schema, R"({"required":["a"],"type":"object"})");
+}
+
+TEST(RequestParse, ToolChoiceForms) {
+  ChatRequest r;
+  ASSERT_FALSE(Chat(std::string(kTool) +
+                        R"(,"tool_choice":{"type":"function","function":{"name":"f"}})",
+                    &r));
+  EXPECT_EQ(r.render.tool_name, "f");
+  r = {};
+  ASSERT_FALSE(Chat(R"(,"tool_choice":"none")", &r));
+  EXPECT_EQ(r.render.tool_choice, engine::ToolChoice::kNone);
+  r = {};
+  ASSERT_FALSE(Chat(R"(,"tool_choice":"auto")", &r));
+  EXPECT_EQ(r.render.tool_choice, engine::ToolChoice::kAuto);
+  EXPECT_EQ(r.params.sampling.top_logprobs, -1);  // no logprobs asked
+}
+
+TEST(RequestParse, ThinkingSwitches) {
+  ChatRequest r;
+  ASSERT_FALSE(Chat(R"(,"chat_template_kwargs":{"enable_thinking":false})", &r));
+  EXPECT_FALSE(r.render.enable_thinking);
+  r = {};
+  ASSERT_FALSE(Chat(R"(,"enable_thinking":false)", &r));
+  EXPECT_FALSE(r.render.enable_thinking);
+  r = {};
+  ASSERT_FALSE(Chat(R"(,"reasoning_effort":"none")", &r));
+  EXPECT_FALSE(r.render.enable_thinking);
+  EXPECT_EQ(r.render.template_kwargs.count("reasoning_effort"), 0u);
+  r = {};
+  ASSERT_FALSE(Chat(R"(,"response_format":{"type":"json_object"})", &r));
+  EXPECT_EQ(r.render.json_schema, R"({"type":"object"})");
+  r = {};
+  ASSERT_FALSE(Chat(R"(,"response_format":{"type":"text"})", &r));
+  EXPECT_TRUE(r.render.json_schema.empty());
+}
+
+TEST(RequestParse, NamesTheBadAgentParameter) {
+  struct Case {
+    std::string extra;
+    const char* param;
+  } cases[] = {
+      {R"(,"tool_choice":"always")", "tool_choice"},
+      {R"(,"tool_choice":5)", "tool_choice"},
+      {R"(,"tool_choice":"required")", "tool_choice"},  // no tools
+      {std::string(kTool) + R"(,"tool_choice":{"type":"function","function":{"name":"g"}})",
+       "tool_choice"},
+      {std::string(kTool) + R"(,"tool_choice":{"type":"function"})", "tool_choice"},
+      {R"(,"parallel_tool_calls":"yes")", "parallel_tool_calls"},
+      {R"(,"tools":[{"type":"function","function":{"name":"f","parameters":[]}}])", "tools"},
+      {R"(,"tools":[{"type":"retrieval","function":{"name":"f"}}])", "tools"},
+      {R"(,"response_format":"json")", "response_format"},
+      {R"(,"response_format":{"type":"json_schema"})", "response_format"},
+      {R"(,"response_format":{"type":"json_schema","json_schema":{"schema":[]}})",
+       "response_format"},
+      {R"(,"frequency_penalty":-2.5)", "frequency_penalty"},
+      {R"(,"repetition_penalty":0)", "repetition_penalty"},
+      {R"(,"repetition_penalty":"x")", "repetition_penalty"},
+      {R"(,"min_p":1.5)", "min_p"},
+      {R"(,"logit_bias":[1])", "logit_bias"},
+      {R"(,"logit_bias":{"abc":1})", "logit_bias"},
+      {R"(,"logit_bias":{"100":1})", "logit_bias"},  // vocab_hint is 100
+      {R"(,"logit_bias":{"-1":1})", "logit_bias"},
+      {R"(,"logit_bias":{"5":101})", "logit_bias"},
+      {R"(,"logit_bias":{"5":"x"})", "logit_bias"},
+      {R"(,"top_logprobs":3)", "top_logprobs"},  // without logprobs
+      {R"(,"logprobs":true,"top_logprobs":21)", "top_logprobs"},
+      {R"(,"logprobs":true,"stream":true)", "logprobs"},
+      {R"(,"chat_template_kwargs":[])", "chat_template_kwargs"},
+      {R"(,"chat_template_kwargs":{"enable_thinking":"no"})", "chat_template_kwargs"},
+      {R"(,"enable_thinking":1)", "enable_thinking"},
+      {R"(,"reasoning_effort":"max")", "reasoning_effort"},
+      {R"(,"reasoning_effort":3)", "reasoning_effort"},
+  };
+  for (const Case& c : cases) {
+    auto e = Chat(c.extra);
+    ASSERT_TRUE(e) << c.extra;
+    EXPECT_EQ(e->kind, ErrorKind::kInvalidRequest);
+    EXPECT_EQ(e->param, c.param) << c.extra << ": " << e->message;
+  }
+}
+
+TEST(RequestParse, CompletionsTakeTheSamplingFields) {
+  TextCompletionRequest r;
+  ASSERT_FALSE(ParseTextCompletionRequest(
+      R"({"prompt":"a","min_p":0.1,"presence_penalty":1,"logit_bias":{"3":5}})", Limits(), &r));
+  EXPECT_DOUBLE_EQ(r.params.sampling.min_p, 0.1);
+  EXPECT_EQ(r.params.sampling.logit_bias.size(), 1u);
 }
 
 TEST(RequestParse, ChecksMessages) {

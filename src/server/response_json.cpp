@@ -10,8 +10,48 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string Dump(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+std::string Dump(const json& j) { return DumpJson(j); }
+
+json Bytes(const std::string& s) {
+  json out = json::array();
+  for (unsigned char c : s) out.push_back(int(c));
+  return out;
+}
+
+// A token of choices[].logprobs.content as OpenAI writes it.
+json TokenJson(const engine::TokenProb& p) {
+  return {{"token", p.piece}, {"logprob", p.logprob}, {"bytes", Bytes(p.piece)}};
+}
+
+json LogprobsJson(const engine::CompletionResult& result) {
+  json content = json::array();
+  for (const engine::TokenLogprobs& lp : result.logprobs) {
+    json t = TokenJson(lp.chosen);
+    t["top_logprobs"] = json::array();
+    for (const engine::TokenProb& p : lp.top) t["top_logprobs"].push_back(TokenJson(p));
+    content.push_back(std::move(t));
+  }
+  return {{"content", std::move(content)}};
+}
+
+json ToolCallsJson(const std::vector<engine::ChatToolCall>& calls) {
+  json out = json::array();
+  for (const auto& c : calls) {
+    out.push_back({{"id", c.id},
+                   {"type", "function"},
+                   {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  }
+  return out;
+}
+
+json MessageJson(const engine::ChatMessage& m) {
+  json msg = {{"role", "assistant"}, {"content", m.content}};
+  if (!m.reasoning_content.empty()) msg["reasoning_content"] = m.reasoning_content;
+  if (!m.tool_calls.empty()) {
+    msg["tool_calls"] = ToolCallsJson(m.tool_calls);
+    if (m.content.empty()) msg["content"] = nullptr;
+  }
+  return msg;
 }
 
 json UsageJson(const engine::Usage& u) {
@@ -59,20 +99,60 @@ std::string ClientFinishReason(const std::string& engine_reason) {
   return engine_reason == "length" ? "length" : "stop";
 }
 
-std::string FinalBody(const ResponseMeta& meta, const engine::CompletionResult& result) {
+std::string DumpJson(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string ChatFinishReason(const std::string& engine_reason, const engine::ChatMessage& m) {
+  if (!m.tool_calls.empty() && engine_reason != "length") return "tool_calls";
+  return ClientFinishReason(engine_reason);
+}
+
+json FinalJson(const ResponseMeta& meta, const engine::CompletionResult& result,
+               const engine::ChatMessage* message) {
   json body = Envelope(meta, /*chunk=*/false);
   json choice = {{"index", 0},
-                 {"logprobs", nullptr},
+                 {"logprobs", meta.logprobs ? LogprobsJson(result) : json(nullptr)},
                  {"finish_reason", ClientFinishReason(result.finish_reason)}};
-  if (meta.endpoint == Endpoint::kText) {
-    choice["text"] = result.text;
+  if (meta.endpoint == Endpoint::kText || message == nullptr) {
+    if (meta.endpoint == Endpoint::kText) choice["text"] = result.text;
+    else choice["message"] = {{"role", "assistant"}, {"content", result.text}};
   } else {
-    choice["message"] = {{"role", "assistant"}, {"content", result.text}};
+    choice["message"] = MessageJson(*message);
+    choice["finish_reason"] = ChatFinishReason(result.finish_reason, *message);
   }
   body["choices"] = json::array({choice});
   body["usage"] = UsageJson(result.usage);
   body["timings"] = TimingsJson(result.usage);
-  return Dump(body);
+  return body;
+}
+
+std::string FinalBody(const ResponseMeta& meta, const engine::CompletionResult& result,
+                      const engine::ChatMessage* message) {
+  return Dump(FinalJson(meta, result, message));
+}
+
+json ChatDeltaJson(const ResponseMeta& meta, const engine::ChatDelta& d, bool first,
+                   bool include_usage) {
+  json body = Envelope(meta, /*chunk=*/true);
+  json delta = json::object();
+  if (first) delta["role"] = "assistant";
+  if (!d.reasoning_content.empty()) delta["reasoning_content"] = d.reasoning_content;
+  if (!d.content.empty() || (d.reasoning_content.empty() && d.tool_index == d.npos)) {
+    delta["content"] = d.content;
+  }
+  if (d.tool_index != d.npos) {
+    json call = {{"index", d.tool_index}, {"function", {{"arguments", d.tool_call.arguments}}}};
+    if (!d.tool_call.id.empty()) call["id"] = d.tool_call.id;
+    if (!d.tool_call.name.empty()) {
+      call["type"] = "function";
+      call["function"]["name"] = d.tool_call.name;
+    }
+    delta["tool_calls"] = json::array({call});
+  }
+  body["choices"] = json::array({Choice(meta, std::move(delta), nullptr)});
+  if (include_usage) body["usage"] = nullptr;
+  return body;
 }
 
 std::string DeltaChunk(const ResponseMeta& meta, const std::string& text, bool first,
@@ -91,15 +171,20 @@ std::string DeltaChunk(const ResponseMeta& meta, const std::string& text, bool f
   return Dump(body);
 }
 
-std::string FinishChunk(const ResponseMeta& meta, const engine::CompletionResult& result,
-                        bool include_usage) {
+json FinishChunkJson(const ResponseMeta& meta, const engine::CompletionResult& result,
+                     const std::string& finish_reason, bool include_usage) {
   json body = Envelope(meta, /*chunk=*/true);
   json content = meta.endpoint == Endpoint::kText ? json("") : json::object();
-  body["choices"] =
-      json::array({Choice(meta, std::move(content), ClientFinishReason(result.finish_reason))});
+  body["choices"] = json::array({Choice(meta, std::move(content), finish_reason)});
   if (include_usage) body["usage"] = nullptr;
   body["timings"] = TimingsJson(result.usage);
-  return Dump(body);
+  return body;
+}
+
+std::string FinishChunk(const ResponseMeta& meta, const engine::CompletionResult& result,
+                        bool include_usage) {
+  return Dump(
+      FinishChunkJson(meta, result, ClientFinishReason(result.finish_reason), include_usage));
 }
 
 std::string UsageChunk(const ResponseMeta& meta, const engine::CompletionResult& result) {

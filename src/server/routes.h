@@ -5,8 +5,9 @@
 //   cache admin: GET /v1/cache, POST /v1/cache/warm, POST /v1/cache/clear (routes_cache.cpp)
 //   agent APIs:  POST /v1/responses, POST /v1/messages, POST /v1/messages/count_tokens
 //                (routes_agent.cpp: translated to and from chat completions)
-// docs/http-api.md describes every shape. Authentication happens before routing (server.cpp);
-// a route reads its tenant with TenantOf().
+// docs/http-api.md describes every shape. Authentication and rights are checked before routing
+// (server.cpp): a route reads its tenant with TenantOf(), and admin routes (IsAdminRoute) are
+// only reached with an admin key, or when keys are off.
 #pragma once
 
 #include <httplib.h>
@@ -36,6 +37,10 @@ struct RouteContext {
   // nullopt when `model` is "" or served here; else 404 model_not_found.
   std::optional<ApiError> CheckModel(const std::string& model) const;
 };
+
+// True for the routes only admin keys may call: POST /v1/cache/clear (drops every tenant's
+// entries). Any route that evicts or drops cache entries belongs here.
+bool IsAdminRoute(const std::string& method, const std::string& path);
 
 class ApiAdapter;
 

@@ -5,6 +5,7 @@
 // The response's status is decided before anything is sent: the handler waits for the first
 // generated text (or the end) before committing to 200, so a full queue (503), a prompt over
 // the context (400) or an engine failure still gets its proper status, streamed or not.
+#include <algorithm>
 #include <ctime>
 #include <memory>
 
@@ -24,6 +25,7 @@ using Event = CompletionRun::Event;
 struct Prepared {
   Prompt prompt;
   GenerationParams params;
+  bool logprobs = false;
 };
 
 std::optional<ApiError> PrepareChat(const RouteContext& ctx, const std::string& body,
@@ -31,7 +33,8 @@ std::optional<ApiError> PrepareChat(const RouteContext& ctx, const std::string& 
   ChatRequest chat;
   if (auto e = ParseChatRequest(body, ctx.Limits(), &chat)) return e;
   out->params = std::move(chat.params);
-  auto prompt = ctx.backend->PrepareChat(chat.messages_json, chat.tools_json, true);
+  out->logprobs = chat.logprobs;
+  auto prompt = ctx.backend->PrepareChat(chat.messages_json, chat.render);
   if (!prompt.ok()) {
     ApiError e = ApiErrorFromStatus(prompt.status());
     if (e.kind == ErrorKind::kInvalidRequest) e.param = "messages";
@@ -84,25 +87,40 @@ std::optional<ApiError> Prepare(const RouteContext& ctx, Endpoint ep, const std:
   return FitContext(ctx, ep, out);
 }
 
+// The template's grammar and stops join the client's sampling options and stops.
 CompletionRequest ToEngineRequest(Prepared p, const Tenant& tenant) {
   CompletionRequest r;
-  r.prompt = std::move(p.prompt);
   r.max_tokens = p.params.max_tokens;
   r.sampling = p.params.sampling;
+  r.sampling.grammar = p.prompt.output.grammar;
   r.stop = std::move(p.params.stop);
+  for (const std::string& s : p.prompt.output.additional_stops) {
+    if (!s.empty() && std::find(r.stop.begin(), r.stop.end(), s) == r.stop.end()) {
+      r.stop.push_back(s);
+    }
+  }
+  r.prompt = std::move(p.prompt);
   r.tenant_salt = tenant.salt;
   return r;
 }
 
 // Writes the rest of a stream; runs on the httplib thread after the handler returned.
+// Chat replies go through the output parser: each piece of text becomes the chunks of what
+// it changed (reasoning, content, tool call pieces).
 class StreamWriter {
  public:
   // With `api`, every chunk goes through it instead of out as "data: <chunk>"; `client_stop`
   // are the stop strings the client asked for.
   StreamWriter(std::shared_ptr<Flight> flight, bool include_usage, std::string first_text,
-               std::unique_ptr<ApiStream> api, std::vector<std::string> client_stop)
-      : flight_(std::move(flight)), include_usage_(include_usage), first_text_(std::move(first_text)),
-        api_(std::move(api)), client_stop_(std::move(client_stop)) {}
+               const engine::OutputFormat& output, std::unique_ptr<ApiStream> api,
+               std::vector<std::string> client_stop)
+      : flight_(std::move(flight)),
+        include_usage_(include_usage),
+        first_text_(std::move(first_text)),
+        chat_(flight_->meta().endpoint == Endpoint::kChat),
+        parser_(output),
+        api_(std::move(api)),
+        client_stop_(std::move(client_stop)) {}
 
   bool Run(httplib::DataSink& sink) {
     sink_ = &sink;
@@ -146,10 +164,31 @@ class StreamWriter {
 
   bool SendText(const std::string& raw, bool force) {
     std::string text = carry_.Take(raw);
+    if (chat_) return SendChat(text, /*is_final=*/false, force);
     if (text.empty() && !force) return true;
     bool ok = Write(DeltaChunk(flight_->meta(), text, first_, include_usage_));
     first_ = false;
     return ok;
+  }
+
+  // Parses the reply so far and sends what changed; `force` sends the role chunk regardless.
+  bool SendChat(const std::string& text, bool is_final, bool force) {
+    reply_ += text;
+    std::vector<engine::ChatDelta> deltas;
+    if (!text.empty() || is_final) deltas = parser_.Update(reply_, is_final);
+    if (deltas.empty() && force && first_) deltas.emplace_back();
+    for (const engine::ChatDelta& d : deltas) {
+      if (!Write(DumpJson(ChatDeltaJson(flight_->meta(), d, first_, include_usage_)))) {
+        return false;
+      }
+      first_ = false;
+    }
+    return true;
+  }
+
+  std::string FinishReason(const CompletionResult& r) const {
+    return chat_ ? ChatFinishReason(r.finish_reason, parser_.message())
+                 : ClientFinishReason(r.finish_reason);
   }
 
   bool Finish() {
@@ -160,10 +199,16 @@ class StreamWriter {
       return Write(ErrorBody(e)) && WriteRaw(SseDone());
     }
     std::string rest = carry_.Flush();
-    if (!rest.empty() && !Write(DeltaChunk(flight_->meta(), rest, first_, include_usage_))) {
+    if (chat_) {
+      if (!SendChat(rest, /*is_final=*/true, false)) return false;
+    } else if (!rest.empty() &&
+               !Write(DeltaChunk(flight_->meta(), rest, first_, include_usage_))) {
       return false;
     }
-    if (!Write(FinishChunk(flight_->meta(), *r, include_usage_))) return false;
+    const std::string reason = FinishReason(*r);
+    if (!Write(DumpJson(FinishChunkJson(flight_->meta(), *r, reason, include_usage_)))) {
+      return false;
+    }
     if (include_usage_ && !Write(UsageChunk(flight_->meta(), *r))) return false;
     return WriteDone();
   }
@@ -171,6 +216,9 @@ class StreamWriter {
   std::shared_ptr<Flight> flight_;
   bool include_usage_;
   std::string first_text_;
+  bool chat_;
+  engine::ChatOutputParser parser_;
+  std::string reply_;  // the chat reply so far (complete UTF-8)
   std::unique_ptr<ApiStream> api_;
   std::vector<std::string> client_stop_;
   httplib::DataSink* sink_ = nullptr;
@@ -180,10 +228,10 @@ class StreamWriter {
 };
 
 void StartStream(std::shared_ptr<Flight> flight, bool include_usage, std::string first_text,
-                 std::unique_ptr<ApiStream> api, std::vector<std::string> client_stop,
-                 httplib::Response& res) {
+                 const engine::OutputFormat& output, std::unique_ptr<ApiStream> api,
+                 std::vector<std::string> client_stop, httplib::Response& res) {
   auto writer = std::make_shared<StreamWriter>(std::move(flight), include_usage,
-                                               std::move(first_text), std::move(api),
+                                               std::move(first_text), output, std::move(api),
                                                std::move(client_stop));
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
@@ -216,9 +264,11 @@ void HandleCompletion(const RouteContext& ctx, Endpoint ep, const std::string& b
                      .Add("total_ms", SecondsSinceRequestStart() * 1000));
     return;
   }
-  ResponseMeta meta{ep, NewResponseId(ep), int64_t(std::time(nullptr)), ctx.model_id};
+  ResponseMeta meta{ep, NewResponseId(ep), int64_t(std::time(nullptr)), ctx.model_id,
+                    prepared.logprobs};
   bool stream = prepared.params.stream;
   bool include_usage = prepared.params.include_usage;
+  const engine::OutputFormat output = prepared.prompt.output;
   StreamStart start{meta.model, int64_t(prepared.prompt.tokens.size())};
   std::vector<std::string> client_stop = prepared.params.stop;
   auto flight = std::make_shared<Flight>(ctx, req, meta, route, tenant.label,
@@ -232,14 +282,19 @@ void HandleCompletion(const RouteContext& ctx, Endpoint ep, const std::string& b
     return;
   }
   if (stream) {
-    StartStream(std::move(flight), include_usage, std::move(first_text),
+    StartStream(std::move(flight), include_usage, std::move(first_text), output,
                 api ? api->NewStream(start) : nullptr, std::move(client_stop), res);
     return;
   }
-  std::string chat_body = FinalBody(meta, *flight->result());
   const CompletionResult& result = *flight->result();
-  SendJson(res, api ? api->FinalBody(chat_body, AnswerEnd::Of(result.stop_word, client_stop))
-                    : chat_body);
+  if (ep == Endpoint::kChat) {
+    const engine::ChatMessage message = engine::ParseChatOutput(output, result.text);
+    std::string chat_body = FinalBody(meta, result, &message);
+    SendJson(res, api ? api->FinalBody(chat_body, AnswerEnd::Of(result.stop_word, client_stop))
+                      : chat_body);
+  } else {
+    SendJson(res, FinalBody(meta, result));
+  }
   flight->Log(200);
 }
 
