@@ -210,3 +210,124 @@ describe('Agent APIs', () => {
     });
   });
 });
+
+// Forced tool calls through both APIs on a real template (Qwen3.5-4B, --chat-template): with
+// random weights the model never starts a call by itself, so, as in chat_tools.test.js, a logit
+// bias (llama-server's extension, passed on by both translators) on the one-token <tool_call>
+// makes it start one, and the template's grammar (tool_choice required / any) writes a
+// well-formed call. Arguments are an integer and a boolean, which the grammar bounds.
+describe('Agent APIs: forced tool calls on Qwen3.5-4B', () => {
+  const FORECAST = {
+    name: 'forecast', description: 'Weather forecast',
+    schema: { type: 'object', required: ['days', 'metric'],
+      properties: { days: { type: 'integer' }, metric: { type: 'boolean' } } },
+  };
+  const SYS = 'You are a weather agent. Call tools when they help. '.repeat(8);
+  let dir; let server; let openai; let anthropic; let bias;
+
+  before(async () => {
+    dir = tempDir('agent-tools');
+    server = await startServer({
+      model: makeModel(dir), args: ['--chat-template', 'Qwen3.5-4B', '--ctx', '4096'] });
+    openai = client(server);
+    anthropic = new Anthropic({ baseURL: server.url, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+    const t = await post(server, '/tokenize', { content: '<tool_call>' });
+    assert.equal(t.json.tokens.length, 1);
+    bias = { [t.json.tokens[0]]: 100 };
+  });
+  after(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  function assertArgs(args) {
+    assert.ok(Number.isInteger(args.days), JSON.stringify(args));
+    assert.equal(typeof args.metric, 'boolean', JSON.stringify(args));
+  }
+
+  describe('Responses', () => {
+    const tools = [{ type: 'function', name: FORECAST.name, description: FORECAST.description,
+      parameters: FORECAST.schema }];
+    // A function: `bias` is known once the server runs.
+    const forced = () => ({ model: 'tiny', instructions: SYS, input: 'Weather in Paris?', tools,
+      tool_choice: 'required', logit_bias: bias, enable_thinking: false, max_output_tokens: 300 });
+
+    it('tool_choice required gives a function_call item of the schema', async () => {
+      const r = await openai.responses.create(forced());
+      assert.equal(r.status, 'completed', JSON.stringify(r.output));
+      const calls = r.output.filter((o) => o.type === 'function_call');
+      assert.equal(calls.length, 1, JSON.stringify(r.output));
+      assert.equal(calls[0].name, 'forecast');
+      assert.ok(calls[0].call_id.length > 0);
+      assertArgs(JSON.parse(calls[0].arguments));
+    });
+
+    it('streams the call as function_call_arguments events', async () => {
+      const full = await openai.responses.create(forced());
+      const stream = await openai.responses.create({ ...forced(), stream: true });
+      let added = null; let args = ''; let done = null; let last = null;
+      for await (const e of stream) {
+        if (e.type === 'response.output_item.added' && e.item.type === 'function_call') added = e.item;
+        if (e.type === 'response.function_call_arguments.delta') args += e.delta;
+        if (e.type === 'response.function_call_arguments.done') done = e.arguments;
+        last = e;
+      }
+      assert.equal(added?.name, 'forecast');
+      assert.equal(done, args);
+      assert.equal(last.type, 'response.completed');
+      const call = last.response.output.find((o) => o.type === 'function_call');
+      assert.equal(call.arguments, args);
+      const want = full.output.find((o) => o.type === 'function_call');
+      assert.deepEqual(JSON.parse(args), JSON.parse(want.arguments));
+    });
+
+    it('sends the model\'s call back with its output; the next turn is cached', async () => {
+      const first = await openai.responses.create(forced());
+      const call = first.output.find((o) => o.type === 'function_call');
+      const second = await openai.responses.create({
+        model: 'tiny', instructions: SYS, tools, enable_thinking: false, max_output_tokens: 4,
+        input: [{ role: 'user', content: 'Weather in Paris?' }, ...first.output,
+          { type: 'function_call_output', call_id: call.call_id, output: '{"temp": 21}' }] });
+      const cached = second.usage.input_tokens_details.cached_tokens;
+      assert.ok(cached >= first.usage.input_tokens - 8, `${cached} of ${first.usage.input_tokens}`);
+    });
+  });
+
+  describe('Messages', () => {
+    const tools = [{ name: FORECAST.name, description: FORECAST.description, input_schema: FORECAST.schema }];
+    const messages = [{ role: 'user', content: 'Weather in Paris?' }];
+    const forced = () => ({ model: 'tiny', system: SYS, messages, tools, tool_choice: { type: 'any' },
+      logit_bias: bias, thinking: { type: 'disabled' }, max_tokens: 300 });
+
+    it('tool_choice any gives a tool_use block of the schema', async () => {
+      const m = await anthropic.messages.create(forced());
+      assert.equal(m.stop_reason, 'tool_use', JSON.stringify(m.content));
+      const uses = m.content.filter((b) => b.type === 'tool_use');
+      assert.equal(uses.length, 1, JSON.stringify(m.content));
+      assert.equal(uses[0].name, 'forecast');
+      assert.ok(uses[0].id.length > 0);
+      assertArgs(uses[0].input);
+    });
+
+    it('streams the same tool_use with messages.stream', async () => {
+      const full = await anthropic.messages.create(forced());
+      const final = await anthropic.messages.stream(forced()).finalMessage();
+      assert.equal(final.stop_reason, 'tool_use');
+      const use = final.content.find((b) => b.type === 'tool_use');
+      assertArgs(use.input);
+      assert.deepEqual(use.input, full.content.find((b) => b.type === 'tool_use').input);
+    });
+
+    it('sends the model\'s tool_use back with a tool_result; the next turn is cached', async () => {
+      const first = await anthropic.messages.create(forced());
+      const use = first.content.find((b) => b.type === 'tool_use');
+      const second = await anthropic.messages.create({
+        model: 'tiny', system: SYS, tools, thinking: { type: 'disabled' }, max_tokens: 4,
+        messages: [...messages, { role: 'assistant', content: first.content },
+          { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: '{"temp": 21}' }] }] });
+      const firstPrompt = first.usage.input_tokens + first.usage.cache_read_input_tokens;
+      assert.ok(second.usage.cache_read_input_tokens >= firstPrompt - 8,
+        `${second.usage.cache_read_input_tokens} of ${firstPrompt}`);
+    });
+  });
+});
