@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import Anthropic from '@anthropic-ai/sdk';
-import { client, makeModel, post, startServer, tempDir } from './harness.js';
+import { client, makeModel, post, startServer, tempDir, writeKeys } from './harness.js';
 
 const SYSTEM = 'You are a coding agent. Use the tools to read files before you answer.';
 const WEATHER = {
@@ -293,6 +293,36 @@ describe('Agent APIs: forced tool calls on Qwen3.5-4B', () => {
     });
   });
 
+  // The template opens a thinking block; the random model never closes it within the budget,
+  // so the whole reply is reasoning.
+  it('Responses: reasoning comes as a reasoning item, streamed as reasoning_text deltas', async () => {
+    const request = { model: 'tiny', input: 'Weather?', reasoning: { effort: 'high' }, max_output_tokens: 16 };
+    const full = await openai.responses.create(request);
+    const item = full.output.find((o) => o.type === 'reasoning');
+    assert.ok(item?.content?.[0]?.text?.length > 0, JSON.stringify(full.output));
+    let text = ''; let done = null;
+    for await (const e of await openai.responses.create({ ...request, stream: true })) {
+      if (e.type === 'response.reasoning_text.delta') text += e.delta;
+      if (e.type === 'response.reasoning_text.done') done = e.text;
+    }
+    assert.equal(text, item.content[0].text);
+    assert.equal(done, text);
+  });
+
+  it('Messages: thinking comes as a thinking block, streamed as thinking deltas', async () => {
+    const request = { model: 'tiny', max_tokens: 16, thinking: { type: 'enabled', budget_tokens: 1024 },
+      messages: [{ role: 'user', content: 'Weather?' }] };
+    const full = await anthropic.messages.create(request);
+    assert.equal(full.content[0].type, 'thinking', JSON.stringify(full.content));
+    assert.ok(full.content[0].thinking.length > 0);
+    const deltas = [];
+    const stream = anthropic.messages.stream(request);
+    stream.on('streamEvent', (e) => { if (e.type === 'content_block_delta') deltas.push(e.delta.type); });
+    const final = await stream.finalMessage();
+    assert.deepEqual(final.content, full.content);
+    assert.ok(deltas.includes('thinking_delta') && deltas.includes('signature_delta'), deltas.join());
+  });
+
   describe('Messages', () => {
     const tools = [{ name: FORECAST.name, description: FORECAST.description, input_schema: FORECAST.schema }];
     const messages = [{ role: 'user', content: 'Weather in Paris?' }];
@@ -329,5 +359,33 @@ describe('Agent APIs: forced tool calls on Qwen3.5-4B', () => {
       assert.ok(second.usage.cache_read_input_tokens >= firstPrompt - 8,
         `${second.usage.cache_read_input_tokens} of ${firstPrompt}`);
     });
+  });
+});
+
+// Anthropic clients send their key as x-api-key: with --api-key-file, the right key is served
+// and a wrong one gets 401 in Anthropic's shape.
+describe('Agent APIs with API keys', () => {
+  let dir; let server;
+
+  before(async () => {
+    dir = tempDir('agent-keys');
+    server = await startServer({ model: makeModel(dir), args: ['--api-key-file', writeKeys(dir, ['sk-agent'])] });
+  });
+  after(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('Messages take the key from x-api-key; a wrong key is an authentication_error', async () => {
+    const request = { model: 'tiny', max_tokens: 4, messages: [{ role: 'user', content: 'hi' }] };
+    const ok = new Anthropic({ baseURL: server.url, apiKey: 'sk-agent', maxRetries: 0 });
+    assert.equal((await ok.messages.create(request)).type, 'message');
+    const bad = new Anthropic({ baseURL: server.url, apiKey: 'sk-wrong', maxRetries: 0 });
+    await assert.rejects(bad.messages.create(request),
+      (e) => e.status === 401 && e.error?.error?.type === 'authentication_error');
+    await assert.rejects(client(server, 'sk-wrong').responses.create({ model: 'tiny', input: 'hi' }),
+      (e) => e.status === 401);
+    const r = await client(server, 'sk-agent').responses.create({ model: 'tiny', input: 'hi', max_output_tokens: 4 });
+    assert.equal(r.object, 'response');
   });
 });
