@@ -95,7 +95,7 @@ void ProveByDigests(std::string_view full_text, MemoLookup& m, std::vector<Moved
                     CapturePointStats* stats) {
   std::vector<uint64_t> at;
   for (const auto& r : m.records) {
-    if (!r || r->refused) continue;
+    if (!r || r->refused || r->skipped) continue;
     if (r->boundary <= full_text.size()) at.push_back(r->boundary);
     if (r->split && r->split->at <= full_text.size()) at.push_back(r->split->at);
   }
@@ -104,7 +104,7 @@ void ProveByDigests(std::string_view full_text, MemoLookup& m, std::vector<Moved
   for (size_t j = 0; j < m.records.size(); ++j) {
     const auto& r = m.records[j];
     if (!r) continue;
-    if (r->refused) {
+    if (r->refused || r->skipped) {
       m.proven[j] = true;
       continue;
     }
@@ -224,8 +224,35 @@ PrefixRecord RecordOf(const Result<std::string>& rendered, PrefixVariant variant
   return r;
 }
 
+// Which of the unproven prefixes (indices into `prefixes`, ascending) to render: all of them up
+// to kMaxPrefixRenders; beyond, those a later request most likely restores at (the last
+// kRecentMessages messages, whose boundaries a continuing session and a regenerated answer
+// restore at, and the first message, which other sessions share), then evenly spaced others.
+std::vector<bool> ChooseRenders(const std::vector<PrefixRender>& prefixes,
+                                const std::vector<size_t>& unproven, size_t n_messages) {
+  std::vector<bool> render(unproven.size(), unproven.size() <= kMaxPrefixRenders);
+  if (unproven.size() <= kMaxPrefixRenders) return render;
+  size_t chosen = 0;
+  std::vector<size_t> others;
+  for (size_t k = 0; k < unproven.size(); ++k) {
+    const size_t i = prefixes[unproven[k]].n_messages;
+    if (i <= 1 || i + kRecentMessages >= n_messages) {
+      render[k] = true;
+      ++chosen;
+    } else {
+      others.push_back(k);
+    }
+  }
+  const size_t room = kMaxPrefixRenders > chosen ? kMaxPrefixRenders - chosen : 0;
+  for (size_t t = 0; t < room && t < others.size(); ++t) {
+    render[others[t * others.size() / room]] = true;
+  }
+  return render;
+}
+
 // Renders the prefixes the memo could not prove, fills in their records and stores them with
-// the moved ones.
+// the moved ones. Over kMaxPrefixRenders (a long conversation seen for the first time, an edit
+// far back in one) only ChooseRenders()'s are rendered; the others are stored as skipped.
 void RenderMissing(const ChatTemplate& tmpl, const ParsedChat& chat, std::string_view full_text,
                    MemoLookup& m, RenderMemo& memo, CapturePointStats* stats) {
   std::vector<std::pair<PrefixKey, PrefixRecord>> fresh;
@@ -233,8 +260,19 @@ void RenderMissing(const ChatTemplate& tmpl, const ParsedChat& chat, std::string
   Placeholder placeholder(tmpl, chat, m);
   const auto t0 = std::chrono::steady_clock::now();
   size_t renders = 0;
+  std::vector<size_t> unproven;
   for (size_t j = 0; j < m.prefixes.size(); ++j) {
-    if (m.proven[j]) continue;
+    if (!m.proven[j]) unproven.push_back(j);
+  }
+  const std::vector<bool> render = ChooseRenders(m.prefixes, unproven, chat.n_messages());
+  for (size_t k = 0; k < unproven.size(); ++k) {
+    const size_t j = unproven[k];
+    if (!render[k]) {
+      m.records[j] = PrefixRecord{.skipped = true};
+      fresh.emplace_back(m.keys[j], *m.records[j]);
+      if (stats) ++stats->skipped;
+      continue;
+    }
     const PrefixRender& p = m.prefixes[j];
     auto rendered = tmpl.RenderPrefix(chat, p.n_messages, p.variant);
     m.records[j] = RecordOf(rendered, p.variant, full_text, placeholder);
@@ -285,7 +323,7 @@ Result<std::vector<int32_t>> ChatCapturePoints(const Model& model, const ChatTem
   memo.PutText(full_text);
   std::vector<size_t> shared;
   for (const auto& r : m.records) {
-    if (!r->refused) shared.push_back(r->boundary);
+    if (!r->refused && !r->skipped) shared.push_back(r->boundary);
   }
   return PointsByChars(offsets, shared, full.size());
 }

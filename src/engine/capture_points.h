@@ -32,17 +32,27 @@ Result<std::vector<int32_t>> ChatCapturePoints(const Model& model, const ChatTem
                                                const std::string& full_text,
                                                std::span<const Token> full);
 
+// The most prefixes one memoized call renders. A request that meets more unknown prefixes at
+// once (a long conversation seen for the first time: 2 renders per message, each of up to the
+// whole conversation, 15 s for 200 short messages) renders the first message's, the last
+// kRecentMessages messages' and evenly spaced others up to this many; the rest get no capture
+// point (a divergence there restores from an earlier point). A session that goes on renders
+// only its new messages again.
+inline constexpr size_t kMaxPrefixRenders = 48;
+inline constexpr size_t kRecentMessages = 4;
+
 // What one memoized ChatCapturePoints call did, for tests and the bench.
 struct CapturePointStats {
   size_t prefixes = 0;  // prefix renders the points are found from (PrefixesToCompare)
   size_t renders = 0;   // of which rendered by this call; `memo` proved the others
   size_t by_split = 0;  // of the others, proved by a split (the boundary moved forward)
   size_t by_text = 0;   // proved by an earlier full render (the boundary moved back)
+  size_t skipped = 0;   // not rendered, over kMaxPrefixRenders: no capture point there
   double render_ms = 0; // time spent in those renders (and the placeholder's, when rendered)
 };
 
-// The same points as the reference, rendering only the prefixes whose shared length `memo`
-// cannot prove (RenderMemo): on a conversation that grows by k messages, about 2k + 1 renders,
+// The same points as the reference (up to kMaxPrefixRenders unknown prefixes; beyond, a
+// subset of them), rendering only the prefixes whose shared length `memo` cannot prove (RenderMemo): on a conversation that grows by k messages, about 2k + 1 renders,
 // also when a new user message makes the template rewrite earlier turns (e.g. strip their
 // reasoning): splits and the previous full render, which `memo` keeps, prove those.
 // When the tokens do not spell the text back it renders every prefix, as the reference does.

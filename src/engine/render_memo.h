@@ -64,6 +64,8 @@ struct PrefixRecord {
   char next_char = 0;      // render[boundary] when boundary < length
   Digest head_digest{};    // SHA-256 of render[0:boundary]
   std::optional<PrefixSplit> split;  // for renders followed by a placeholder user message
+  bool skipped = false;    // never rendered: over the render budget of a request that met
+                           // many unknown prefixes at once (no boundary; the rest is unused)
 };
 
 // The record of a prefix render `prefix` compared with the full render `full` (no split).

@@ -6,6 +6,7 @@
 // edit in history, misleading kept texts or none still give the reference's points.
 #include "engine/render_memo.h"
 
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -344,6 +345,34 @@ TEST_P(RenderMemoTemplateTest, MisleadingOrMissingTextsGiveReferencePoints) {
     EXPECT_EQ(q.stats.by_text, 0u);
     s.Advance();
   }
+}
+
+// A long conversation seen for the first time (after a restart, a new client): a bounded number
+// of renders instead of 2 per message; the points it finds are the reference's, the first
+// message's and the last messages' among them; the session then goes on as usual.
+TEST_P(RenderMemoTemplateTest, LongConversationSeenFirstRendersABoundedNumber) {
+  RenderMemo memo;
+  Session s = StartSession();
+  for (int i = 0; i < 40; ++i) s.Advance();  // ~82 messages, ~163 prefixes
+  Prepared first = Prepare(*tmpl_, memo, s.messages);
+  EXPECT_EQ(first.stats.renders, kMaxPrefixRenders);
+  EXPECT_EQ(first.stats.renders + first.stats.skipped, first.stats.prefixes);
+  for (int32_t p : first.memoized) {
+    EXPECT_TRUE(std::binary_search(first.reference.begin(), first.reference.end(), p)) << p;
+  }
+  ASSERT_GE(first.memoized.size(), 4u);
+  ASSERT_GE(first.reference.size(), 4u);
+  EXPECT_EQ(first.memoized.front(), first.reference.front());  // the first message's end
+  EXPECT_TRUE(std::equal(first.reference.end() - 3, first.reference.end(),
+                         first.memoized.end() - 3));  // the last messages'
+  Prepared again = Prepare(*tmpl_, memo, s.messages);
+  EXPECT_EQ(again.stats.renders, 0u);
+  EXPECT_EQ(again.memoized, first.memoized);
+  const size_t added = s.Advance();
+  Prepared next = Prepare(*tmpl_, memo, s.messages);
+  EXPECT_LE(next.stats.renders, 2 * added + 1);
+  EXPECT_TRUE(std::equal(next.reference.end() - 3, next.reference.end(),
+                         next.memoized.end() - 3));
 }
 
 TEST_P(RenderMemoTemplateTest, RepeatedRequestRendersNothing) {
