@@ -76,7 +76,10 @@ struct Decoded {
 
 TEST(SamplerTest, GreedyIsTheArgmax) {
   Decoded d;
-  EXPECT_EQ(d.Sample({}), d.Argmax());
+  EXPECT_EQ(d.Sample({}), d.Argmax());  // the plain-greedy path
+  SamplingOptions through_common;       // a zero bias takes common's chain at temperature 0
+  through_common.logit_bias = {{d.Argmax() == 3 ? 4 : 3, 0.0f}};
+  EXPECT_EQ(d.Sample(through_common), d.Argmax());
 }
 
 TEST(SamplerTest, LogitBiasChangesTheChoice) {

@@ -519,8 +519,11 @@ MaybeError ParseWarmRequest(const std::string& body, WarmRequest* out) {
     out->is_chat = true;
     if (auto e = ParseMessages(obj, &out->chat.messages_json)) return e;
     if (auto e = ParseTools(obj, &out->chat.tools_json)) return e;
-    out->chat.render.tools_json = out->chat.tools_json;
-    return std::nullopt;
+    engine::ChatRenderOptions& r = out->chat.render;
+    r.tools_json = out->chat.tools_json;
+    if (auto e = ParseToolChoice(obj, &r)) return e;
+    if (auto e = ParseResponseFormat(obj, &r.json_schema)) return e;
+    return ParseTemplateKwargs(obj, &r);
   }
   const json* p = Field(obj, "prompt");
   if (!p) return ApiError::Invalid("'messages' or 'prompt' is required", "messages");
