@@ -4,11 +4,13 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build git pkg-config
-  libssl-dev            # SHA-256 for chain hashes and fingerprints
+  libssl-dev            # libcrypto: SHA-256 (chain hashes, fingerprints), HMAC-SHA256 (tenant
+                        # salts), CRYPTO_memcmp (API key checks)
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev    # JSON for the HTTP server
   nodejs npm            # fetching llama.cpp's source package; end-to-end tests with `openai`
   curl
+  python3               # bench scripts (bench/load_test.py, the bench smoke tests)
 )
 
 missing=()

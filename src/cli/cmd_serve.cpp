@@ -47,6 +47,7 @@ struct ServeArgs {
   bool whole_state = false;
   bool no_flash_attn = false;
   std::string api_key_file;
+  std::string admin_key_file;
   std::string chat_template;  // NAME of a pinned template or a .jinja file; "" : the model's
 };
 
@@ -152,6 +153,8 @@ Result<server::ServerOptions> ServerOptionsOf(const ServeArgs& a) {
   // Every slot and every queued request holds a connection thread; a few more keep /health
   // and /metrics answering when all of them are busy.
   so.n_http_threads = size_t(a.slots + a.max_queue + 8);
+  // Generation requests beyond the slots and the queue get 503 before they are parsed.
+  so.max_admitted = size_t(a.slots + a.max_queue);
   return so;
 }
 
@@ -179,7 +182,8 @@ int Serve(const ServeArgs& a) {
   sigset_t stop_signals = BlockStopSignals();
   auto engine = engine::Engine::Create(*eo);
   if (!engine.ok()) return Fail(engine.status());
-  auto auth = server::TenantAuth::Create(Env::Default(), a.api_key_file, eo->cache_dir);
+  auto auth = server::TenantAuth::Create(
+      Env::Default(), server::AuthOptions{a.api_key_file, a.admin_key_file, eo->cache_dir});
   if (!auth.ok()) return Fail(auth.status());
   engine::Engine* engine_ptr = engine->get();
   std::unique_ptr<server::Backend> backend = server::NewEngineBackend(std::move(*engine));
@@ -193,7 +197,8 @@ int Serve(const ServeArgs& a) {
                            .Add("slots", (long long)eo->n_slots)
                            .Add("ctx", (long long)engine_ptr->n_ctx_per_slot())
                            .Add("cache_dir", eo->cache_dir.empty() ? "none" : eo->cache_dir)
-                           .Add("api_keys", (*auth)->enabled() ? "on" : "off"));
+                           .Add("api_keys", (*auth)->enabled() ? "on" : "off")
+                           .Add("admin_keys", (*auth)->has_admin_keys() ? "on" : "off"));
   std::atomic<bool> signalled{false};
   std::thread waiter([&] {
     int sig = 0;
@@ -246,6 +251,10 @@ int CmdServe(int argc, char** argv) {
                "pinned llama.cpp ships (models/templates/NAME.jinja, e.g. Qwen3.5-4B)");
   flags.String("--api-key-file", &a.api_key_file,
                "file with one API key per line; requests must send one (default: no keys)");
+  flags.String("--admin-key-file", &a.admin_key_file,
+               "file with one admin key per line: only these keys may call the admin routes "
+               "(POST /v1/cache/clear); they are tenants too. With API keys and no admin file "
+               "the admin routes are off");
   return RunWithFlags(flags, argc, argv, [&] {
     if (a.model.empty()) {
       std::fprintf(stderr, "prefixd serve: -m/--model is required\n\n%s", flags.Help().c_str());

@@ -63,8 +63,8 @@ class CacheIo {
 };
 
 // Plans where a prefill must end chunks: the prompt's capture points, the branch point, and
-// (for models with non-sliceable state) the prompt's end and every snapshot_spacing tokens,
-// all inside (restored, n].
+// (for models with non-sliceable state) the prompt's end and every snapshot_spacing tokens
+// unless another point lies within block_size of it, all inside (restored, n].
 std::vector<CapturePoint> PlanCaptures(const Prompt& prompt, int32_t restored, int32_t branch,
                                        const CacheIoOptions& options);
 

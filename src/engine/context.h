@@ -82,6 +82,7 @@ class Context {
   const Model& model() const { return model_; }
   const ContextOptions& options() const { return options_; }
   uint32_t n_batch() const { return options_.n_batch; }
+  uint32_t n_ubatch() const { return options_.n_ubatch; }
   llama_context* raw() const { return ctx_; }
 
  private:

@@ -4,6 +4,17 @@
 
 namespace prefixd::engine {
 
+int32_t NextChunkEnd(int32_t pos, int32_t limit, uint32_t n_batch, uint32_t n_ubatch) {
+  const int32_t len = limit - pos;
+  const int32_t most = int32_t(std::min(n_batch, n_ubatch));
+  if (len <= most || len - most >= kMinCallRows || most <= 2 * kMinCallRows) {
+    return pos + std::min(len, most);
+  }
+  // The rest after a full call would be short: end this call on a whole number of tiles
+  // that leaves the rest at least kMinCallRows.
+  return pos + (len - kMinCallRows) / kMinCallRows * kMinCallRows;
+}
+
 Status Prefill(Context& ctx, int32_t seq, std::span<const Token> tokens, int32_t pos0,
                std::span<const int32_t> chunk_ends,
                const std::function<Status(int32_t)>& on_chunk_end) {

@@ -21,6 +21,7 @@
 #include "engine/context.h"
 #include "engine/domain.h"
 #include "engine/job.h"
+#include "engine/prefill.h"
 
 namespace prefixd::engine {
 
@@ -426,14 +427,15 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   if (req.is_cancelled && req.is_cancelled()) return Finish(slot, "cancelled");
   const auto& tokens = req.prompt.tokens;
   const int32_t n = int32_t(tokens.size());
-  int32_t stop = std::min<int32_t>(n, slot.pos + int32_t(ctx->n_batch()));
+  int32_t limit = n;
   while (slot.next_capture < slot.captures.size() &&
          slot.captures[slot.next_capture].pos <= slot.pos) {
     ++slot.next_capture;
   }
   if (slot.next_capture < slot.captures.size()) {
-    stop = std::min(stop, slot.captures[slot.next_capture].pos);
+    limit = std::min(limit, slot.captures[slot.next_capture].pos);
   }
+  const int32_t stop = NextChunkEnd(slot.pos, limit, ctx->n_batch(), ctx->n_ubatch());
   std::span<const Token> chunk(tokens.data() + slot.pos, size_t(stop - slot.pos));
   const Clock::time_point t0 = Clock::now();
   Status st = ctx->DecodeChunk(slot.seq, chunk, slot.pos, stop == n);

@@ -9,6 +9,7 @@ int HttpStatusOf(ErrorKind kind) {
     case ErrorKind::kInvalidRequest:
     case ErrorKind::kContextExceeded: return 400;
     case ErrorKind::kUnauthorized: return 401;
+    case ErrorKind::kForbidden: return 403;
     case ErrorKind::kNotFound:
     case ErrorKind::kModelNotFound: return 404;
     case ErrorKind::kMethodNotAllowed: return 405;
@@ -22,6 +23,7 @@ int HttpStatusOf(ErrorKind kind) {
 const char* ErrorTypeOf(ErrorKind kind) {
   switch (kind) {
     case ErrorKind::kUnauthorized: return "authentication_error";
+    case ErrorKind::kForbidden: return "permission_error";
     case ErrorKind::kNotFound:
     case ErrorKind::kModelNotFound: return "not_found_error";
     case ErrorKind::kOverloaded: return "overloaded_error";

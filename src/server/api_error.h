@@ -16,6 +16,7 @@ enum class ErrorKind {
   kInvalidRequest,    // 400: malformed JSON, wrong types, out-of-range parameters
   kContextExceeded,   // 400: the prompt does not fit the context
   kUnauthorized,      // 401: missing or unknown API key
+  kForbidden,         // 403: a valid key without the right to the route (admin routes)
   kNotFound,          // 404: no such route
   kModelNotFound,     // 404: the request names a model this server does not serve
   kMethodNotAllowed,  // 405

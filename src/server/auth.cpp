@@ -3,6 +3,8 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cctype>
 #include <sstream>
 
 #include "util/hash.h"
@@ -11,7 +13,6 @@ namespace prefixd::server {
 namespace {
 
 constexpr size_t kSecretBytes = 32;
-constexpr size_t kSha256Block = 64;
 
 std::string RandomBytes(size_t n) {
   std::string out(n, '\0');
@@ -23,27 +24,6 @@ std::string RandomBytes(size_t n) {
   return out;
 }
 
-std::string HmacSha256(const std::string& key, const std::string& message) {
-  std::string k = key.size() > kSha256Block
-                      ? std::string(reinterpret_cast<const char*>(Sha256Of(key).data()), 32)
-                      : key;
-  k.resize(kSha256Block, '\0');
-  std::string ipad = k, opad = k;
-  for (size_t i = 0; i < kSha256Block; ++i) {
-    ipad[i] = char(ipad[i] ^ 0x36);
-    opad[i] = char(opad[i] ^ 0x5c);
-  }
-  Sha256 inner;
-  inner.Update(ipad);
-  inner.Update(message);
-  Digest d = inner.Finish();
-  Sha256 outer;
-  outer.Update(opad);
-  outer.Update(d.data(), d.size());
-  Digest mac = outer.Finish();
-  return std::string(reinterpret_cast<const char*>(mac.data()), mac.size());
-}
-
 std::string Trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\r\n");
   if (b == std::string::npos) return "";
@@ -51,33 +31,30 @@ std::string Trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
-std::string Hex(const std::string& bytes) {
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  return out;
-}
-
-Result<std::vector<std::string>> ReadKeys(Env* env, const std::string& path) {
+// `what` names the file in errors ("api key file", "admin key file").
+Result<std::vector<std::string>> ReadKeys(Env* env, const std::string& path,
+                                          const std::string& what) {
   auto data = env->ReadFile(path);
-  if (!data.ok()) return data.status().WithContext("api key file");
+  if (!data.ok()) return data.status().WithContext(what);
   std::istringstream in(std::string(data->begin(), data->end()));
   std::vector<std::string> keys;
   for (std::string line; std::getline(in, line);) {
     line = Trim(line);
     if (!line.empty() && line[0] != '#') keys.push_back(line);
   }
-  if (keys.empty()) return Status::InvalidArgument("api key file " + path + " lists no keys");
+  if (keys.empty()) return Status::InvalidArgument(what + " " + path + " lists no keys");
   return keys;
+}
+
+// The digest a key is known by; its hex is the tenant's salt.
+Digest KeyDigest(const std::string& secret, const std::string& key) {
+  return HmacSha256(secret, "prefixd tenant salt v1\n" + key);
 }
 
 }  // namespace
 
 std::string TenantAuth::SaltOf(const std::string& secret, const std::string& key) {
-  return Hex(HmacSha256(secret, "prefixd tenant salt v1\n" + key));
+  return DigestHex(KeyDigest(secret, key));
 }
 
 Result<std::string> LoadOrCreateServerSecret(Env* env, const std::string& dir) {
@@ -100,28 +77,66 @@ Result<std::string> LoadOrCreateServerSecret(Env* env, const std::string& dir) {
   return secret;
 }
 
-Result<std::unique_ptr<TenantAuth>> TenantAuth::Create(Env* env, const std::string& key_file,
-                                                       const std::string& secret_dir) {
-  auto auth = std::unique_ptr<TenantAuth>(new TenantAuth());
-  if (key_file.empty()) return auth;
-  PREFIXD_ASSIGN_OR_RETURN(std::vector<std::string> keys, ReadKeys(env, key_file));
-  PREFIXD_ASSIGN_OR_RETURN(auth->secret_, LoadOrCreateServerSecret(env, secret_dir));
+Status TenantAuth::AddKeys(Env* env, const std::string& path, bool admin) {
+  PREFIXD_ASSIGN_OR_RETURN(std::vector<std::string> keys, ReadKeys(env, path, admin ? "admin key file" : "api key file"));
   for (const std::string& key : keys) {
-    std::string salt = SaltOf(auth->secret_, key);
+    Digest digest = KeyDigest(secret_, key);
+    auto same = std::find_if(keys_.begin(), keys_.end(), [&](const Key& k) {
+      return DigestsEqualConstantTime(k.digest, digest);
+    });
+    if (same != keys_.end()) {  // listed twice, or in both files: one tenant
+      same->tenant.admin = same->tenant.admin || admin;
+      continue;
+    }
+    std::string salt = DigestHex(digest);
     std::string label = DigestHex(Sha256Of("prefixd tenant label v1\n" + salt), 4);
-    auth->tenants_[salt] = Tenant{salt, label};
+    keys_.push_back(Key{digest, Tenant{salt, label, admin}});
+  }
+  has_admin_ = has_admin_ || admin;
+  return Status::OK();
+}
+
+Result<std::unique_ptr<TenantAuth>> TenantAuth::Create(Env* env, const AuthOptions& options) {
+  auto auth = std::unique_ptr<TenantAuth>(new TenantAuth());
+  if (options.key_file.empty() && options.admin_key_file.empty()) return auth;
+  PREFIXD_ASSIGN_OR_RETURN(auth->secret_, LoadOrCreateServerSecret(env, options.secret_dir));
+  if (!options.key_file.empty()) {
+    PREFIXD_RETURN_IF_ERROR(auth->AddKeys(env, options.key_file, /*admin=*/false));
+  }
+  if (!options.admin_key_file.empty()) {
+    PREFIXD_RETURN_IF_ERROR(auth->AddKeys(env, options.admin_key_file, /*admin=*/true));
   }
   return auth;
 }
 
-std::optional<Tenant> TenantAuth::Authenticate(const std::string& authorization) const {
-  if (!enabled()) return Tenant{"", "-"};
-  const std::string kBearer = "Bearer ";
-  if (authorization.compare(0, kBearer.size(), kBearer) != 0) return std::nullopt;
-  // Looked up by HMAC, so the time taken says nothing about how close a wrong key was.
-  auto it = tenants_.find(SaltOf(secret_, Trim(authorization.substr(kBearer.size()))));
-  if (it == tenants_.end()) return std::nullopt;
-  return it->second;
+std::optional<std::string> PresentedKey(const std::string& authorization,
+                                        const std::string& x_api_key) {
+  std::string bearer;
+  const std::string kScheme = "bearer ";
+  if (authorization.size() >= kScheme.size() &&
+      std::equal(kScheme.begin(), kScheme.end(), authorization.begin(),
+                 [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); })) {
+    bearer = Trim(authorization.substr(kScheme.size()));
+  }
+  std::string header = Trim(x_api_key);
+  if (!bearer.empty() && !header.empty() && bearer != header) return std::nullopt;
+  return bearer.empty() ? header : bearer;
+}
+
+TenantAuth::Outcome TenantAuth::Check(const std::string& authorization,
+                                      const std::string& x_api_key) const {
+  if (!enabled()) return {Tenant{"", "-", /*admin=*/true}};
+  std::optional<std::string> key = PresentedKey(authorization, x_api_key);
+  if (!key) return {std::nullopt, AuthFailure::kConflicting};
+  if (key->empty()) return {std::nullopt, AuthFailure::kMissingKey};
+  // Every listed digest is compared, in constant time, without stopping at a match.
+  Digest digest = KeyDigest(secret_, *key);
+  const Key* found = nullptr;
+  for (const Key& k : keys_) {
+    if (DigestsEqualConstantTime(k.digest, digest)) found = &k;
+  }
+  if (found == nullptr) return {std::nullopt, AuthFailure::kUnknownKey};
+  return {found->tenant};
 }
 
 }  // namespace prefixd::server

@@ -3,8 +3,9 @@
 //   info:        GET /v1/models[/{id}], GET /health, GET /metrics,
 //                POST /tokenize, POST /detokenize, POST /apply-template (routes_info.cpp)
 //   cache admin: GET /v1/cache, POST /v1/cache/warm, POST /v1/cache/clear (routes_cache.cpp)
-// docs/http-api.md describes every shape. Authentication happens before routing (server.cpp);
-// a route reads its tenant with TenantOf().
+// docs/http-api.md describes every shape. Authentication and rights are checked before routing
+// (server.cpp): a route reads its tenant with TenantOf(), and admin routes (IsAdminRoute) are
+// only reached with an admin key, or when keys are off.
 #pragma once
 
 #include <httplib.h>
@@ -34,6 +35,10 @@ struct RouteContext {
   // nullopt when `model` is "" or served here; else 404 model_not_found.
   std::optional<ApiError> CheckModel(const std::string& model) const;
 };
+
+// True for the routes only admin keys may call: POST /v1/cache/clear (drops every tenant's
+// entries). Any route that evicts or drops cache entries belongs here.
+bool IsAdminRoute(const std::string& method, const std::string& path);
 
 void RegisterCompletionRoutes(httplib::Server& http, const RouteContext& ctx);
 void RegisterInfoRoutes(httplib::Server& http, const RouteContext& ctx);

@@ -1,6 +1,7 @@
 // Cache admin: GET /v1/cache (the engine's counters as JSON), POST /v1/cache/warm (prefill a
 // prompt so that later requests sharing its prefix restore it; runs under the caller's tenant
-// salt and generates one token), POST /v1/cache/clear (drops every cached entry, all tenants).
+// salt and generates one token), POST /v1/cache/clear (drops every cached entry, all tenants;
+// an admin route).
 #include <nlohmann/json.hpp>
 
 #include "server/http_io.h"
@@ -66,6 +67,10 @@ void Warm(const RouteContext& ctx, const httplib::Request& req, httplib::Respons
 }
 
 }  // namespace
+
+bool IsAdminRoute(const std::string& method, const std::string& path) {
+  return method == "POST" && path == "/v1/cache/clear";
+}
 
 void RegisterCacheRoutes(httplib::Server& http, const RouteContext& ctx) {
   http.Get("/v1/cache", [&ctx](const httplib::Request&, httplib::Response& res) {

@@ -11,7 +11,8 @@ namespace prefixd::server {
 using json = nlohmann::json;
 
 Tenant RouteContext::TenantOf(const httplib::Request& req) const {
-  auto t = auth->Authenticate(req.get_header_value("Authorization"));
+  auto t = auth->Authenticate(req.get_header_value("Authorization"),
+                              req.get_header_value("x-api-key"));
   return t ? *t : Tenant{"", "-"};
 }
 

@@ -4,6 +4,7 @@
 
 #include <exception>
 
+#include "server/admission.h"
 #include "server/http_io.h"
 #include "server/request_log.h"
 #include "server/routes.h"
@@ -14,27 +15,72 @@ struct HttpServer::Impl {
   ServerOptions options;
   ServerMetrics metrics;
   std::atomic<bool> stopping{false};
+  std::unique_ptr<Admission> admission;
   RouteContext ctx;
   httplib::Server http;
 
   void SetUp();
   httplib::Server::HandlerResponse PreRoute(const httplib::Request& req, httplib::Response& res);
+  httplib::Server::HandlerResponse Admit(const httplib::Request& req, httplib::Response& res);
   void OnError(const httplib::Request& req, httplib::Response& res);
   void OnResponse(const httplib::Request& req, const httplib::Response& res);
 };
 
+namespace {
+
+ApiError Unauthorized(AuthFailure failure) {
+  std::string message =
+      failure == AuthFailure::kConflicting
+          ? "the \"Authorization\" and \"x-api-key\" headers name different API keys; send one"
+          : "Incorrect or missing API key: send \"Authorization: Bearer <key>\" or "
+            "\"x-api-key: <key>\"";
+  return {ErrorKind::kUnauthorized, message, "", "invalid_api_key"};
+}
+
+ApiError Forbidden(const TenantAuth& auth, const std::string& path) {
+  if (!auth.has_admin_keys()) {
+    return {ErrorKind::kForbidden,
+            path + " is an admin route and admin routes are off: start prefixd serve with "
+                   "--admin-key-file FILE and call it with a key from that file",
+            "", "admin_routes_disabled"};
+  }
+  return {ErrorKind::kForbidden,
+          path + " is an admin route: this API key may not call it (use a key from "
+                 "--admin-key-file)",
+          "", "admin_key_required"};
+}
+
+}  // namespace
+
+// Authentication (401) and rights (403), before any route runs. /health is always open.
 httplib::Server::HandlerResponse HttpServer::Impl::PreRoute(const httplib::Request& req,
                                                             httplib::Response& res) {
   MarkRequestStart();
-  if (req.path == "/health" || !ctx.auth->enabled()) {
+  if (req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+  if (!ctx.auth->enabled()) return Admit(req, res);
+  TenantAuth::Outcome auth =
+      ctx.auth->Check(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
+  if (!auth.tenant) {
+    SendError(res, Unauthorized(auth.failure));
+    return httplib::Server::HandlerResponse::Handled;
+  }
+  if (!auth.tenant->admin && IsAdminRoute(req.method, req.path)) {
+    SendError(res, Forbidden(*ctx.auth, req.path));
+    return httplib::Server::HandlerResponse::Handled;
+  }
+  return Admit(req, res);
+}
+
+// The early 503 (admission.h). The place is freed when the handler's response is written.
+httplib::Server::HandlerResponse HttpServer::Impl::Admit(const httplib::Request& req,
+                                                         httplib::Response& res) {
+  if (!IsGenerationRoute(req.method, req.path) || admission->Admit()) {
     return httplib::Server::HandlerResponse::Unhandled;
   }
-  if (ctx.auth->Authenticate(req.get_header_value("Authorization"))) {
-    return httplib::Server::HandlerResponse::Unhandled;
-  }
-  SendError(res, {ErrorKind::kUnauthorized,
-                  "Incorrect or missing API key: send \"Authorization: Bearer <key>\"", "",
-                  "invalid_api_key"});
+  SendError(res, {ErrorKind::kOverloaded,
+                  "the server is busy: " + std::to_string(admission->limit()) +
+                      " generation requests are running or waiting; retry later",
+                  "", "server_overloaded"});
   return httplib::Server::HandlerResponse::Handled;
 }
 
@@ -81,6 +127,9 @@ void HttpServer::Impl::SetUp() {
   http.set_tcp_nodelay(true);
   http.set_pre_routing_handler(
       [this](const httplib::Request& req, httplib::Response& res) { return PreRoute(req, res); });
+  // Called as each response is written: the handler is done with its admission place.
+  http.set_post_routing_handler(
+      [this](const httplib::Request&, httplib::Response&) { admission->Release(); });
   http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     OnError(req, res);
   });
@@ -105,6 +154,7 @@ void HttpServer::Impl::SetUp() {
 HttpServer::HttpServer(Backend* backend, const TenantAuth* auth, ServerOptions options)
     : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
+  impl_->admission = std::make_unique<Admission>(impl_->options.max_admitted);
   impl_->ctx.backend = backend;
   impl_->ctx.auth = auth;
   impl_->ctx.metrics = &impl_->metrics;

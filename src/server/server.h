@@ -1,7 +1,8 @@
 // HttpServer: prefixd's OpenAI-compatible HTTP server over a Backend.
 //
-// Sets up cpp-httplib: the routes (routes.h), authentication before routing (401 in the
-// OpenAI error shape; /health is always open), a body-size limit (413), OpenAI-shaped errors
+// Sets up cpp-httplib: the routes (routes.h), authentication and rights before routing (401 and
+// 403 in the OpenAI error shape; /health is always open), an early 503 for generation requests
+// beyond ServerOptions::max_admitted (admission.h), a body-size limit (413), OpenAI-shaped errors
 // for unknown routes (404), wrong methods (405) and handler exceptions (500), a thread pool
 // large enough for every slot and queued request plus a few spare threads for /health and
 // /metrics, and per-request metrics and log lines.
@@ -31,6 +32,9 @@ struct ServerOptions {
   size_t max_body_bytes = 32u << 20;     // larger request bodies get 413
   std::string model_id;                  // "" -> the backend's model_name()
   size_t n_http_threads = 16;            // connection threads; keep >= slots + queue + 4
+  // Generation requests parsed, rendered, queued or running at once; more get 503 before they
+  // are parsed (admission.h). 0: no limit. serve sets slots + max queue.
+  size_t max_admitted = 0;
 };
 
 class HttpServer {

@@ -32,16 +32,19 @@ class ServerTest : public ::testing::Test {
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
 
-  void Start(const std::string& key_file = "") {
+  void Start(const std::string& key_file = "", const std::string& admin_key_file = "",
+             size_t max_admitted = 0) {
     dir_ = std::filesystem::temp_directory_path() /
            ("prefixd-server-test-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
-    auto auth = TenantAuth::Create(Env::Default(), key_file, dir_.string());
+    auto auth =
+        TenantAuth::Create(Env::Default(), AuthOptions{key_file, admin_key_file, dir_.string()});
     ASSERT_TRUE(auth.ok()) << auth.status().ToString();
     auth_ = std::move(*auth);
     ServerOptions opts;
     opts.port = 0;
     opts.max_body_bytes = 4096;
+    opts.max_admitted = max_admitted;
     server_ = std::make_unique<HttpServer>(&backend_, auth_.get(), opts);
     auto port = server_->Bind();
     ASSERT_TRUE(port.ok());
@@ -400,6 +403,111 @@ TEST_F(ServerTest, ApiKeysAuthenticateAndSaltPerTenant) {
   EXPECT_GT(json::parse(a2->body)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(),
             0);
   std::filesystem::remove(keys);
+}
+
+// Writes `text` to a file in the temp dir and returns its path (removed by the test).
+std::string WriteKeyFile(const std::string& name, const std::string& text) {
+  std::filesystem::path path = std::filesystem::temp_directory_path() /
+                               ("prefixd-test-" + name + "-" + std::to_string(::getpid()));
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+TEST_F(ServerTest, XApiKeyHeaderAuthenticatesAsBearerDoes) {
+  std::string keys = WriteKeyFile("keys", "key-a\nkey-b\n");
+  Start(keys);
+  auto missing = Post("/v1/chat/completions", kChat);
+  ExpectError(missing, 401, "", "invalid_api_key");
+  std::string message = json::parse(missing->body)["error"]["message"];
+  EXPECT_NE(message.find("Authorization: Bearer"), std::string::npos) << message;
+  EXPECT_NE(message.find("x-api-key"), std::string::npos) << message;
+  ExpectError(Post("/v1/chat/completions", kChat, {{"x-api-key", "nope"}}), 401);
+  ASSERT_EQ(Post("/v1/chat/completions", kChat, {{"x-api-key", "key-a"}})->status, 200);
+  std::string salt_x = backend_.last_salt();
+  ASSERT_EQ(Post("/v1/chat/completions", kChat, {{"Authorization", "Bearer key-a"}})->status, 200);
+  EXPECT_EQ(backend_.last_salt(), salt_x) << "the same key is the same tenant in either header";
+  ASSERT_EQ(Post("/v1/chat/completions", kChat, {{"Authorization", "bearer key-a"}})->status, 200);
+  // Both headers: they must name the same key.
+  ASSERT_EQ(Post("/v1/chat/completions", kChat,
+                 {{"Authorization", "Bearer key-a"}, {"x-api-key", "key-a"}})
+                ->status,
+            200);
+  ExpectError(Post("/v1/chat/completions", kChat,
+                   {{"Authorization", "Bearer key-a"}, {"x-api-key", "key-b"}}),
+              401, "", "invalid_api_key");
+  // A route that reads its tenant (warm) sees the x-api-key tenant too.
+  ASSERT_EQ(Post("/v1/cache/warm", R"({"prompt":"abc"})", {{"x-api-key", "key-b"}})->status, 200);
+  EXPECT_NE(backend_.last_salt(), salt_x);
+  std::filesystem::remove(keys);
+}
+
+TEST_F(ServerTest, OnlyAdminKeysClearTheCache) {
+  std::string keys = WriteKeyFile("keys", "tenant-a\n");
+  std::string admin = WriteKeyFile("admin", "# admins\nadmin-1\n");
+  Start(keys, admin);
+  auto denied = Post("/v1/cache/clear", "", {{"Authorization", "Bearer tenant-a"}});
+  ExpectError(denied, 403, "", "admin_key_required");
+  EXPECT_EQ(json::parse(denied->body)["error"]["type"], "permission_error");
+  ExpectError(Post("/v1/cache/clear", ""), 401);
+  ExpectError(Post("/v1/cache/clear", "", {{"x-api-key", "admin-2"}}), 401);
+  auto cleared = Post("/v1/cache/clear", "", {{"x-api-key", "admin-1"}});
+  ASSERT_EQ(cleared->status, 200) << cleared->body;
+  EXPECT_EQ(json::parse(cleared->body)["cleared"], true);
+  // Tenant routes stay open to tenants; an admin key is a tenant of its own.
+  ASSERT_EQ(Post("/v1/chat/completions", kChat, {{"Authorization", "Bearer tenant-a"}})->status,
+            200);
+  std::string salt_tenant = backend_.last_salt();
+  ASSERT_EQ(Post("/v1/chat/completions", kChat, {{"Authorization", "Bearer admin-1"}})->status,
+            200);
+  EXPECT_EQ(backend_.last_salt().size(), 64u);
+  EXPECT_NE(backend_.last_salt(), salt_tenant);
+  EXPECT_EQ(Client().Get("/v1/cache", httplib::Headers{{"Authorization", "Bearer tenant-a"}})->status, 200);
+  // A wrong method on the admin path is still 401/403 before routing, never a 5xx.
+  EXPECT_EQ(Client().Get("/v1/cache/clear", httplib::Headers{{"Authorization", "Bearer tenant-a"}})->status, 405);
+  std::filesystem::remove(keys);
+  std::filesystem::remove(admin);
+}
+
+TEST_F(ServerTest, AdminRoutesAreOffWithKeysButNoAdminFile) {
+  std::string keys = WriteKeyFile("keys", "tenant-a\n");
+  Start(keys);
+  auto r = Post("/v1/cache/clear", "", {{"Authorization", "Bearer tenant-a"}});
+  ExpectError(r, 403, "", "admin_routes_disabled");
+  std::string message = json::parse(r->body)["error"]["message"];
+  EXPECT_NE(message.find("--admin-key-file"), std::string::npos) << message;
+  std::filesystem::remove(keys);
+}
+
+TEST_F(ServerTest, AdminFileAloneTurnsKeysOn) {
+  std::string admin = WriteKeyFile("admin", "admin-1\n");
+  Start("", admin);
+  ExpectError(Post("/v1/chat/completions", kChat), 401);
+  EXPECT_EQ(Post("/v1/chat/completions", kChat, {{"x-api-key", "admin-1"}})->status, 200);
+  EXPECT_EQ(Post("/v1/cache/clear", "", {{"x-api-key", "admin-1"}})->status, 200);
+  std::filesystem::remove(admin);
+}
+
+TEST_F(ServerTest, WithoutKeysEveryRouteIsOpen) {
+  Start();
+  EXPECT_EQ(Post("/v1/cache/clear", "")->status, 200);
+  EXPECT_EQ(Post("/v1/chat/completions", kChat, {{"x-api-key", "anything"}})->status, 200);
+  EXPECT_EQ(backend_.last_salt(), "");
+}
+
+TEST_F(ServerTest, GenerationBeyondAdmissionGets503BeforeParsing) {
+  backend_.piece_delay = 20ms;  // 13 pieces: the first request runs about 260 ms
+  Start("", "", /*max_admitted=*/1);
+  std::thread first([&] { EXPECT_EQ(Post("/v1/chat/completions", kChat)->status, 200); });
+  for (int i = 0; i < 100 && backend_.completions == 0; ++i) std::this_thread::sleep_for(2ms);
+  auto busy = Post("/v1/chat/completions", "not even JSON");
+  ExpectError(busy, 503, "", "server_overloaded");
+  EXPECT_EQ(busy->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(Post("/tokenize", R"({"content":"x"})")->status, 200) << "only generation is limited";
+  first.join();
+  EXPECT_EQ(Post("/v1/chat/completions", kChat)->status, 200) << "the place was freed";
+  ExpectError(Post("/v1/completions", "{"), 400);
+  EXPECT_EQ(Post("/v1/completions", R"({"prompt":"x","max_tokens":1})")->status, 200)
+      << "a refused request's place was freed too";
 }
 
 TEST_F(ServerTest, StreamingClientDisconnectCancels) {

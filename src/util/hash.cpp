@@ -1,6 +1,8 @@
 #include "util/hash.h"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -45,6 +47,25 @@ Digest Sha256Of(const void* data, size_t n) {
   Sha256 h;
   h.Update(data, n);
   return h.Finish();
+}
+
+Digest HmacSha256(std::string_view key, std::string_view message) {
+  Digest d{};
+  unsigned int len = 0;
+  static const unsigned char kNone = 0;  // OpenSSL reads a null key as "reuse the last one"
+  const void* k = key.empty() ? static_cast<const void*>(&kNone) : key.data();
+  const auto* msg = message.empty() ? &kNone
+                                    : reinterpret_cast<const unsigned char*>(message.data());
+  if (HMAC(EVP_sha256(), k, int(key.size()), msg, message.size(), d.data(), &len) ==
+          nullptr ||
+      len != d.size()) {
+    std::abort();  // as for SHA-256: a broken installation, not a run-time error
+  }
+  return d;
+}
+
+bool DigestsEqualConstantTime(const Digest& a, const Digest& b) {
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 std::string DigestHex(const Digest& d, size_t n_bytes) {

@@ -1,4 +1,5 @@
-// Hashing: SHA-256 (OpenSSL) for content addresses and fingerprints, CRC32C for payload checks.
+// Hashing: SHA-256 (OpenSSL) for content addresses and fingerprints, HMAC-SHA256 (OpenSSL) for
+// keyed digests, CRC32C for payload checks.
 // All functions are pure and thread-safe; Sha256 objects are single-threaded.
 #pragma once
 
@@ -38,6 +39,14 @@ class Sha256 {
 
 Digest Sha256Of(const void* data, size_t n);
 inline Digest Sha256Of(std::string_view s) { return Sha256Of(s.data(), s.size()); }
+
+// HMAC-SHA256(key, message) (RFC 2104) through OpenSSL. Any key length (longer than 64 bytes is
+// hashed first, as the RFC says).
+Digest HmacSha256(std::string_view key, std::string_view message);
+
+// True when the digests are equal, in time that does not depend on where they differ
+// (OpenSSL's CRYPTO_memcmp): for comparing secrets.
+bool DigestsEqualConstantTime(const Digest& a, const Digest& b);
 
 // Lower-case hex of the digest (64 characters), or of its first `n_bytes` bytes.
 std::string DigestHex(const Digest& d, size_t n_bytes = 32);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <string>
 #include <vector>
 
 namespace prefixd {
@@ -27,6 +28,48 @@ TEST(HashTest, Sha256PeekGivesPrefixDigestsAndContinues) {
   EXPECT_EQ(DigestHex(h.Peek()),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   EXPECT_EQ(h.Finish(), Sha256Of("abc"));
+}
+
+// RFC 4231 section 4, the HMAC-SHA-256 results of test cases 1-4, 6 and 7 (case 5 checks a
+// truncated output, which prefixd never uses).
+TEST(HashTest, HmacSha256Rfc4231) {
+  struct Case {
+    std::string key, data, mac;
+  };
+  std::string key4;
+  for (int i = 1; i <= 25; ++i) key4.push_back(char(i));
+  const std::string big_key(131, '\xaa');
+  const Case cases[] = {
+      {std::string(20, '\x0b'), "Hi There",
+       "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"},
+      {"Jefe", "what do ya want for nothing?",
+       "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"},
+      {std::string(20, '\xaa'), std::string(50, '\xdd'),
+       "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe"},
+      {key4, std::string(50, '\xcd'),
+       "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b"},
+      {big_key, "Test Using Larger Than Block-Size Key - Hash Key First",
+       "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"},
+      {big_key,
+       "This is a test using a larger than block-size key and a larger than block-size data. "
+       "The key needs to be hashed before being used by the HMAC algorithm.",
+       "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2"},
+  };
+  for (const Case& c : cases) EXPECT_EQ(DigestHex(HmacSha256(c.key, c.data)), c.mac) << c.data;
+  // An empty key and message are valid input (HMAC of "" under "").
+  EXPECT_EQ(DigestHex(HmacSha256("", "")),
+            "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad");
+}
+
+TEST(HashTest, DigestsEqualConstantTime) {
+  Digest a = Sha256Of("a");
+  Digest b = a;
+  EXPECT_TRUE(DigestsEqualConstantTime(a, b));
+  b[31] ^= 1;
+  EXPECT_FALSE(DigestsEqualConstantTime(a, b));
+  b = a;
+  b[0] ^= 0x80;
+  EXPECT_FALSE(DigestsEqualConstantTime(a, b));
 }
 
 TEST(HashTest, Crc32cKnownVector) {

@@ -1,7 +1,8 @@
 // API keys: requests need one, and each key's tenant has its own cache salt.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import OpenAI from 'openai';
 import { client, makeModel, post, startServer, tempDir, writeKeys } from './harness.js';
 
@@ -50,5 +51,44 @@ describe('API keys', () => {
     assert.ok(otherAgain.usage.prompt_tokens_details.cached_tokens > 0, 'B hits its own prefix');
     assert.match(server.log, /tenant=[0-9a-f]{8} /);
     assert.doesNotMatch(server.log, /sk-tenant/, 'keys never reach the log');
+  });
+});
+
+describe('admin keys and x-api-key', () => {
+  let dir; let server;
+
+  before(async () => {
+    dir = tempDir('admin');
+    const admin = join(dir, 'admin.txt');
+    writeFileSync(admin, '# admins\nsk-admin\n');
+    server = await startServer({
+      model: makeModel(dir),
+      args: ['--ctx', '2048', '--api-key-file', writeKeys(dir, ['sk-tenant']),
+        '--admin-key-file', admin],
+    });
+  });
+  after(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('lets only admin keys clear the cache', async () => {
+    const tenant = await post(server, '/v1/cache/clear', '', { Authorization: 'Bearer sk-tenant' });
+    assert.equal(tenant.status, 403);
+    assert.equal(tenant.json.error.code, 'admin_key_required');
+    assert.equal((await post(server, '/v1/cache/clear', '')).status, 401);
+    const admin = await post(server, '/v1/cache/clear', '', { 'x-api-key': 'sk-admin' });
+    assert.equal(admin.status, 200);
+    assert.equal(admin.json.cleared, true);
+  });
+
+  it('takes the key from x-api-key as from Authorization', async () => {
+    const body = { max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] };
+    assert.equal((await post(server, '/v1/chat/completions', body, { 'x-api-key': 'sk-tenant' })).status, 200);
+    const wrong = await post(server, '/v1/chat/completions', body, { 'x-api-key': 'sk-nope' });
+    assert.equal(wrong.status, 401);
+    assert.match(wrong.json.error.message, /x-api-key/);
+    assert.equal((await client(server, 'sk-admin').chat.completions.create(body)).object,
+      'chat.completion', 'an admin key is a tenant too');
   });
 });

@@ -1,0 +1,64 @@
+#include "engine/cache_io.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace prefixd::engine {
+namespace {
+
+using cache::SnapshotKind;
+
+std::vector<int32_t> Positions(const std::vector<CapturePoint>& pts) {
+  std::vector<int32_t> out;
+  for (const auto& p : pts) out.push_back(p.pos);
+  return out;
+}
+
+Prompt PromptOf(int32_t n, std::vector<int32_t> points) {
+  Prompt p;
+  p.tokens.assign(size_t(n), 1);
+  p.capture_points = std::move(points);
+  return p;
+}
+
+CacheIoOptions Hybrid() {
+  CacheIoOptions o;
+  o.needs_snapshot = true;
+  return o;
+}
+
+TEST(PlanCaptures, AttentionOnlyKeepsMessagePointsOnly) {
+  CacheIoOptions o;  // needs_snapshot false
+  auto pts = PlanCaptures(PromptOf(5000, {300, 2100, 4990}), 0, -1, o);
+  EXPECT_EQ(Positions(pts), std::vector<int32_t>({300, 2100, 4990}));
+  EXPECT_EQ(pts.back().kind, SnapshotKind::kTail);
+}
+
+TEST(PlanCaptures, SpacingPointsWhereNoMessagePointIsNear) {
+  // 2048 is 52 tokens from the message point 2100: no cut there. 4096 and 6144 are far
+  // from any: cut. The prompt's end is a point of its own.
+  auto pts = PlanCaptures(PromptOf(7000, {300, 2100, 6990}), 0, -1, Hybrid());
+  EXPECT_EQ(Positions(pts), std::vector<int32_t>({300, 2100, 4096, 6144, 6990, 7000}));
+  for (const auto& p : pts) {
+    if (p.pos == 4096 || p.pos == 6144) EXPECT_EQ(p.kind, SnapshotKind::kBlockBoundary);
+  }
+}
+
+TEST(PlanCaptures, NothingAtOrJustAfterTheRestoredPrefix) {
+  auto pts = PlanCaptures(PromptOf(7000, {300, 2100, 6990}), 4000, -1, Hybrid());
+  EXPECT_EQ(Positions(pts), std::vector<int32_t>({6144, 6990, 7000}));
+  pts = PlanCaptures(PromptOf(7000, {300, 2100, 6990}), 4090, -1, Hybrid());
+  EXPECT_EQ(Positions(pts), std::vector<int32_t>({6144, 6990, 7000}));
+  pts = PlanCaptures(PromptOf(5000, {}), 3900, -1, Hybrid());
+  EXPECT_EQ(Positions(pts), std::vector<int32_t>({5000}));
+}
+
+TEST(PlanCaptures, BranchPointKept) {
+  auto pts = PlanCaptures(PromptOf(3000, {100, 2990}), 0, 1500, Hybrid());
+  EXPECT_EQ(Positions(pts), std::vector<int32_t>({100, 1500, 2048, 2990, 3000}));
+  EXPECT_EQ(pts[1].kind, SnapshotKind::kBranch);
+}
+
+}  // namespace
+}  // namespace prefixd::engine
