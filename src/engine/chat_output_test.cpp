@@ -367,6 +367,29 @@ TEST(ChatEngineTest, WithoutAToolChoiceTheGrammarIsLazy) {
   EXPECT_EQ(p->output.grammar.triggers[0].token, e->Tokenize("<tool_call>")[0]);
 }
 
+// The template's thinking tags reach the sampler (common's reasoning-budget sampler keeps a lazy
+// grammar off inside the thinking block; Qwen3.5 also ends thinking at <tool_call>), and with
+// thinking off the first <tool_call> starts the grammar at once.
+TEST(ChatEngineTest, ThinkingTagsAndALazyStart) {
+  auto e = MakeEngine("Qwen3.5-4B");
+  ChatRenderOptions o;
+  o.tools_json = kForecastTools;  // auto: lazy
+  auto p = e->PrepareChat(kUserAsks, o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_TRUE(p->output.grammar.lazy);
+  EXPECT_EQ(p->output.grammar.thinking_start, "<think>");
+  const auto& end = p->output.grammar.thinking_end;
+  EXPECT_NE(std::find(end.begin(), end.end(), "</think>"), end.end());
+  EXPECT_NE(p->output.grammar.generation_prompt.find("<think>"), std::string::npos);
+  o.enable_thinking = false;
+  auto q = e->PrepareChat(kUserAsks, o);
+  ASSERT_TRUE(q.ok());
+  const Token start = e->Tokenize("<tool_call>")[0];
+  CompletionResult c = Generate(*e, *q, 6, {{start, 100.0f}});
+  // Without the grammar the bias would repeat <tool_call>; started, it forces the function.
+  EXPECT_EQ(c.text.rfind("<tool_call>\n<function=", 0), 0u) << c.text;
+}
+
 TEST(ChatEngineTest, JsonSchemaReplyParses) {
   auto e = MakeEngine("");
   ChatRenderOptions o;

@@ -38,6 +38,18 @@ common_grammar_type ToCommon(GrammarKind k) {
   return COMMON_GRAMMAR_TYPE_NONE;
 }
 
+// As llama-server: the thinking tags make common add its reasoning-budget sampler (with no
+// budget), which keeps a lazy grammar from starting inside the thinking block.
+void SetThinking(const Model& model, const GrammarSpec& g, common_params_sampling& p) {
+  if (g.thinking_start.empty() || g.thinking_end.empty()) return;
+  p.reasoning_budget_start = model.Tokenize(g.thinking_start, true, false);
+  for (const std::string& tag : g.thinking_end) {
+    if (!tag.empty()) p.reasoning_budget_end.push_back(model.Tokenize(tag, true, false));
+  }
+  if (!p.reasoning_budget_end.empty()) p.reasoning_budget_forced = p.reasoning_budget_end.front();
+  p.reasoning_budget_tokens = -1;
+}
+
 void SetGrammar(const GrammarSpec& g, common_params_sampling& p) {
   if (g.empty()) return;
   p.grammar = common_grammar(ToCommon(g.kind), g.gbnf);
@@ -112,6 +124,7 @@ Result<std::unique_ptr<Sampler>> Sampler::Create(const Model& model,
   }
   if (IsPlainGreedy(options)) return std::unique_ptr<Sampler>(new Sampler(nullptr, model.n_vocab()));
   common_params_sampling params = ToCommon(options);
+  if (!options.grammar.empty()) SetThinking(model, options.grammar, params);
   common_sampler* s = nullptr;
   try {
     s = common_sampler_init(model.raw(), params);
