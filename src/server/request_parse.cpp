@@ -289,7 +289,7 @@ bool HasTool(const json& obj, const std::string& name) {
   const json* t = Field(obj, "tools");
   if (!t) return false;
   for (const json& tool : *t) {
-    if (tool["function"]["name"] == name) return true;
+    if (tool.at("function").at("name") == name) return true;  // ParseTools checked both
   }
   return false;
 }
@@ -310,7 +310,8 @@ MaybeError ParseToolChoice(const json& obj, engine::ChatRenderOptions* r) {
   } else {
     const json* fn = f->is_object() ? Field(*f, "function") : nullptr;
     const json* name = fn && fn->is_object() ? Field(*fn, "name") : nullptr;
-    if (!name || !name->is_string() || (*f)["type"] != "function") {
+    const json* type = f->is_object() ? Field(*f, "type") : nullptr;
+    if (!name || !name->is_string() || !type || *type != "function") {
       return ApiError::Invalid(std::string("'tool_choice' must be ") + kWant, "tool_choice");
     }
     if (!HasTool(obj, name->get<std::string>())) {
