@@ -38,6 +38,10 @@ struct GrammarSpec {
   bool lazy = false;
   std::vector<GrammarTrigger> triggers;
   std::string generation_prompt;  // already in the prompt; fed to kOutputFormat/kToolCalls
+  // The template's thinking block: a lazy grammar is not started inside it (llama-server's
+  // reasoning-budget sampler, with no budget). Empty when the template does not think.
+  std::string thinking_start;
+  std::vector<std::string> thinking_end;
   bool empty() const { return kind == GrammarKind::kNone || gbnf.empty(); }
 };
 

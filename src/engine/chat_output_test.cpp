@@ -76,7 +76,10 @@ struct Decoded {
 
 TEST(SamplerTest, GreedyIsTheArgmax) {
   Decoded d;
-  EXPECT_EQ(d.Sample({}), d.Argmax());
+  EXPECT_EQ(d.Sample({}), d.Argmax());  // the plain-greedy path
+  SamplingOptions through_common;       // a zero bias takes common's chain at temperature 0
+  through_common.logit_bias = {{d.Argmax() == 3 ? 4 : 3, 0.0f}};
+  EXPECT_EQ(d.Sample(through_common), d.Argmax());
 }
 
 TEST(SamplerTest, LogitBiasChangesTheChoice) {
@@ -362,6 +365,29 @@ TEST(ChatEngineTest, WithoutAToolChoiceTheGrammarIsLazy) {
   // <tool_call> is one token of the vocabulary and a preserved token: a token trigger.
   EXPECT_EQ(p->output.grammar.triggers[0].type, GrammarTrigger::Type::kToken);
   EXPECT_EQ(p->output.grammar.triggers[0].token, e->Tokenize("<tool_call>")[0]);
+}
+
+// The template's thinking tags reach the sampler (common's reasoning-budget sampler keeps a lazy
+// grammar off inside the thinking block; Qwen3.5 also ends thinking at <tool_call>), and with
+// thinking off the first <tool_call> starts the grammar at once.
+TEST(ChatEngineTest, ThinkingTagsAndALazyStart) {
+  auto e = MakeEngine("Qwen3.5-4B");
+  ChatRenderOptions o;
+  o.tools_json = kForecastTools;  // auto: lazy
+  auto p = e->PrepareChat(kUserAsks, o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_TRUE(p->output.grammar.lazy);
+  EXPECT_EQ(p->output.grammar.thinking_start, "<think>");
+  const auto& end = p->output.grammar.thinking_end;
+  EXPECT_NE(std::find(end.begin(), end.end(), "</think>"), end.end());
+  EXPECT_NE(p->output.grammar.generation_prompt.find("<think>"), std::string::npos);
+  o.enable_thinking = false;
+  auto q = e->PrepareChat(kUserAsks, o);
+  ASSERT_TRUE(q.ok());
+  const Token start = e->Tokenize("<tool_call>")[0];
+  CompletionResult c = Generate(*e, *q, 6, {{start, 100.0f}});
+  // Without the grammar the bias would repeat <tool_call>; started, it forces the function.
+  EXPECT_EQ(c.text.rfind("<tool_call>\n<function=", 0), 0u) << c.text;
 }
 
 TEST(ChatEngineTest, JsonSchemaReplyParses) {

@@ -166,6 +166,8 @@ OutputFormat ToOutput(const common_chat_params& p, const common_chat_templates_i
     out.grammar.lazy = p.grammar_lazy;
     out.grammar.generation_prompt = p.generation_prompt;
     for (const auto& t : p.grammar_triggers) out.grammar.triggers.push_back(ToTrigger(t));
+    out.grammar.thinking_start = p.thinking_start_tag;
+    out.grammar.thinking_end = p.thinking_end_tags;
   }
   *preserved = p.preserved_tokens;
   return out;

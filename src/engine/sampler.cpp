@@ -38,6 +38,18 @@ common_grammar_type ToCommon(GrammarKind k) {
   return COMMON_GRAMMAR_TYPE_NONE;
 }
 
+// As llama-server: the thinking tags make common add its reasoning-budget sampler (with no
+// budget), which keeps a lazy grammar from starting inside the thinking block.
+void SetThinking(const Model& model, const GrammarSpec& g, common_params_sampling& p) {
+  if (g.thinking_start.empty() || g.thinking_end.empty()) return;
+  p.reasoning_budget_start = model.Tokenize(g.thinking_start, true, false);
+  for (const std::string& tag : g.thinking_end) {
+    if (!tag.empty()) p.reasoning_budget_end.push_back(model.Tokenize(tag, true, false));
+  }
+  if (!p.reasoning_budget_end.empty()) p.reasoning_budget_forced = p.reasoning_budget_end.front();
+  p.reasoning_budget_tokens = -1;
+}
+
 void SetGrammar(const GrammarSpec& g, common_params_sampling& p) {
   if (g.empty()) return;
   p.grammar = common_grammar(ToCommon(g.kind), g.gbnf);
@@ -76,6 +88,12 @@ common_params_sampling ToCommon(const SamplingOptions& o) {
   return p;
 }
 
+// Greedy with nothing that changes the logits: the argmax is all common's chain would do.
+bool IsPlainGreedy(const SamplingOptions& o) {
+  return o.temperature <= 0.0 && o.grammar.empty() && o.logit_bias.empty() &&
+         o.presence_penalty == 0.0 && o.frequency_penalty == 0.0 && o.repetition_penalty == 1.0;
+}
+
 }  // namespace
 
 TokenLogprobs ComputeLogprobs(const float* logits, int n_vocab, Token chosen, int n_top) {
@@ -101,7 +119,12 @@ TokenLogprobs ComputeLogprobs(const float* logits, int n_vocab, Token chosen, in
 
 Result<std::unique_ptr<Sampler>> Sampler::Create(const Model& model,
                                                  const SamplingOptions& options) {
+  if (options.repetition_penalty <= 0.0) {
+    return Status::InvalidArgument("sampler: repetition_penalty must be greater than 0");
+  }
+  if (IsPlainGreedy(options)) return std::unique_ptr<Sampler>(new Sampler(nullptr, model.n_vocab()));
   common_params_sampling params = ToCommon(options);
+  if (!options.grammar.empty()) SetThinking(model, options.grammar, params);
   common_sampler* s = nullptr;
   try {
     s = common_sampler_init(model.raw(), params);
@@ -109,12 +132,22 @@ Result<std::unique_ptr<Sampler>> Sampler::Create(const Model& model,
     return Status::InvalidArgument(std::string("sampler: ") + e.what());
   }
   if (s == nullptr) return Status::InvalidArgument("sampler: cannot be built");
-  return std::unique_ptr<Sampler>(new Sampler(s));
+  return std::unique_ptr<Sampler>(new Sampler(s, model.n_vocab()));
 }
 
-Sampler::~Sampler() { common_sampler_free(sampler_); }
+Sampler::~Sampler() {
+  if (sampler_ != nullptr) common_sampler_free(sampler_);
+}
 
 Token Sampler::Sample(llama_context* ctx, int32_t idx) {
+  if (sampler_ == nullptr) {  // lowest id wins ties, as common's zero temperature
+    const float* logits = llama_get_logits_ith(ctx, idx);
+    Token best = 0;
+    for (Token t = 1; t < n_vocab_; ++t) {
+      if (logits[t] > logits[best]) best = t;
+    }
+    return best;
+  }
   const Token t = common_sampler_sample(sampler_, ctx, idx);
   common_sampler_accept(sampler_, t, /*is_generated=*/true);
   return t;

@@ -68,8 +68,10 @@ class Sampler {
   Token Sample(llama_context* ctx, int32_t idx);
 
  private:
-  explicit Sampler(common_sampler* s) : sampler_(s) {}
-  common_sampler* sampler_;
+  explicit Sampler(common_sampler* s, int n_vocab) : sampler_(s), n_vocab_(n_vocab) {}
+  common_sampler* sampler_;  // null for plain greedy: the argmax, without a pass through
+                             // common's chain (which softmaxes the whole vocabulary per token)
+  int n_vocab_;
 };
 
 }  // namespace prefixd::engine

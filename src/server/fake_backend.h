@@ -24,7 +24,8 @@ class FakeBackend : public Backend {
   std::atomic<int> completions{0};
 
   engine::OutputFormat output;            // what PrepareChat's prompts say of the reply
-  mutable engine::ChatRenderOptions last_options;  // the options of the last PrepareChat
+  // The options of the last PrepareChat (read them only while no request runs).
+  mutable engine::ChatRenderOptions last_options;
 
   using Backend::PrepareChat;
   Result<Prompt> PrepareChat(const std::string& messages_json,
@@ -32,7 +33,10 @@ class FakeBackend : public Backend {
     if (messages_json.find("\"bad-template\"") != std::string::npos) {
       return Status::InvalidArgument("chat template failed on the messages");
     }
-    last_options = options;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last_options = options;
+    }
     auto p = PrepareText(messages_json + options.tools_json);
     if (p.ok()) p->output = output;
     return p;

@@ -289,7 +289,7 @@ bool HasTool(const json& obj, const std::string& name) {
   const json* t = Field(obj, "tools");
   if (!t) return false;
   for (const json& tool : *t) {
-    if (tool["function"]["name"] == name) return true;
+    if (tool.at("function").at("name") == name) return true;  // ParseTools checked both
   }
   return false;
 }
@@ -310,7 +310,8 @@ MaybeError ParseToolChoice(const json& obj, engine::ChatRenderOptions* r) {
   } else {
     const json* fn = f->is_object() ? Field(*f, "function") : nullptr;
     const json* name = fn && fn->is_object() ? Field(*fn, "name") : nullptr;
-    if (!name || !name->is_string() || (*f)["type"] != "function") {
+    const json* type = f->is_object() ? Field(*f, "type") : nullptr;
+    if (!name || !name->is_string() || !type || *type != "function") {
       return ApiError::Invalid(std::string("'tool_choice' must be ") + kWant, "tool_choice");
     }
     if (!HasTool(obj, name->get<std::string>())) {
@@ -519,8 +520,11 @@ MaybeError ParseWarmRequest(const std::string& body, WarmRequest* out) {
     out->is_chat = true;
     if (auto e = ParseMessages(obj, &out->chat.messages_json)) return e;
     if (auto e = ParseTools(obj, &out->chat.tools_json)) return e;
-    out->chat.render.tools_json = out->chat.tools_json;
-    return std::nullopt;
+    engine::ChatRenderOptions& r = out->chat.render;
+    r.tools_json = out->chat.tools_json;
+    if (auto e = ParseToolChoice(obj, &r)) return e;
+    if (auto e = ParseResponseFormat(obj, &r.json_schema)) return e;
+    return ParseTemplateKwargs(obj, &r);
   }
   const json* p = Field(obj, "prompt");
   if (!p) return ApiError::Invalid("'messages' or 'prompt' is required", "messages");

@@ -67,7 +67,10 @@ std::optional<ApiError> ParseDetokenizeRequest(const std::string& body,
                                                std::vector<engine::Token>* out,
                                                const ParseLimits& limits);
 
-// POST /v1/cache/warm: {"messages": [...], "tools"?: [...]} or {"prompt": str}.
+// POST /v1/cache/warm and /apply-template: {"messages": [...], "tools"?: [...]} or
+// {"prompt": str}; a chat also takes what changes its render as in a chat completion
+// (tool_choice, parallel_tool_calls, response_format, chat_template_kwargs, enable_thinking,
+// reasoning_effort), so that it renders to the same tokens.
 struct WarmRequest {
   bool is_chat = false;
   ChatRequest chat;

@@ -151,6 +151,8 @@ TEST(RequestParse, NamesTheBadAgentParameter) {
       {std::string(kTool) + R"(,"tool_choice":{"type":"function","function":{"name":"g"}})",
        "tool_choice"},
       {std::string(kTool) + R"(,"tool_choice":{"type":"function"})", "tool_choice"},
+      {std::string(kTool) + R"(,"tool_choice":{"function":{"name":"f"}})", "tool_choice"},
+      {std::string(kTool) + R"(,"tool_choice":[])", "tool_choice"},
       {R"(,"parallel_tool_calls":"yes")", "parallel_tool_calls"},
       {R"(,"tools":[{"type":"function","function":{"name":"f","parameters":[]}}])", "tools"},
       {R"(,"tools":[{"type":"retrieval","function":{"name":"f"}}])", "tools"},

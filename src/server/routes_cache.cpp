@@ -35,8 +35,7 @@ json StatsJson(const engine::EngineStats& s) {
 }
 
 std::optional<ApiError> WarmPrompt(const RouteContext& ctx, const WarmRequest& w, Prompt* out) {
-  auto prompt = w.is_chat ? ctx.backend->PrepareChat(w.chat.messages_json, w.chat.tools_json,
-                                                     /*add_generation_prompt=*/true)
+  auto prompt = w.is_chat ? ctx.backend->PrepareChat(w.chat.messages_json, w.chat.render)
                           : ctx.backend->PrepareText(w.prompt);
   if (!prompt.ok()) return ApiErrorFromStatus(prompt.status());
   if (prompt->tokens.empty()) return ApiError::Invalid("the prompt is empty", "prompt");

@@ -77,8 +77,7 @@ void ApplyTemplate(const RouteContext& ctx, const httplib::Request& req, httplib
   WarmRequest w;
   if (auto e = ParseWarmRequest(req.body, &w)) return SendError(res, *e);
   if (!w.is_chat) return SendError(res, ApiError::Invalid("'messages' is required", "messages"));
-  auto prompt = ctx.backend->PrepareChat(w.chat.messages_json, w.chat.tools_json,
-                                         /*add_generation_prompt=*/true);
+  auto prompt = ctx.backend->PrepareChat(w.chat.messages_json, w.chat.render);
   if (!prompt.ok()) return SendError(res, ApiErrorFromStatus(prompt.status()));
   SendJson(res, Dump({{"prompt", ctx.backend->Detokenize(prompt->tokens)},
                       {"tokens", prompt->tokens}}));

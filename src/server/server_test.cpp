@@ -158,6 +158,21 @@ TEST_F(ServerTest, ChatOptionsReachTheTemplate) {
   EXPECT_TRUE(o.add_generation_prompt);
 }
 
+TEST_F(ServerTest, WarmAndApplyTemplateRenderAsTheChatDoes) {
+  Start();
+  const std::string body = R"({"messages":[{"role":"user","content":"hi"}],)"
+                           R"("enable_thinking":false,"chat_template_kwargs":{"k":2}})";
+  ASSERT_EQ(Post("/apply-template", body)->status, 200);
+  EXPECT_FALSE(backend_.last_options.enable_thinking);
+  EXPECT_EQ(backend_.last_options.template_kwargs.at("k"), "2");
+  backend_.last_options = {};
+  ASSERT_EQ(Post("/v1/cache/warm", body)->status, 200);
+  EXPECT_FALSE(backend_.last_options.enable_thinking);
+  ExpectError(Post("/v1/cache/warm", R"({"messages":[{"role":"user","content":"hi"}],)"
+                                     R"("reasoning_effort":1})"),
+              400, "reasoning_effort");
+}
+
 TEST_F(ServerTest, TemplateStopsAndGrammarReachTheEngine) {
   backend_.output.additional_stops = {"<|im_end|>", "a"};
   backend_.output.grammar.kind = engine::GrammarKind::kToolCalls;
