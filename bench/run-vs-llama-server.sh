@@ -3,7 +3,12 @@
 # one generated `small` model per family, the same agent trace, one after the other.
 # Writes bench/results/<arch>.{json,md,png} and bench/results/README.md. docs/bench.md explains.
 #
-# Usage: bench/run-vs-llama-server.sh [--only-build] [--shape small|tiny] [--archs "llama qwen35 …"]
+# Usage: bench/run-vs-llama-server.sh [--only-build] [--shape small|tiny] [--archs "llama qwen35 …"] [--real]
+#        An arch entry ARCH[@VOCAB][+TEMPLATE] makes the model with a real tokenizer and chat
+#        template of the pinned source (make-test-model --vocab VOCAB --template TEMPLATE;
+#        docs/test-models.md), e.g. "qwen35@qwen35+Qwen3.5-4B qwen35@qwen35+openai-gpt-oss-120b
+#        qwen35@gemma-4+google-gemma-4-31B-it" (REAL_ROWS below); both servers get that file,
+#        so llama-server renders the same template (--jinja) with the same tokenizer.
 #        [--trace-args "--sessions 3 --turns 3 --system-tokens 1000 --tool-tokens 150"]
 # Env: PREFIXD_BIN (default build/bin/prefixd), PREFIXD_JOBS (default 2), THREADS (default 2),
 #      SLOTS (default 2), CTX (per slot, default 8192), OUT (default bench/results),
@@ -30,6 +35,8 @@ OUT="${OUT:-$here/bench/results}"
 WORK="${WORK:-/tmp/prefixd-vs-llama}"
 PREFIXD_BIN="${PREFIXD_BIN:-$here/build/bin/prefixd}"
 SHAPE=small
+# The rows with real tokenizers and templates (issue 13): --archs "$REAL_ROWS" or added to a list.
+REAL_ROWS="qwen35@qwen35+Qwen3.5-4B qwen35@qwen35+openai-gpt-oss-120b qwen35@gemma-4+google-gemma-4-31B-it"
 ARCHS="llama qwen35 nemotron_h gemma3"
 ONLY_BUILD=0
 TRACE_ARGS="--sessions 3 --turns 3 --system-tokens 1000 --tool-tokens 150 --max-tokens 8"
@@ -40,6 +47,7 @@ while [[ $# -gt 0 ]]; do
     --only-build) ONLY_BUILD=1 ;;
     --shape) SHAPE="$2"; shift ;;
     --archs) ARCHS="$2"; shift ;;
+    --real) ARCHS="$ARCHS $REAL_ROWS" ;;
     --trace-args) TRACE_ARGS="$2"; shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
@@ -119,16 +127,23 @@ GP
 }
 
 done_archs=()
-for arch in $ARCHS; do
+for entry in $ARCHS; do
+  # ARCH[@VOCAB][+TEMPLATE]: the row is named ARCH-VOCAB-TEMPLATE
+  spec="${entry%%+*}"; template=""; [[ "$entry" == *+* ]] && template="${entry#*+}"
+  base_arch="${spec%%@*}"; vocab=""; [[ "$spec" == *@* ]] && vocab="${spec#*@}"
+  arch="$base_arch${vocab:+-$vocab}${template:+-$template}"
+  make_args=(--arch "$base_arch" --shape "$SHAPE")
+  [[ -n "$vocab" ]] && make_args+=(--vocab "$vocab")
+  [[ -n "$template" ]] && make_args+=(--template "$template")
   model="$WORK/model-$arch-$SHAPE.gguf"
-  [[ -f "$model" ]] || "$PREFIXD_BIN" make-test-model --arch "$arch" --shape "$SHAPE" --out "$model" >&2
+  [[ -f "$model" ]] || "$PREFIXD_BIN" make-test-model "${make_args[@]}" --out "$model" >&2
   cache="$WORK/cache-$arch"
   rm -rf "$cache"
   port="$(free_port)"
   run_one "$arch" prefixd "exec '$PREFIXD_BIN' serve -m '$model' --alias bench --port $port \
     --cache-dir '$cache' --slots $SLOTS --ctx $CTX --threads $THREADS" "$port"
   swa=()
-  case "$arch" in gemma3|gpt-oss) swa=(--swa-full) ;; esac
+  case "$base_arch" in gemma3|gemma4|gpt-oss) swa=(--swa-full) ;; esac
   port="$(free_port)"
   run_one "$arch" llama-server "exec '$LLAMA_SERVER' -m '$model' --host 127.0.0.1 --port $port \
     -np $SLOTS -c $((SLOTS * CTX)) -t $THREADS --jinja --cache-ram 4096 --ctx-checkpoints 64 \

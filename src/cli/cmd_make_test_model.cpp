@@ -42,9 +42,12 @@ int CmdMakeTestModel(int argc, char** argv) {
   std::string shape = "tiny";
   int64_t seed = 1;
   std::string out;
+  std::string vocab;
+  std::string chat_template;
   Flags flags("make-test-model",
               "write a random-weight GGUF model of a real architecture, with a byte-level BPE "
-              "tokenizer and a Qwen3-style chat template (docs/test-models.md)");
+              "tokenizer and a Qwen3-style chat template, or a real tokenizer and template "
+              "(--vocab, --template; docs/test-models.md)");
   flags.String("-a,--arch", &arch,
                "architecture: " + Join(engine::TestModelArchs()) + ", " +
                    Join(engine::ExtraTestModelArchs()) +
@@ -54,9 +57,20 @@ int CmdMakeTestModel(int argc, char** argv) {
                "tiny (a few MB, for tests), small (~0.5B, F16) or medium (~3B, Q8_0); "
                "archs from llama.cpp's generator are tiny only");
   flags.Int("--seed", &seed, "selects the random weights; the same seed gives the same file");
+  flags.String("--vocab", &vocab,
+               "a real tokenizer (and its chat template, when it has one): NAME of the pinned "
+               "source's models/ggml-vocab-NAME.gguf (qwen35, gemma-4, llama-bpe, ...) or a "
+               "vocab GGUF FILE; default: prefixd's own 640-token BPE");
+  flags.String("--template", &chat_template,
+               "the chat template: NAME of the pinned source's models/templates/NAME.jinja "
+               "(Qwen3.5-4B, openai-gpt-oss-120b, ...) or a Jinja FILE; default: the "
+               "tokenizer's own");
   flags.String("-o,--out", &out, "the .gguf file to write (required)");
   return RunWithFlags(flags, argc, argv, [&] {
-    return Make({arch, shape, static_cast<uint64_t>(seed)}, out);
+    engine::TestModelSpec spec{arch, shape, static_cast<uint64_t>(seed)};
+    spec.vocab = vocab;
+    spec.chat_template = chat_template;
+    return Make(spec, out);
   });
 }
 

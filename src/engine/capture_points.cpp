@@ -41,6 +41,55 @@ void AddPoint(std::vector<int32_t>& points, size_t shared, size_t n_tokens) {
   if (shared > 0 && shared < n_tokens) points.push_back(int32_t(shared));
 }
 
+// Where a prefix render leaves the full render: after `chars` shared characters, with `next`
+// its next character (none when the render ends there).
+struct SharedChars {
+  size_t chars = 0;
+  std::optional<char> next;
+};
+
+// How many tokens before a boundary a tokenizer may merge across it (a window this long is
+// tokenized again).
+constexpr size_t kMergeWindow = 8;
+
+// The tokens of `full` within its first `chars` characters that `full_text[0:chars] + next`
+// tokenizes the same way: the last kMergeWindow of them are tokenized again, followed by
+// `next`, and kept while they agree. When the window alone tokenizes otherwise, all of them.
+size_t TokensKept(const Model& model, std::string_view full_text, std::span<const Token> full,
+                  const std::vector<size_t>& offsets, size_t chars, char next) {
+  const size_t k = TokensWithin(offsets, chars);
+  if (k == 0) return 0;
+  const size_t k0 = k > kMergeWindow ? k - kMergeWindow : 0;
+  std::string window(full_text.substr(offsets[k0], chars - offsets[k0]));
+  window += next;
+  const std::vector<Token> again = model.Tokenize(window, true, /*allow_bos=*/false);
+  size_t i = 0;
+  while (k0 + i < k && i < again.size() && again[i] == full[k0 + i]) ++i;
+  return i == 0 ? k : k0 + i;
+}
+
+// The token positions where a render sharing `at.chars` characters with the full render can
+// be restored. A tokenizer may join the characters before a boundary with those after it (">"
+// and "\n" into ">\n"; "|>" and "<" into "|><" where the markers are not special tokens), so a
+// later prompt that goes on differently can part from the full render's tokens a token or more
+// before the characters part. A render that goes on after the boundary (`at.next`: the last
+// message followed by a placeholder, an earlier turn rewritten) stands for such a prompt, but
+// its placeholder is not the real next message: the boundary is taken as `at.next` leaves it,
+// and as a newline or a space would (the usual first characters of what follows a turn), each
+// a point. A render that ends at the boundary is followed by what follows it in the full
+// render, in this request and the next: the tokens within it.
+void AddPoints(const Model& model, std::string_view full_text, std::span<const Token> full,
+               const std::vector<size_t>& offsets, const SharedChars& at,
+               std::vector<int32_t>& points) {
+  if (!at.next) {
+    AddPoint(points, TokensWithin(offsets, at.chars), full.size());
+    return;
+  }
+  for (char next : {*at.next, '\n', ' '}) {
+    AddPoint(points, TokensKept(model, full_text, full, offsets, at.chars, next), full.size());
+  }
+}
+
 // The reference when the tokens do not spell the text back: each prefix tokenized and compared
 // with the full prompt token by token.
 std::vector<int32_t> PointsByTokens(const Model& model, const std::vector<std::string>& prefixes,
@@ -54,10 +103,12 @@ std::vector<int32_t> PointsByTokens(const Model& model, const std::vector<std::s
   return points;
 }
 
-std::vector<int32_t> PointsByChars(const std::vector<size_t>& offsets,
-                                   std::span<const size_t> shared_chars, size_t n_tokens) {
+std::vector<int32_t> PointsByChars(const Model& model, std::string_view full_text,
+                                   std::span<const Token> full,
+                                   const std::vector<size_t>& offsets,
+                                   std::span<const SharedChars> shared) {
   std::vector<int32_t> points;
-  for (size_t chars : shared_chars) AddPoint(points, TokensWithin(offsets, chars), n_tokens);
+  for (const SharedChars& at : shared) AddPoints(model, full_text, full, offsets, at, points);
   SortUnique(points);
   return points;
 }
@@ -298,11 +349,14 @@ Result<std::vector<int32_t>> ChatCapturePoints(const Model& model, const ChatTem
                            tmpl.RenderPrefixes(messages_json, options));
   const std::vector<size_t> offsets = TokenOffsets(model, full);
   if (offsets.back() != full_text.size()) return PointsByTokens(model, prefixes, full);
-  std::vector<size_t> shared;
+  std::vector<SharedChars> shared;
   for (const std::string& text : prefixes) {
-    shared.push_back(SharedPrefix(std::span<const char>(text), std::span<const char>(full_text)));
+    SharedChars at;
+    at.chars = SharedPrefix(std::span<const char>(text), std::span<const char>(full_text));
+    if (at.chars < text.size()) at.next = text[at.chars];
+    shared.push_back(at);
   }
-  return PointsByChars(offsets, shared, full.size());
+  return PointsByChars(model, full_text, full, offsets, shared);
 }
 
 Result<std::vector<int32_t>> ChatCapturePoints(const Model& model, const ChatTemplate& tmpl,
@@ -321,11 +375,15 @@ Result<std::vector<int32_t>> ChatCapturePoints(const Model& model, const ChatTem
   if (stats) stats->prefixes = m.prefixes.size();
   RenderMissing(tmpl, chat, full_text, m, memo, stats);
   memo.PutText(full_text);
-  std::vector<size_t> shared;
+  std::vector<SharedChars> shared;
   for (const auto& r : m.records) {
-    if (!r->refused && !r->skipped) shared.push_back(r->boundary);
+    if (r->refused || r->skipped) continue;
+    SharedChars at;
+    at.chars = r->boundary;
+    if (r->boundary < r->length) at.next = r->next_char;
+    shared.push_back(at);
   }
-  return PointsByChars(offsets, shared, full.size());
+  return PointsByChars(model, full_text, full, offsets, shared);
 }
 
 std::vector<int32_t> TextCapturePoints(const Model& model, std::span<const Token> tokens) {

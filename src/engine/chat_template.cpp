@@ -223,10 +223,24 @@ Result<std::string> ChatTemplate::RenderPrefix(const ParsedChat& chat, size_t n_
   // Templates that strip reasoning from assistant turns before the last user message render
   // messages[:i] differently when a user message follows; a placeholder user message makes
   // the prefix render as it does inside the full conversation.
-  if (variant == PrefixVariant::kFollowedByUser) {
+  // The next request appends the answer after the last message; a placeholder assistant
+  // message shows how the template closes that message when an answer follows.
+  if (variant != PrefixVariant::kPlain) {
     common_chat_msg placeholder;
-    placeholder.role = "user";
+    placeholder.role = variant == PrefixVariant::kFollowedByUser ? "user" : "assistant";
+    if (variant == PrefixVariant::kFollowedByToolCall) {
+      const std::string name = part.tools.empty() ? "tool" : part.tools.front().name;
+      placeholder.tool_calls.push_back({name, "{}", "call_0"});
+    }
     part.messages.push_back(placeholder);
+  }
+  // An answer is followed by the user's next message sooner or later, and templates render it
+  // then as history (its reasoning stripped): the turn shares with the generation prompt only
+  // up to where its reasoning would begin.
+  if (variant == PrefixVariant::kFollowedByAssistant) {
+    common_chat_msg user;
+    user.role = "user";
+    part.messages.push_back(user);
   }
   return Apply(impl_->templates.get(), part);
 }
@@ -283,6 +297,9 @@ std::vector<PrefixRender> PrefixesToCompare(const ParsedChat& chat) {
     out.push_back({i, PrefixVariant::kFollowedByUser});
   }
   if (chat.options().add_generation_prompt) out.push_back({n_messages, PrefixVariant::kPlain});
+  out.push_back({n_messages, PrefixVariant::kFollowedByUser});
+  out.push_back({n_messages, PrefixVariant::kFollowedByAssistant});
+  out.push_back({n_messages, PrefixVariant::kFollowedByToolCall});
   return out;
 }
 

@@ -46,8 +46,14 @@ struct ChatRender {
 };
 
 // Which render of a prefix messages[:i] the capture points compare with the full render: the
-// prefix as it is, or followed by an empty user message (see RenderPrefixes).
-enum class PrefixVariant : uint8_t { kPlain = 0, kFollowedByUser = 1 };
+// prefix as it is, followed by an empty user message, followed by an empty assistant
+// message, or followed by an assistant message that calls a tool (see RenderPrefixes).
+enum class PrefixVariant : uint8_t {
+  kPlain = 0,
+  kFollowedByUser = 1,
+  kFollowedByAssistant = 2,
+  kFollowedByToolCall = 3,
+};
 
 // A messages array parsed once, so that the whole conversation and many of its prefixes can be
 // rendered without parsing it again. Every render from one ParsedChat uses the same clock
@@ -92,7 +98,10 @@ class ChatTemplate {
   // options (e.g. a tool_name that is not among the tools).
   Result<ChatRender> RenderWithOutput(const ParsedChat& chat) const;
   // Renders messages[:n_messages] without a generation prompt; kFollowedByUser appends an empty
-  // user message first (with n_messages == 0: the placeholder alone, as splits need it).
+  // user message first (with n_messages == 0: the placeholder alone, as splits need it),
+  // kFollowedByAssistant an empty assistant message and an empty user message (the answer as
+  // history), kFollowedByToolCall an assistant message calling the first tool (or "tool") with
+  // no arguments.
   // REQUIRES: n_messages <= chat.n_messages(), and 1 <= n_messages for kPlain. InvalidArgument
   // when the template refuses (some refuse a conversation that ends on an assistant turn).
   Result<std::string> RenderPrefix(const ParsedChat& chat, size_t n_messages,
@@ -104,7 +113,12 @@ class ChatTemplate {
   // Renders messages[:i] without a generation prompt for i = 1 .. n-1 and i = n when the full
   // render adds one (the tail), and for i < n also messages[:i] followed by an empty user
   // message (so that templates which strip reasoning before the last user message render the
-  // prefix as the full conversation does). Used to find message boundaries.
+  // prefix as the full conversation does), and all n messages followed by an empty user or
+  // assistant message or a tool call (what the next request appends: templates that close the
+  // last message,
+  // or open the next, differently by what follows it — a tool block closed only before a user
+  // turn, a trailing system turn — share with the next request only up to where that begins).
+  // Used to find message boundaries.
   Result<std::vector<std::string>> RenderPrefixes(const std::string& messages_json,
                                                   const ChatRenderOptions& options) const;
 
@@ -122,7 +136,7 @@ struct PrefixRender {
 
 // The prefix renders RenderPrefixes() makes for `chat` of n messages, in its order: for
 // i = 1 .. n-1 (plain, followed by user), then (n, plain) when the full render adds a
-// generation prompt.
+// generation prompt, then n followed by user, by assistant and by a tool call.
 std::vector<PrefixRender> PrefixesToCompare(const ParsedChat& chat);
 
 // Fills what needs the vocabulary: the preserved tokens that are one token each become

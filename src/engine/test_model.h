@@ -24,13 +24,23 @@ struct TestModelSpec {
                                  // another arch llama.cpp's generator writes
   std::string shape = "tiny";    // one of TestModelShapes()
   uint64_t seed = 1;             // selects the weights; the tokenizer and template never change
+  // A real tokenizer: every "tokenizer.*" key (tokens, types, merges or scores, pre-tokenizer,
+  // special ids, add_bos, its chat template when it has one) of a vocab GGUF, by NAME
+  // ("qwen35": the pinned source's models/ggml-vocab-qwen35.gguf) or FILE. The embedding and
+  // output tensors follow its size (Q8_0 above 64K tokens). Empty: prefixd's own 640-token BPE
+  // (32768 for small and medium) and Qwen3-style template.
+  std::string vocab;
+  // The chat template, by NAME ("Qwen3.5-4B": models/templates/Qwen3.5-4B.jinja) or FILE, in
+  // place of the tokenizer's own. Empty: the tokenizer's (none for a vocab without one).
+  std::string chat_template;
 };
 
 // Writes the model described by `spec` to `out_path` (through a temporary file in the same
 // folder, renamed into place once complete). Returns InvalidArgument naming the valid choices
 // for an unknown arch or shape (the archs of llama.cpp's generator have only "tiny"), NotFound
 // when such an arch needs the generator and it is missing, IOError when the file cannot be
-// written, Internal when llama.cpp rejects the model.
+// written, Internal when llama.cpp rejects the model. NotFound for a vocab or template that is
+// neither a pinned NAME nor a file.
 // Not thread-safe: it calls into llama.cpp's process-wide backend and log state.
 Status MakeTestModel(const TestModelSpec& spec, const std::string& out_path);
 

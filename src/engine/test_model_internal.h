@@ -54,6 +54,32 @@ inline constexpr uint32_t kMinVocab = 512;
 // The Jinja chat template stored as "tokenizer.chat_template".
 const std::string& ChatTemplate();
 
+// Copies key `i` of `src` into `dst` (scalars, strings and arrays of either).
+void CopyKey(gguf_context* dst, const gguf_context* src, int64_t i);
+
+// The tokenizer and chat template a test model gets (test_model_vocab.cpp): prefixd's own
+// (AddTokenizer), or every "tokenizer.*" key of a real vocab GGUF (TestModelSpec::vocab), with
+// the chat template optionally replaced (TestModelSpec::chat_template).
+struct TokenizerChoice {
+  GgufPtr vocab;              // null: prefixd's own tokenizer
+  std::string vocab_path;     // the resolved vocab file, for messages
+  bool has_template = false;  // chat_template replaces the tokenizer's template
+  std::string chat_template;  // Jinja source
+};
+
+// Resolves and reads the spec's vocab and template (names inside the pinned source, or files).
+// NotFound when one is missing, Corruption when the vocab is not a GGUF with tokens.
+Result<TokenizerChoice> LoadTokenizerChoice(const std::string& vocab,
+                                            const std::string& chat_template);
+// The vocabulary size: the vocab's token count, or `own_n_vocab` for prefixd's tokenizer.
+uint32_t VocabSize(const TokenizerChoice& choice, uint32_t own_n_vocab);
+// Writes the chosen tokenizer and template into `ctx`, replacing any "tokenizer.*" keys there.
+// REQUIRES: n_vocab == VocabSize(choice, n_vocab).
+void AddTokenizer(gguf_context* ctx, const TokenizerChoice& choice, uint32_t n_vocab);
+// Declares the vocabulary-sized tensors Q8_0 when the vocabulary is large (a real one), so that
+// tiny models with a 250K-token vocabulary stay a few tens of MB. Skips names `ctx` declares.
+void AddVocabTensorTypes(gguf_context* ctx, uint32_t n_vocab);
+
 // Userdata for FillTensor, the llama_model_init_from_user callback.
 struct WeightInit {
   uint64_t seed = 1;
@@ -96,10 +122,11 @@ class UpstreamModel {
   UpstreamModel(const UpstreamModel&) = delete;
   UpstreamModel& operator=(const UpstreamModel&) = delete;
 
-  // The generator's metadata with the tokenizer replaced by AddTokenizer(n_vocab), the
+  // The generator's metadata with the tokenizer replaced by AddTokenizer(tokenizer, n_vocab), the
   // vocabulary-sized hyper-parameters resized, the context length set to `n_ctx_train` and
   // "general.name" set; tensors that are not F32 are declared with their type.
-  GgufPtr BuildMetadata(uint32_t n_vocab, uint32_t n_ctx_train, const std::string& name) const;
+  GgufPtr BuildMetadata(const TokenizerChoice& tokenizer, uint32_t n_vocab, uint32_t n_ctx_train,
+                        const std::string& name) const;
 
   // The llama_model_init_from_user callback (userdata: this): a tensor of the generator's shape
   // and type gets the generator's bytes; one that llama.cpp sized from the new vocabulary gets

@@ -17,6 +17,7 @@
 
 #include "chat.h"
 #include "engine/model.h"
+#include "engine/pinned_assets.h"
 #include "engine/test_model_internal.h"
 #include "llama.h"
 
@@ -466,6 +467,96 @@ TEST(TestModelTest, ChatTemplateStripsReasoningOfEarlierTurns) {
   EXPECT_EQ(Render(model, two, false),
             "<|im_start|>user\nQ1<|im_end|>\n"
             "<|im_start|>assistant\n<think>\nR1\n</think>\n\nA1<|im_end|>\n");
+}
+
+
+// Real tokenizers (issue 13): a model made with --vocab tokenizes as the vocab-only GGUF does,
+// carries its chat template (or --template's), is a few tens of MB with a 250K vocabulary,
+// and is the same file for the same seed.
+struct VocabCase {
+  std::string arch;
+  std::string vocab;
+  std::string chat_template;  // "" : the vocab's own
+  size_t max_mib;
+};
+
+class RealVocabTest : public ::testing::TestWithParam<VocabCase> {};
+
+std::unique_ptr<llama_model, ModelFree> LoadFile(const std::string& path, bool vocab_only) {
+  llama_model_params params = llama_model_default_params();
+  params.n_gpu_layers = 0;
+  params.vocab_only = vocab_only;
+  return std::unique_ptr<llama_model, ModelFree>(llama_model_load_from_file(path.c_str(), params));
+}
+
+TEST_P(RealVocabTest, TokenizesAsTheVocabAndKeepsItsTemplate) {
+  const VocabCase& c = GetParam();
+  const std::string path = TestModels::Get().dir() + "/" + c.arch + "-" + c.vocab + ".gguf";
+  TestModelSpec spec{c.arch, "tiny", 3};
+  spec.vocab = c.vocab;
+  spec.chat_template = c.chat_template;
+  ASSERT_TRUE(MakeTestModel(spec, path).ok());
+  EXPECT_LE(fs::file_size(path), c.max_mib << 20);
+  auto vocab_path = ResolveVocabPath(c.vocab);
+  ASSERT_TRUE(vocab_path.ok());
+  auto ref = LoadFile(*vocab_path, true);
+  auto made = LoadFile(path, false);
+  ASSERT_TRUE(ref && made);
+  const llama_vocab* rv = llama_model_get_vocab(ref.get());
+  const llama_vocab* mv = llama_model_get_vocab(made.get());
+  EXPECT_EQ(llama_vocab_n_tokens(mv), llama_vocab_n_tokens(rv));
+  EXPECT_EQ(llama_vocab_bos(mv), llama_vocab_bos(rv));
+  EXPECT_EQ(llama_vocab_eos(mv), llama_vocab_eos(rv));
+  EXPECT_EQ(llama_vocab_get_add_bos(mv), llama_vocab_get_add_bos(rv));
+  // The pinned source's own tokenizer test inputs, and text with chat markup.
+  std::string text = ReadFile(*vocab_path + ".inp") + kEnglish +
+                     "<|im_start|>user\n<think>x</think><start_of_turn>model\n"
+                     "<|start_header_id|>assistant<|end_header_id|>\n\n<|eot_id|>";
+  for (bool special : {false, true}) {
+    const auto want = Tokenize(rv, text, special);
+    ASSERT_GT(want.size(), 100u);
+    EXPECT_EQ(Tokenize(mv, text, special), want) << "parse_special " << special;
+  }
+  const char* tmpl = llama_model_chat_template(made.get(), nullptr);
+  if (c.chat_template.empty()) {
+    const char* want = llama_model_chat_template(ref.get(), nullptr);
+    EXPECT_EQ(tmpl == nullptr, want == nullptr);
+    if (tmpl && want) EXPECT_EQ(std::string(tmpl), std::string(want));
+  } else {
+    ASSERT_NE(tmpl, nullptr);
+    EXPECT_EQ(std::string(tmpl), *LoadTemplateSource(c.chat_template));
+  }
+  // Same seed, same bytes.
+  const std::string again = path + ".again";
+  ASSERT_TRUE(MakeTestModel(spec, again).ok());
+  EXPECT_TRUE(ReadFile(path) == ReadFile(again));
+  fs::remove(again);
+  fs::remove(path);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Vocabs, RealVocabTest,
+    ::testing::Values(VocabCase{"qwen35", "qwen35", "", 48},
+                      VocabCase{"llama", "llama-bpe", "meta-llama-Llama-3.1-8B-Instruct", 40},
+                      VocabCase{"gemma4", "gemma-4", "", 96}),
+    [](const ::testing::TestParamInfo<VocabCase>& info) {
+      std::string name = info.param.arch + "_" + info.param.vocab +
+                         (info.param.chat_template.empty() ? "" : "_template");
+      for (char& ch : name) {
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      }
+      return name;
+    });
+
+TEST(TestModelTest, UnknownVocabOrTemplateIsNotFound) {
+  const std::string path = TestModels::Get().dir() + "/missing.gguf";
+  TestModelSpec spec{"qwen35", "tiny", 1};
+  spec.vocab = "no-such-vocab";
+  EXPECT_EQ(MakeTestModel(spec, path).code(), Status::Code::kNotFound);
+  spec.vocab = "qwen35";
+  spec.chat_template = "no-such-template";
+  EXPECT_EQ(MakeTestModel(spec, path).code(), Status::Code::kNotFound);
+  EXPECT_FALSE(fs::exists(path));
 }
 
 }  // namespace

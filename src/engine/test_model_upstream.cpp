@@ -191,15 +191,16 @@ UpstreamModel::~UpstreamModel() {
   if (data_ != nullptr) ggml_free(data_);
 }
 
-GgufPtr UpstreamModel::BuildMetadata(uint32_t n_vocab, uint32_t n_ctx_train,
-                                     const std::string& name) const {
+GgufPtr UpstreamModel::BuildMetadata(const TokenizerChoice& tokenizer, uint32_t n_vocab,
+                                     uint32_t n_ctx_train, const std::string& name) const {
   GgufPtr meta(gguf_init_empty());
   gguf_set_kv(meta.get(), gguf_);
   RemoveTokenizerKeys(meta.get());
   gguf_set_val_str(meta.get(), "general.name", name.c_str());
-  AddTokenizer(meta.get(), n_vocab);
+  AddTokenizer(meta.get(), tokenizer, n_vocab);
   const int64_t eos_id = gguf_find_key(meta.get(), "tokenizer.ggml.eos_token_id");
-  ResizePleHeads(meta.get(), arch_, n_vocab, gguf_get_val_u32(meta.get(), eos_id));
+  const uint32_t eos = eos_id >= 0 ? gguf_get_val_u32(meta.get(), eos_id) : 0;
+  ResizePleHeads(meta.get(), arch_, n_vocab, eos);
   gguf_set_val_u32(meta.get(), (arch_ + ".vocab_size").c_str(), n_vocab);
   gguf_set_val_u32(meta.get(), (arch_ + ".context_length").c_str(), n_ctx_train);
   const std::string orig_ctx = arch_ + ".rope.scaling.original_context_length";
@@ -207,6 +208,7 @@ GgufPtr UpstreamModel::BuildMetadata(uint32_t n_vocab, uint32_t n_ctx_train,
     gguf_set_val_u32(meta.get(), orig_ctx.c_str(), n_ctx_train);
   }
   DeclareTypes(meta.get(), gguf_);
+  AddVocabTensorTypes(meta.get(), n_vocab);
   return meta;
 }
 

@@ -71,41 +71,6 @@ Status AppendTail(const std::string& src, size_t offset, FILE* dst) {
   return std::ferror(in) ? Status::IOError("cannot read " + src) : Status::OK();
 }
 
-// Copies scalar key `i` of `src` into `dst`.
-void CopyScalar(gguf_context* dst, const gguf_context* src, int64_t i) {
-  const char* key = gguf_get_key(src, i);
-  switch (gguf_get_kv_type(src, i)) {
-    case GGUF_TYPE_UINT8: gguf_set_val_u8(dst, key, gguf_get_val_u8(src, i)); break;
-    case GGUF_TYPE_INT8: gguf_set_val_i8(dst, key, gguf_get_val_i8(src, i)); break;
-    case GGUF_TYPE_UINT16: gguf_set_val_u16(dst, key, gguf_get_val_u16(src, i)); break;
-    case GGUF_TYPE_INT16: gguf_set_val_i16(dst, key, gguf_get_val_i16(src, i)); break;
-    case GGUF_TYPE_UINT32: gguf_set_val_u32(dst, key, gguf_get_val_u32(src, i)); break;
-    case GGUF_TYPE_INT32: gguf_set_val_i32(dst, key, gguf_get_val_i32(src, i)); break;
-    case GGUF_TYPE_FLOAT32: gguf_set_val_f32(dst, key, gguf_get_val_f32(src, i)); break;
-    case GGUF_TYPE_UINT64: gguf_set_val_u64(dst, key, gguf_get_val_u64(src, i)); break;
-    case GGUF_TYPE_INT64: gguf_set_val_i64(dst, key, gguf_get_val_i64(src, i)); break;
-    case GGUF_TYPE_FLOAT64: gguf_set_val_f64(dst, key, gguf_get_val_f64(src, i)); break;
-    case GGUF_TYPE_BOOL: gguf_set_val_bool(dst, key, gguf_get_val_bool(src, i)); break;
-    case GGUF_TYPE_STRING: gguf_set_val_str(dst, key, gguf_get_val_str(src, i)); break;
-    default: break;
-  }
-}
-
-// Copies key `i` of `src` into `dst` (scalars, strings and arrays of either).
-void CopyKey(gguf_context* dst, const gguf_context* src, int64_t i) {
-  const char* key = gguf_get_key(src, i);
-  if (gguf_get_kv_type(src, i) != GGUF_TYPE_ARRAY) {
-    CopyScalar(dst, src, i);
-  } else if (gguf_get_arr_type(src, i) == GGUF_TYPE_STRING) {
-    std::vector<const char*> strs(gguf_get_arr_n(src, i));
-    for (size_t j = 0; j < strs.size(); ++j) strs[j] = gguf_get_arr_str(src, i, j);
-    gguf_set_arr_str(dst, key, strs.data(), strs.size());
-  } else {
-    gguf_set_arr_data(dst, key, gguf_get_arr_type(src, i), gguf_get_arr_data(src, i),
-                      gguf_get_arr_n(src, i));
-  }
-}
-
 // Appends the data of `tensors` (already declared in `ctx` after the saved ones) to `out`,
 // which holds the saved file's data section of `data_size` bytes; each tensor starts at its
 // declared offset (aligned).
