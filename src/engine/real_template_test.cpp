@@ -341,12 +341,15 @@ TEST(RealTemplateTest, VocabsOwnTemplateServesTheSession) {
 
 // --- every template ---------------------------------------------------------------------------
 
-// Templates that refuse this session (roles must alternate user/assistant; tool results are
-// not in their alternation): the right answer is a 400 quoting the template.
+// Templates that refuse this session: roles must alternate user/assistant (tool results are
+// not in their alternation), or one tool call per message (Llama 3.x: "This model only supports
+// single tool-calls at once!"; EngineRealTemplateTest serves Llama 3.1 a session without
+// parallel calls). The right answer is a 400 quoting the template.
 const std::set<std::string>& ExpectedRefusals() {
   static const std::set<std::string> kRefuse = {
       "Mistral-Small-3.2-24B-Instruct-2506", "mistralai-Mistral-Nemo-Instruct-2407",
-      "google-gemma-2-2b-it"};
+      "google-gemma-2-2b-it", "meta-llama-Llama-3.1-8B-Instruct",
+      "meta-llama-Llama-3.2-3B-Instruct", "meta-llama-Llama-3.3-70B-Instruct"};
   return kRefuse;
 }
 
