@@ -87,6 +87,44 @@ describe('chat tools on Qwen3.5-4B', () => {
     logit_bias: bias, enable_thinking: false,
   };
 
+  // Reusable = the tokens a turn's prompt shares with the previous turn's, both as the server
+  // renders and tokenizes them (/apply-template); cached must cover at least 99% of them.
+  it('a 5-turn loop of the model\'s own tool calls reuses >= 0.99 of the reusable tokens', async () => {
+    const tools = [FORECAST, CLOCK];
+    const history = [{ role: 'system', content: SYSTEM }, { role: 'user', content: 'Plan my week.' }];
+    const tokensOf = async (msgs) => {
+      const r = await post(server, '/apply-template', { messages: msgs, tools, enable_thinking: false });
+      assert.equal(r.status, 200, r.text);
+      return r.json.tokens;
+    };
+    let previous = null;
+    let sumCached = 0; let sumReusable = 0;
+    for (let turn = 0; turn < 5; turn++) {
+      const current = await tokensOf(history);
+      const r = await openai.chat.completions.create({
+        model: 'tiny', max_tokens: 300, messages: history, tools, tool_choice: 'required',
+        logit_bias: bias, enable_thinking: false,
+      });
+      assert.equal(r.usage.prompt_tokens, current.length);
+      if (previous) {
+        let shared = 0;
+        while (shared < previous.length && previous[shared] === current[shared]) shared++;
+        const cached = Math.min(r.usage.prompt_tokens_details.cached_tokens, shared);
+        assert.ok(cached >= 0.99 * shared, `turn ${turn}: cached ${cached} of ${shared} reusable`);
+        sumCached += cached; sumReusable += shared;
+      }
+      previous = current;
+      const msg = r.choices[0].message;
+      assert.equal(r.choices[0].finish_reason, 'tool_calls', JSON.stringify(msg));
+      history.push({ role: 'assistant', content: msg.content, tool_calls: msg.tool_calls });
+      for (const call of msg.tool_calls) {
+        history.push({ role: 'tool', tool_call_id: call.id, content: `{"ok": ${turn}}` });
+      }
+    }
+    assert.ok(sumReusable > 0);
+    assert.ok(sumCached >= 0.99 * sumReusable, `${sumCached} of ${sumReusable}`);
+  });
+
   it('tool_choice required gives a parsed call of the schema', async () => {
     const r = await openai.chat.completions.create({ ...forced, logit_bias: bias });
     const choice = r.choices[0];
