@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bandwidth.h"
 #include "bench/trace.h"
 #include "cli/flags.h"
 #include "engine/engine.h"
@@ -169,6 +170,9 @@ struct Totals {
   int64_t mismatches = 0, hits = 0;
   double prefill_on = 0, prefill_off = 0;
   std::map<std::string, int> misses;
+  // Restores that set bytes, by Tier: state bytes and ms (disk: the prefetch's reads included).
+  uint64_t ram_bytes = 0, disk_bytes = 0, max_restore_bytes = 0;
+  double ram_ms = 0, disk_ms = 0;
   void Add(int32_t reusable_tokens, const CompletionResult& on, const CompletionResult& off) {
     ++requests;
     prompt += on.usage.prompt_tokens;
@@ -181,6 +185,14 @@ struct Totals {
     if (on.tokens != off.tokens) ++mismatches;
     if (on.usage.cached_tokens > 0) ++hits;
     if (!on.cache.miss_reason.empty()) ++misses[on.cache.miss_reason];
+    const engine::Usage& u = on.usage;
+    if (u.restored_bytes > 0 && on.cache.tier == engine::CacheTier::kRam) {
+      ram_bytes += u.restored_bytes, ram_ms += u.restore_ms;
+    }
+    if (u.restored_bytes > 0 && on.cache.tier == engine::CacheTier::kDisk) {
+      disk_bytes += u.restored_bytes, disk_ms += u.restore_ms + u.prefetch_ms;
+    }
+    max_restore_bytes = std::max(max_restore_bytes, u.restored_bytes);
   }
 };
 
@@ -234,6 +246,21 @@ void PrintTotals(const ReplayTotals& r) {
               (long long)b.cached, (long long)b.reusable, 100 * Ratio(b.cached, b.reusable));
   std::printf("  reused / reusable from the restart on %lld / %lld  (%.1f%%)\n",
               (long long)f.cached, (long long)f.reusable, 100 * Ratio(f.cached, f.reusable));
+}
+
+// Restore throughput by Tier against memcpy of the largest restore and a plain read() of the
+// cache's record files, both measured now (issue 15).
+void PrintRestoreRates(const Totals& t, const std::string& cache_dir) {
+  const double memcpy_bw = MemcpyGBps(t.max_restore_bytes);
+  uint64_t file_bytes = 0;
+  const double read_bw = cache_dir.empty() ? 0 : PlainReadGBps(cache_dir + "/records", &file_bytes);
+  auto rate = [](uint64_t bytes, double ms) { return ms > 0 ? bytes / (ms * 1e6) : 0.0; };
+  const double ram_bw = rate(t.ram_bytes, t.ram_ms), disk_bw = rate(t.disk_bytes, t.disk_ms);
+  std::printf("  restore from RAM         %.1f MB in %.1f ms = %.2f GB/s; memcpy %.2f GB/s (%.0f%%)\n",
+              t.ram_bytes / 1e6, t.ram_ms, ram_bw, memcpy_bw, 100 * Ratio(ram_bw, memcpy_bw));
+  std::printf("  restore from disk        %.1f MB in %.1f ms = %.2f GB/s; plain read %.2f GB/s "
+              "(%.0f%%)\n", t.disk_bytes / 1e6, t.disk_ms, disk_bw, read_bw,
+              100 * Ratio(disk_bw, read_bw));
 }
 
 Result<ReplayTotals> ReplayTrace(EnginePair& p, const std::vector<TraceRequest>& trace) {
@@ -421,6 +448,7 @@ int Main(const BenchArgs& a) {
     return 1;
   }
   PrintTotals(*totals);
+  PrintRestoreRates(totals->all, engines->on_options.cache_dir);
   if (a.overhead_reps > 0) {
     const Status st = MeasureCaptureOverhead(*engines, a);
     if (!st.ok()) {

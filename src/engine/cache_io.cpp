@@ -11,8 +11,6 @@ namespace {
 
 using cache::PayloadRef;
 
-// A restore buffer larger than this is released after use rather than kept for the next one.
-constexpr size_t kMaxScratchBytes = size_t(512) << 20;
 using cache::SnapshotKind;
 
 PayloadRef MakePayload(std::vector<uint8_t> bytes) {
@@ -72,13 +70,23 @@ std::vector<CapturePoint> PlanCaptures(const Prompt& prompt, int32_t restored, i
   return points;
 }
 
+PrefetchResult PrefetchFromDisk(cache::PrefixCache& ram, cache::DiskTier& disk,
+                                const Digest& domain, std::span<const Token> tokens,
+                                size_t max_len) {
+  PrefetchResult r;
+  cache::PrefixCache::Match m = ram.Lookup(domain, tokens, max_len);
+  r.ram_tokens = m.n_tokens;
+  if (m.n_tokens < max_len) r.disk_tokens = disk.Promote(domain, tokens, max_len, m);
+  return r;
+}
+
 struct CacheIo::Impl {
   Context& ctx;
   cache::PrefixCache& cache;
   cache::DiskTier* disk;
   CacheIoOptions options;
   std::optional<StateShape> shape;  // kSliced: what the codec probe learned
-  std::vector<uint8_t> scratch;  // assembled state bytes, reused across restores
+  StatePieces pieces;  // the state a restore sets, as pieces of the payloads; reused
 
   Impl(Context& c, cache::PrefixCache& pc, cache::DiskTier* d, const CacheIoOptions& o,
        std::optional<StateShape> s)
@@ -124,11 +132,12 @@ Status CacheIo::Impl::RestoreMatch(Slot& slot, const cache::PrefixCache::Match& 
   }
   std::span<const uint8_t> partial;
   if (m.snapshot) partial = m.snapshot->bytes;
-  std::vector<uint8_t>& bytes = scratch;
-  PREFIXD_RETURN_IF_ERROR(AssembleStateInto(rows, partial, *shape, int32_t(m.n_tokens), &bytes));
-  Status set = ctx.SetState(slot.seq, bytes, StatePart::kWhole);
-  slot.result.usage.restored_bytes = bytes.size();
-  if (bytes.capacity() > kMaxScratchBytes) std::vector<uint8_t>().swap(bytes);
+  // The state is set straight from the payloads (held by `m` until we return): one copy of
+  // each row, from the Tier into the KV tensors (issue 15).
+  PREFIXD_RETURN_IF_ERROR(
+      AssembleStatePieces(rows, partial, *shape, int32_t(m.n_tokens), &pieces));
+  Status set = ctx.SetStatePieces(slot.seq, pieces.pieces, pieces.size);
+  slot.result.usage.restored_bytes = pieces.size;
   PREFIXD_RETURN_IF_ERROR(set);
   return CheckEndsAt(slot, m.n_tokens);
 }
@@ -190,7 +199,10 @@ cache::PrefixCache::Match CacheIo::Impl::LookupTiers(const Slot& slot, size_t ma
                                                       size_t good_enough, CacheTier* tier) {
   const auto& tokens = slot.job->request.prompt.tokens;
   cache::PrefixCache::Match m = cache.Lookup(slot.domain, tokens, max_len);
-  *tier = CacheTier::kRam;
+  // Bytes the prefetch read from disk into RAM for this request still count as a disk hit.
+  const PrefetchResult& pre = slot.job->prefetch;
+  *tier = pre.disk_tokens > pre.ram_tokens && m.n_tokens > pre.ram_tokens ? CacheTier::kDisk
+                                                                           : CacheTier::kRam;
   const size_t floor = std::max(m.n_tokens, good_enough);
   if (disk && floor < max_len && disk->Promote(slot.domain, tokens, max_len, m) > floor) {
     size_t diverged = m.diverged_at;

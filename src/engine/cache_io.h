@@ -62,6 +62,14 @@ class CacheIo {
   std::unique_ptr<Impl> impl_;
 };
 
+// Reads into `ram` what the disk Tier can add to the longest prefix of tokens[0, max_len) that
+// `ram` holds (DiskTier::Promote). Any thread: the scheduler calls it on the submitting thread,
+// so a prefix on disk is read before the request queues and the worker, which decodes every
+// slot, restores it from RAM instead of waiting on the disk (issue 15). Returns the restorable
+// length the disk offered (0: nothing beyond RAM) and the one RAM held before.
+PrefetchResult PrefetchFromDisk(cache::PrefixCache& ram, cache::DiskTier& disk, const Digest& domain,
+                        std::span<const Token> tokens, size_t max_len);
+
 // Plans where a prefill must end chunks: the prompt's capture points, the branch point, and
 // (for models with non-sliceable state) the prompt's end and every snapshot_spacing tokens
 // unless another point lies within block_size of it, all inside (restored, n].

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "engine/state_gather.h"
 #include "llama.h"
 
 namespace prefixd::engine {
@@ -179,6 +180,20 @@ Status Context::SetState(int32_t seq, std::span<const uint8_t> bytes, StatePart 
     return Status::Corruption("llama.cpp refused the sequence state (" +
                               std::to_string(bytes.size()) + " bytes, read " + std::to_string(n) +
                               ")");
+  }
+  return Status::OK();
+}
+
+Status Context::SetStatePieces(int32_t seq, std::span<const std::span<const uint8_t>> pieces,
+                               size_t size) {
+  RequireOwner();
+  SeqClear(seq);
+  size_t n = SetStateGathered(ctx_, seq, pieces, LLAMA_STATE_SEQ_FLAGS_NONE);
+  if (n != size) {
+    SeqClear(seq);
+    return Status::Corruption("llama.cpp refused the sequence state (" + std::to_string(size) +
+                              " bytes in " + std::to_string(pieces.size()) + " pieces, read " +
+                              std::to_string(n) + ")");
   }
   return Status::OK();
 }

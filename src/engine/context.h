@@ -79,6 +79,12 @@ class Context {
   // and leaves `seq` cleared.
   Status SetState(int32_t seq, std::span<const uint8_t> bytes, StatePart part);
 
+  // SetState(seq, concatenation of `pieces`, kWhole) without the concatenation: llama.cpp
+  // reads the state through a reader over the pieces and copies each tensor row straight from
+  // them (state_gather.cpp), so a restore moves its bytes once. `size` is the pieces' total.
+  Status SetStatePieces(int32_t seq, std::span<const std::span<const uint8_t>> pieces,
+                        size_t size);
+
   const Model& model() const { return model_; }
   const ContextOptions& options() const { return options_; }
   uint32_t n_batch() const { return options_.n_batch; }

@@ -294,6 +294,9 @@ TEST_P(EngineCacheTest, RestartReusesFromDisk) {
   EXPECT_EQ(with->tokens, without->tokens);
   EXPECT_EQ(with->usage.cached_tokens, expected) << with->cache.miss_reason;
   EXPECT_EQ(with->cache.tier, CacheTier::kDisk);
+  // The disk was read on the submitting thread before the request queued (issue 15): the
+  // worker, which decodes every slot, restored from RAM.
+  EXPECT_GT(with->usage.prefetch_ms, 0.0);
   on_.reset();
   std::filesystem::remove_all(dir);
 }

@@ -82,7 +82,20 @@ struct Scheduler::Impl {
   void CountRequest(const CompletionResult& r);
   void CountCacheError(const char* what, const Status& st);
   void RememberDomain(const Digest& domain);
+  void Prefetch(Job& job);
 };
+
+// On the submitting thread: what the disk holds of this prompt's prefix goes into RAM before
+// the job queues, so the worker (which decodes every slot) never waits on disk reads for it.
+// If the RAM Tier drops it again before the job is admitted, the worker reads the disk itself.
+void Scheduler::Impl::Prefetch(Job& job) {
+  if (!disk || !cache || job.request.prompt.tokens.size() < 2) return;
+  const auto& tokens = job.request.prompt.tokens;
+  const auto t0 = Clock::now();
+  job.prefetch = PrefetchFromDisk(*cache, *disk, DomainFor(fingerprints, job.request.tenant_salt),
+                                  tokens, tokens.size() - 1);
+  job.prefetch_ms = MillisSince(t0);
+}
 
 // Lets `prefixd cache --model F` find this domain's records later.
 void Scheduler::Impl::RememberDomain(const Digest& domain) {
@@ -220,6 +233,7 @@ Result<CompletionResult> Scheduler::Submit(CompletionRequest request) {
   }
   auto job = std::make_unique<Job>();
   job->request = std::move(request);
+  impl_->Prefetch(*job);
   auto done = job->done.get_future();
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
@@ -401,6 +415,7 @@ void Scheduler::Impl::Start(Slot& slot, std::unique_ptr<Job> job,
   slot.job = std::move(job);
   slot.result = CompletionResult{};
   slot.result.usage.queue_ms = MillisSince(slot.job->submitted);
+  slot.result.usage.prefetch_ms = slot.job->prefetch_ms;
   slot.result.usage.prompt_tokens = int32_t(slot.job->request.prompt.tokens.size());
   slot.started = Clock::now();
   slot.sampler = std::move(sampler);

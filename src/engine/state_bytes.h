@@ -76,6 +76,46 @@ class ByteWriter {
   std::vector<uint8_t>* out_;
 };
 
+// Writes a state as a list of pieces instead of one buffer (issue 15: a restore sets the state
+// straight from the cached payloads, with no assembled copy). Fixed fields and short appends
+// are copied into `headers`; an append of kMinPiece bytes or more becomes a piece pointing at
+// the caller's bytes, which must outlive the pieces. Resolve() turns header pieces (recorded as
+// offsets, since `headers` grows) into spans.
+class PieceWriter {
+ public:
+  static constexpr size_t kMinPiece = 256;
+  struct Piece {
+    const uint8_t* data = nullptr;  // null: `offset` into headers
+    size_t offset = 0;
+    size_t size = 0;
+  };
+
+  PieceWriter(std::vector<uint8_t>* headers, std::vector<Piece>* pieces)
+      : headers_(headers), pieces_(pieces) {}
+  template <typename T>
+  void Put(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T> && !std::is_pointer_v<T>);
+    CopyIn(reinterpret_cast<const uint8_t*>(&v), sizeof(T));
+  }
+  void Append(std::span<const uint8_t> bytes) {
+    if (bytes.size() < kMinPiece) return CopyIn(bytes.data(), bytes.size());
+    pieces_->push_back({bytes.data(), 0, bytes.size()});
+  }
+
+ private:
+  void CopyIn(const uint8_t* p, size_t n) {
+    if (n == 0) return;
+    if (pieces_->empty() || pieces_->back().data != nullptr) {
+      pieces_->push_back({nullptr, headers_->size(), 0});
+    }
+    headers_->insert(headers_->end(), p, p + n);
+    pieces_->back().size += n;
+  }
+
+  std::vector<uint8_t>* headers_;
+  std::vector<Piece>* pieces_;
+};
+
 // a * b, or false on overflow.
 inline bool MulChecked(uint64_t a, uint64_t b, uint64_t* out) {
   return !__builtin_mul_overflow(a, b, out);

@@ -219,4 +219,18 @@ Result<std::vector<uint8_t>> AssembleState(std::span<const RowsRef> rows,
 Status AssembleStateInto(std::span<const RowsRef> rows, std::span<const uint8_t> partial,
                          const StateShape& shape, int32_t expected_p, std::vector<uint8_t>* out);
 
+// A whole state as pieces in order: their concatenation is exactly what AssembleStateInto
+// writes. Large pieces point into the rows payloads and the partial passed to
+// AssembleStatePieces (which must outlive the pieces); fixed fields and cell metadata live in
+// `headers`. Reused across restores: its buffers keep their capacity.
+struct StatePieces {
+  std::vector<uint8_t> headers;
+  std::vector<std::span<const uint8_t>> pieces;
+  size_t size = 0;  // sum of the pieces' sizes
+};
+// AssembleStateInto without the copy: the same checks, the state as pieces (Context::
+// SetStatePieces sets it straight from them). On error `out->pieces` is empty.
+Status AssembleStatePieces(std::span<const RowsRef> rows, std::span<const uint8_t> partial,
+                           const StateShape& shape, int32_t expected_p, StatePieces* out);
+
 }  // namespace prefixd::engine

@@ -51,18 +51,25 @@ class StateCodecTest : public ::testing::TestWithParam<std::string> {
     return ctx.ok() ? std::move(ctx).value() : nullptr;
   }
 
-  // Encodes the pieces from the state at Q and assembles them with `partial`.
+  // Encodes the pieces from the state at Q and assembles them with `partial`. With `gathered`,
+  // also as StatePieces pointing into `*payloads`.
   Result<std::vector<uint8_t>> Assemble(const Captured& c, const std::vector<Piece>& pieces,
-                                        std::span<const uint8_t> partial, int32_t expected_p) {
+                                        std::span<const uint8_t> partial, int32_t expected_p,
+                                        std::vector<std::vector<uint8_t>>* payloads = nullptr,
+                                        StatePieces* gathered = nullptr) {
     PREFIXD_ASSIGN_OR_RETURN(ParsedState at_q, ParseState(c.whole, model_->layout()));
     PREFIXD_ASSIGN_OR_RETURN(StateShape shape, StateShapeOf(at_q));
-    std::vector<std::vector<uint8_t>> payloads;
+    std::vector<std::vector<uint8_t>> own;
+    if (payloads == nullptr) payloads = &own;
     for (const Piece& p : pieces) {
       PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> payload, EncodeRows(at_q, p.p0, p.p1));
-      payloads.push_back(std::move(payload));
+      payloads->push_back(std::move(payload));
     }
     std::vector<RowsRef> refs;
-    for (size_t i = 0; i < pieces.size(); ++i) refs.push_back({payloads[i], pieces[i].used});
+    for (size_t i = 0; i < pieces.size(); ++i) refs.push_back({(*payloads)[i], pieces[i].used});
+    if (gathered) {
+      PREFIXD_RETURN_IF_ERROR(AssembleStatePieces(refs, partial, shape, expected_p, gathered));
+    }
     return AssembleState(refs, partial, shape, expected_p);
   }
 
@@ -82,12 +89,30 @@ class StateCodecTest : public ::testing::TestWithParam<std::string> {
                                 const std::vector<Piece>& pieces,
                                 const std::vector<int32_t>& ends) {
     SCOPED_TRACE("P=" + std::to_string(p) + ", " + std::to_string(pieces.size()) + " payloads");
-    auto assembled = Assemble(c, Rows(pieces), PartialAt(c, p), p);
+    std::vector<std::vector<uint8_t>> payloads;
+    StatePieces gathered;
+    auto assembled = Assemble(c, Rows(pieces), PartialAt(c, p), p, &payloads, &gathered);
     ASSERT_TRUE(assembled.ok()) << assembled.status().ToString();
     // The assembled state is the state a cold run holds at p, byte for byte.
     EXPECT_TRUE(*assembled == c.whole_at.at(p)) << "assembled " << assembled->size()
                                                 << " bytes, native " << c.whole_at.at(p).size();
+    // The pieces are the same bytes, and setting them (llama.cpp reading through the pieces)
+    // leaves the sequence exactly as setting the assembled buffer does.
+    std::vector<uint8_t> joined;
+    for (auto piece : gathered.pieces) joined.insert(joined.end(), piece.begin(), piece.end());
+    EXPECT_TRUE(joined == *assembled) << gathered.pieces.size() << " pieces";
+    EXPECT_EQ(gathered.size, assembled->size());
+    if (gathered.pieces.size() > 1) {  // pieces that end early: refused, the sequence empty
+      auto cut = std::span(gathered.pieces).first(gathered.pieces.size() - 1);
+      EXPECT_FALSE(ctx.SetStatePieces(1, cut, gathered.size).ok());
+      EXPECT_EQ(ctx.SeqPosMax(1), -1);
+    }
     ASSERT_TRUE(ctx.SetState(1, *assembled, StatePart::kWhole).ok());
+    auto set_plain = ctx.GetState(1, StatePart::kWhole);
+    ASSERT_TRUE(ctx.SetStatePieces(1, gathered.pieces, gathered.size).ok());
+    auto set_gathered = ctx.GetState(1, StatePart::kWhole);
+    ASSERT_TRUE(set_plain.ok() && set_gathered.ok());
+    EXPECT_TRUE(*set_plain == *set_gathered) << "the gathered set differs from the plain one";
     EXPECT_EQ(ctx.SeqPosMax(1), p - 1);
     auto warm = DecodeTail(ctx, 1, tokens_, p, kTail);
     ASSERT_TRUE(warm.ok()) << warm.status().ToString();

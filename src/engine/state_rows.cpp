@@ -478,8 +478,8 @@ size_t AssembledSize(const StateShape& shape, uint32_t p, size_t partial_body) {
   return n + partial_body;
 }
 
-void PutCells(std::span<const CheckedRows> rows, const StateShape& shape, bool cell_ext,
-              ByteWriter& w) {
+template <typename W>
+void PutCells(std::span<const CheckedRows> rows, const StateShape& shape, bool cell_ext, W& w) {
   int32_t pos = 0;
   for (const CheckedRows& c : rows) {
     for (uint32_t i = 0; i < c.n_used; ++i) {
@@ -492,8 +492,9 @@ void PutCells(std::span<const CheckedRows> rows, const StateShape& shape, bool c
 }
 
 // The layers `layers` of a row section, which are the payloads' layers from `first` on.
+template <typename W>
 void PutLayers(std::span<const CheckedRows> rows, const StateShape& shape,
-               const std::vector<LayerShape>& layers, size_t first, ByteWriter& w) {
+               const std::vector<LayerShape>& layers, size_t first, W& w) {
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerShape& l = layers[i];
     const size_t il = first + i;
@@ -527,8 +528,9 @@ void PutLayers(std::span<const CheckedRows> rows, const StateShape& shape,
 }
 
 // A row section (the base or the index) of the assembled state.
+template <typename W>
 void PutRowSection(std::span<const CheckedRows> rows, const StateShape& shape, int32_t p,
-                   bool index, ByteWriter& w) {
+                   bool index, W& w) {
   w.Put(shape.n_stream);
   for (uint32_t s = 0; s < shape.n_stream; ++s) {
     if (s != shape.stream) {
@@ -558,13 +560,19 @@ Result<std::vector<uint8_t>> AssembleState(std::span<const RowsRef> rows,
   return out;
 }
 
-Status AssembleStateInto(std::span<const RowsRef> rows, std::span<const uint8_t> partial,
-                         const StateShape& shape, int32_t expected_p, std::vector<uint8_t>* out) {
-  out->clear();
+namespace {
+
+// Checks the rows and the partial against `shape` and writes the whole state through `w`
+// (ByteWriter: one buffer; PieceWriter: pieces into the payloads). `reserve` is called with the
+// state's size before anything is written.
+template <typename W, typename Reserve>
+Status AssembleWith(std::span<const RowsRef> rows, std::span<const uint8_t> partial,
+                    const StateShape& shape, int32_t expected_p, W& w, Reserve reserve) {
   if (!LayoutHasRows(shape.layout)) {
     if (!rows.empty()) return Status::InvalidArgument("assemble: a recurrent state has no rows");
     PREFIXD_RETURN_IF_ERROR(CheckPartial(partial, shape, expected_p).status());
-    out->assign(partial.begin(), partial.end());
+    reserve(partial.size());
+    w.Append(partial);
     return Status::OK();
   }
   if (rows.empty()) return Status::InvalidArgument("assemble: no rows");
@@ -584,14 +592,41 @@ Status AssembleStateInto(std::span<const RowsRef> rows, std::span<const uint8_t>
   } else if (!partial.empty()) {
     return Status::InvalidArgument("assemble: an attention-only state takes no partial");
   }
-  out->reserve(AssembledSize(shape, uint32_t(p), partial_body.size()));
-  ByteWriter w(out);
+  reserve(AssembledSize(shape, uint32_t(p), partial_body.size()));
   w.Put(kSeqStateMagic);
   w.Put(shape.seq_id);
   PutRowSection(checked, shape, p, /*index=*/false, w);
   if (shape.has_index && !shape.index_after_partial) PutRowSection(checked, shape, p, true, w);
   w.Append(partial_body);
   if (shape.has_index && shape.index_after_partial) PutRowSection(checked, shape, p, true, w);
+  return Status::OK();
+}
+
+}  // namespace
+
+Status AssembleStateInto(std::span<const RowsRef> rows, std::span<const uint8_t> partial,
+                         const StateShape& shape, int32_t expected_p, std::vector<uint8_t>* out) {
+  out->clear();
+  ByteWriter w(out);
+  return AssembleWith(rows, partial, shape, expected_p, w, [&](size_t n) { out->reserve(n); });
+}
+
+Status AssembleStatePieces(std::span<const RowsRef> rows, std::span<const uint8_t> partial,
+                           const StateShape& shape, int32_t expected_p, StatePieces* out) {
+  using Piece = internal::PieceWriter::Piece;
+  out->headers.clear();
+  out->pieces.clear();
+  out->size = 0;
+  std::vector<Piece> raw;
+  internal::PieceWriter w(&out->headers, &raw);
+  PREFIXD_RETURN_IF_ERROR(
+      AssembleWith(rows, partial, shape, expected_p, w, [](size_t) {}));
+  out->pieces.reserve(raw.size());
+  for (const Piece& piece : raw) {
+    const uint8_t* data = piece.data ? piece.data : out->headers.data() + piece.offset;
+    out->pieces.emplace_back(data, piece.size);
+    out->size += piece.size;
+  }
   return Status::OK();
 }
 

@@ -1,5 +1,6 @@
 #include "store/disk_store.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <condition_variable>
@@ -53,6 +54,29 @@ Result<DecodedFront> ReadFront(const RandomAccessFile& file, uint64_t file_bytes
   return DecodeRecordFront(front, file_bytes);
 }
 
+// Reads a payload of `n` bytes and its 4-byte checksum trailer at `offset` into dst[0, n + 4)
+// and verifies the checksum in the same pass: a slice at a time, each checked right after it is
+// read, while it is still in the CPU cache (issue 15).
+Status ReadVerifiedPayload(const RandomAccessFile& file, uint64_t offset, uint64_t n,
+                           uint8_t* dst) {
+  constexpr size_t kSlice = size_t(1) << 20;
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
+  uint32_t crc = Crc32c(len, sizeof len);
+  for (uint64_t done = 0; done < n + 4;) {
+    const size_t want = size_t(std::min<uint64_t>(kSlice, n + 4 - done));
+    PREFIXD_ASSIGN_OR_RETURN(size_t got, file.Read(offset + done, want, dst + done));
+    if (got != want) return Status::Corruption("truncated payload");
+    const uint64_t payload_end = std::min<uint64_t>(done + got, n);
+    if (payload_end > done) crc = Crc32cExtend(crc, dst + done, size_t(payload_end - done));
+    done += got;
+  }
+  const uint8_t* c = dst + n;
+  uint32_t stored = uint32_t{c[0]} | uint32_t{c[1]} << 8 | uint32_t{c[2]} << 16 | uint32_t{c[3]} << 24;
+  if (stored != Crc32cMask(crc)) return Status::Corruption("payload checksum mismatch");
+  return Status::OK();
+}
+
 // Reads a whole record file and verifies every check, including that it holds record `id`.
 Result<Record> ReadRecordFile(Env* env, const std::string& path, const RecordId& id) {
   PREFIXD_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
@@ -68,15 +92,10 @@ Result<Record> ReadRecordFile(Env* env, const std::string& path, const RecordId&
   }
   Record rec;
   rec.meta = std::move(front.meta);
-  uint64_t n = rec.meta.payload_bytes;
-  uint64_t offset = size - n - 4;
+  const uint64_t n = rec.meta.payload_bytes;
   rec.payload.resize(n + 4);
-  PREFIXD_ASSIGN_OR_RETURN(size_t got, file->Read(offset, rec.payload.size(), rec.payload.data()));
-  if (got != rec.payload.size()) return Status::Corruption("truncated payload");
-  const uint8_t* c = rec.payload.data() + n;
-  uint32_t stored = uint32_t{c[0]} | uint32_t{c[1]} << 8 | uint32_t{c[2]} << 16 | uint32_t{c[3]} << 24;
+  PREFIXD_RETURN_IF_ERROR(ReadVerifiedPayload(*file, size - n - 4, n, rec.payload.data()));
   rec.payload.resize(n);
-  if (stored != PayloadCrc(n, rec.payload)) return Status::Corruption("payload checksum mismatch");
   return rec;
 }
 

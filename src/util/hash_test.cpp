@@ -91,5 +91,20 @@ TEST(HashTest, Crc32cFastPathEqualsTablesAtEveryLengthAndSplit) {
   EXPECT_EQ(Crc32cUnmask(Crc32cMask(0x12345678u)), 0x12345678u);
 }
 
+// Buffers of three 4 KiB lanes and more take the three-chain path and join the lanes.
+TEST(HashTest, Crc32cThreeLanePathEqualsTablesOnLongBuffers) {
+  std::mt19937 rng(7);
+  std::vector<uint8_t> data(3 * 3 * 4096 + 1000);
+  for (auto& b : data) b = uint8_t(rng());
+  for (size_t n : {size_t(12287), size_t(12288), size_t(12289), size_t(24576), size_t(30001),
+                   data.size()}) {
+    EXPECT_EQ(Crc32c(data.data(), n), Crc32cSoftware(0, data.data(), n)) << n;
+    for (size_t cut : {size_t(1), size_t(4097), n / 2}) {
+      EXPECT_EQ(Crc32cExtend(Crc32c(data.data(), cut), data.data() + cut, n - cut),
+                Crc32cSoftware(0, data.data(), n)) << n << " cut " << cut;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace prefixd

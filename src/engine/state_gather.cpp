@@ -1,0 +1,83 @@
+#include "engine/state_gather.h"
+
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include "ggml-backend.h"
+// llama.cpp internals (the pinned source tree, docs/llama-patches.md).
+#include "llama-io.h"
+#include "llama-memory.h"
+
+namespace prefixd::engine {
+
+namespace {
+
+constexpr uint32_t kSeqStateMagic = 0xaf143cd8;  // LLAMA_STATE_SEQ_MAGIC
+
+// llama_io_read_i over a list of pieces. Like llama.cpp's buffer reader it throws at the end of
+// the bytes; unlike it, a tensor range is set at once, piece by piece, with no copy in between.
+class PieceReader : public llama_io_read_i {
+ public:
+  explicit PieceReader(std::span<const std::span<const uint8_t>> pieces) : pieces_(pieces) {}
+
+  void read(void* dst, size_t size) override {
+    auto* out = static_cast<uint8_t*>(dst);
+    Walk(size, [&](const uint8_t* p, size_t n) {
+      std::memcpy(out, p, n);
+      out += n;
+    });
+  }
+
+  void read_tensor(ggml_tensor* tensor, size_t offset, size_t size) override {
+    Walk(size, [&](const uint8_t* p, size_t n) {
+      ggml_backend_tensor_set(tensor, p, offset, n);
+      offset += n;
+    });
+  }
+
+  size_t n_bytes() override { return n_read_; }
+
+ private:
+  // Calls f(bytes, n) for the next `size` bytes, a piece at a time.
+  template <typename F>
+  void Walk(size_t size, F f) {
+    while (size > 0) {
+      if (piece_ == pieces_.size()) throw std::runtime_error("unexpectedly reached end of pieces");
+      const std::span<const uint8_t> p = pieces_[piece_];
+      const size_t n = std::min(size, p.size() - off_);
+      f(p.data() + off_, n);
+      size -= n, off_ += n, n_read_ += n;
+      if (off_ == p.size()) ++piece_, off_ = 0;
+    }
+  }
+
+  std::span<const std::span<const uint8_t>> pieces_;
+  size_t piece_ = 0;  // the piece the next byte is in
+  size_t off_ = 0;    // offset of the next byte in it
+  size_t n_read_ = 0;
+};
+
+}  // namespace
+
+size_t SetStateGathered(llama_context* ctx, int32_t seq,
+                        std::span<const std::span<const uint8_t>> pieces,
+                        llama_state_seq_flags flags) {
+  llama_synchronize(ctx);
+  llama_memory_t mem = llama_get_memory(ctx);
+  PieceReader io(pieces);
+  try {
+    uint32_t magic = 0;
+    io.read(&magic, sizeof magic);
+    if (magic != kSeqStateMagic) throw std::runtime_error("wrong sequence state magic");
+    int32_t seq_read = 0;
+    io.read(&seq_read, sizeof seq_read);
+    if (mem) mem->state_read(io, seq, flags);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "prefixd: gathered state set refused: %s\n", e.what());
+    return 0;
+  }
+  return io.n_bytes();
+}
+
+}  // namespace prefixd::engine
