@@ -155,7 +155,7 @@ int Run(const Args& a) {
               "the worker (what other slots wait for)\n");
   std::printf("rep  prompt cached  state_MB record_MB | disk: prefetch_ms+restore_ms  GB/s  "
               "read_GB/s  ratio | ram: restore_ms  GB/s  memcpy_GB/s  ratio | ttft_restart_ms  "
-              "ttft_cold_ms  ratio\n");
+              "ttft_cold_ms  ratio  create_ms\n");
   std::vector<double> disk_ratio, ram_ratio, ttft_ratio;
   // The disk Tier is written once (a cold prefill with the cache on); every rep restarts on it.
   // With --keep-cache a cache dir written by an earlier run of the same settings is reused.
@@ -199,11 +199,12 @@ int Run(const Args& a) {
     ram_ratio.push_back(ram_bw / memcpy_bw);
     ttft_ratio.push_back(cold_ms > 0 ? warm->ttft_ms / cold_ms : 0);
     std::printf("%3lld  %6d %6d  %8.1f %9.1f | %12.1f+%-12.1f %5.2f %10.2f %5.0f%% | %14.1f "
-                "%5.2f %12.2f %5.0f%% | %15.1f %13.1f %6.3f\n",
+                "%5.2f %12.2f %5.0f%% | %15.1f %13.1f %6.3f %10.1f\n",
                 (long long)rep, u.prompt_tokens, u.cached_tokens, u.restored_bytes / 1048576.0,
                 bytes / 1048576.0, u.prefetch_ms, u.restore_ms, disk_bw, read_bw,
                 100 * disk_ratio.back(), ram->restore_ms, ram_bw, memcpy_bw,
-                100 * ram_ratio.back(), warm->ttft_ms, cold_ms, ttft_ratio.back());
+                100 * ram_ratio.back(), warm->ttft_ms, cold_ms, ttft_ratio.back(),
+                warm->create_ms);
     if (warm->r.cache.tier != engine::CacheTier::kDisk) {
       std::printf("     the restart restored from %s, not disk!\n",
                   engine::CacheTierName(warm->r.cache.tier));
