@@ -5,26 +5,6 @@ namespace {
 
 constexpr int kMaxDepth = 64;
 
-// True when no array/object in `body` nests deeper than `max_depth` (strings skipped).
-bool DepthWithin(const std::string& body, int max_depth) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : body) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
-}
-
 std::string StringAt(const json& obj, const char* key) {
   const json* f = Field(obj, key);
   return f && f->is_string() ? f->get<std::string>() : std::string();
@@ -105,6 +85,25 @@ ChatChunk ReadChatChunk(const std::string& chunk_json) {
   }
   if (const json* t = Field(body, "timings")) c.timings = *t;
   return c;
+}
+
+bool DepthWithin(const std::string& body, int max_depth) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return false;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return true;
 }
 
 MaybeError ParseRequestObject(const std::string& body, json* out) {

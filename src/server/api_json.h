@@ -17,6 +17,10 @@ namespace prefixd::server::api_json {
 using json = nlohmann::ordered_json;
 using MaybeError = std::optional<ApiError>;
 
+// True when no array/object in `body` (JSON text) nests deeper than `max_depth` (strings
+// skipped): checked before parsing, so that a deep body cannot exhaust the stack.
+bool DepthWithin(const std::string& body, int max_depth);
+
 // Parses `body` into *out: a JSON object nesting at most 64 deep, else a 400.
 MaybeError ParseRequestObject(const std::string& body, json* out);
 

@@ -1,5 +1,7 @@
 #include "server/request_parse.h"
 
+#include "server/api_json.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -14,28 +16,8 @@ namespace {
 constexpr int kMaxDepth = 64;       // deeper bodies are refused before parsing
 constexpr size_t kMaxStops = 16;
 
-// True when no array/object in `body` nests deeper than `max_depth` (strings skipped).
-bool DepthWithin(const std::string& body, int max_depth) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : body) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
-}
-
 MaybeError ParseObject(const std::string& body, json* out) {
-  if (!DepthWithin(body, kMaxDepth)) {
+  if (!api_json::DepthWithin(body, kMaxDepth)) {
     return ApiError::Invalid("request body nests deeper than " + std::to_string(kMaxDepth));
   }
   *out = json::parse(body, nullptr, /*allow_exceptions=*/false);
