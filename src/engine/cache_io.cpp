@@ -47,20 +47,11 @@ std::vector<CapturePoint> PlanCaptures(const Prompt& prompt, int32_t restored, i
     return a.pos != b.pos ? a.pos < b.pos : a.kind > b.kind;
   };
   if (options.needs_snapshot) {
-    // Spacing points where no other point is near: one beside a message point would only
-    // cut a short chunk (each cut is a forward pass, and a short one is slow at long contexts).
-    std::sort(points.begin(), points.end(), by_pos);
-    const std::vector<CapturePoint> named = points;
+    // Every step, also beside a message point: a restore then goes back at most a Block
+    // (what the architecture sweep's block ceiling holds us to), at the price of a short
+    // chunk there (NextChunkEnd keeps the calls around it long).
     const int32_t step = int32_t(std::max(options.snapshot_spacing, options.block_size));
-    const int32_t near = int32_t(options.block_size);
-    for (int32_t b = step; b <= n; b += step) {
-      auto it = std::lower_bound(named.begin(), named.end(), CapturePoint{b - near, {}},
-                                 [](const CapturePoint& a, const CapturePoint& v) {
-                                   return a.pos < v.pos;
-                                 });
-      const bool near_named = it != named.end() && it->pos <= b + near;
-      if (!near_named && b > restored + near) add(b, SnapshotKind::kBlockBoundary);
-    }
+    for (int32_t b = step; b <= n; b += step) add(b, SnapshotKind::kBlockBoundary);
   }
   // One point per position, keeping the kind worth most to retention.
   std::sort(points.begin(), points.end(), by_pos);

@@ -71,8 +71,8 @@ PrefetchResult PrefetchFromDisk(cache::PrefixCache& ram, cache::DiskTier& disk, 
                         std::span<const Token> tokens, size_t max_len);
 
 // Plans where a prefill must end chunks: the prompt's capture points, the branch point, and
-// (for models with non-sliceable state) the prompt's end and every snapshot_spacing tokens
-// unless another point lies within block_size of it, all inside (restored, n].
+// (for models with non-sliceable state) the prompt's end and every snapshot_spacing tokens,
+// all inside (restored, n].
 std::vector<CapturePoint> PlanCaptures(const Prompt& prompt, int32_t restored, int32_t branch,
                                        const CacheIoOptions& options);
 

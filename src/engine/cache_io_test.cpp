@@ -35,22 +35,20 @@ TEST(PlanCaptures, AttentionOnlyKeepsMessagePointsOnly) {
   EXPECT_EQ(pts.back().kind, SnapshotKind::kTail);
 }
 
-TEST(PlanCaptures, SpacingPointsWhereNoMessagePointIsNear) {
-  // 2048 is 52 tokens from the message point 2100: no cut there. 4096 and 6144 are far
-  // from any: cut. The prompt's end is a point of its own.
-  auto pts = PlanCaptures(PromptOf(7000, {300, 2100, 6990}), 0, -1, Hybrid());
-  EXPECT_EQ(Positions(pts), std::vector<int32_t>({300, 2100, 4096, 6144, 6990, 7000}));
+TEST(PlanCaptures, HybridsAlsoSnapshotEverySpacingStepAndAtTheEnd) {
+  auto pts = PlanCaptures(PromptOf(7000, {300, 2100, 4050, 6990}), 0, -1, Hybrid());
+  EXPECT_EQ(Positions(pts),
+            std::vector<int32_t>({300, 2048, 2100, 4050, 4096, 6144, 6990, 7000}));
   for (const auto& p : pts) {
-    if (p.pos == 4096 || p.pos == 6144) EXPECT_EQ(p.kind, SnapshotKind::kBlockBoundary);
+    if (p.pos % 2048 == 0) EXPECT_EQ(p.kind, SnapshotKind::kBlockBoundary);
   }
+  EXPECT_EQ(pts.back().kind, SnapshotKind::kGenerationEnd);
 }
 
-TEST(PlanCaptures, NothingAtOrJustAfterTheRestoredPrefix) {
-  auto pts = PlanCaptures(PromptOf(7000, {300, 2100, 6990}), 4000, -1, Hybrid());
+TEST(PlanCaptures, NothingAtOrBeforeTheRestoredPrefix) {
+  auto pts = PlanCaptures(PromptOf(7000, {300, 2100, 6990}), 4096, -1, Hybrid());
   EXPECT_EQ(Positions(pts), std::vector<int32_t>({6144, 6990, 7000}));
-  pts = PlanCaptures(PromptOf(7000, {300, 2100, 6990}), 4090, -1, Hybrid());
-  EXPECT_EQ(Positions(pts), std::vector<int32_t>({6144, 6990, 7000}));
-  pts = PlanCaptures(PromptOf(5000, {}), 3900, -1, Hybrid());
+  pts = PlanCaptures(PromptOf(5000, {}), 4200, -1, Hybrid());
   EXPECT_EQ(Positions(pts), std::vector<int32_t>({5000}));
 }
 
