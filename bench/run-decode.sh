@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Decode throughput side by side (issue 11): prefixd with the cache on, prefixd --no-cache and
+# llama-server built from the SAME pinned llama.cpp source, on the qwen35 `tiny` and `small`
+# test models, 1 and 2 concurrent streams, in one run. The three servers of a shape run at
+# once (idle but for the one measured) and the measurements are interleaved: round r measures
+# every server in turn (the order rotating each round), so that a shared machine's noise drifts
+# over all three alike. Each measurement is `prefixd bench --decode --decode-reps 1`
+# (bench/decode.h); bench/decode_table.py takes the medians over the rounds and the ratios.
+# Writes $OUT/$NAME.{json,md}. docs/bench.md explains.
+#
+# Usage: bench/run-decode.sh [--shapes tiny,small] [--rounds N] [--name NAME]
+# Env: PREFIXD_BIN (default build/bin/prefixd), THREADS (default 2), OUT (default bench/results),
+#      WORK (default /tmp/prefixd-decode), TOKENS_tiny (default 2048), TOKENS_small (default 128),
+#      NICE (default -10 when root: the bench and its servers ahead of other work on the machine).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$here"
+
+SHAPES=tiny,small
+ROUNDS=5
+NAME=decode
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --shapes) SHAPES="$2"; shift ;;
+    --rounds) ROUNDS="$2"; shift ;;
+    --name) NAME="$2"; shift ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+THREADS="${THREADS:-2}"
+OUT="${OUT:-$here/bench/results}"
+WORK="${WORK:-/tmp/prefixd-decode}"
+PREFIXD_BIN="${PREFIXD_BIN:-$here/build/bin/prefixd}"
+CTX=4096   # per slot; the decode prompts are ~100 tokens
+if [[ -z "${NICE:-}" ]]; then NICE=0; [[ "$(id -u)" == 0 ]] && NICE=-10; fi
+
+log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+[[ -x "$PREFIXD_BIN" ]] || { echo "prefixd binary not found: $PREFIXD_BIN" >&2; exit 1; }
+LLAMA_SERVER="$(bash "$here/bench/run-vs-llama-server.sh" --only-build)"
+mkdir -p "$WORK" "$OUT"
+rm -f "$WORK"/run-*.json
+pids=()
+stop_servers() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
+trap stop_servers EXIT
+
+# start LOG CMD...: starts one server in the background (reniced with the bench).
+start() {
+  local log_file="$1"; shift
+  nice -n "$NICE" "$@" >"$log_file" 2>&1 &
+  pids+=("$!")
+}
+
+# wait_healthy PORT: until GET /health answers 200 (at most 300 s).
+wait_healthy() {
+  for ((t = 0; t < 600; t++)); do
+    curl -sf -o /dev/null "http://127.0.0.1:$1/health" && return 0
+    sleep 0.5
+  done
+  echo "server on port $1 not healthy after 300 s" >&2; return 1
+}
+
+measure_shape() {
+  local shape="$1" tokens model
+  tokens="${TOKENS_small:-128}"
+  [[ "$shape" == tiny ]] && tokens="${TOKENS_tiny:-2048}"
+  model="$WORK/model-qwen35-$shape.gguf"
+  [[ -f "$model" ]] || "$PREFIXD_BIN" make-test-model --arch qwen35 --shape "$shape" --out "$model" >&2
+  local p_on p_off p_ls
+  p_on="$(free_port)"; p_off="$(free_port)"; p_ls="$(free_port)"
+  rm -rf "$WORK/cache-on"
+  local common=(-m "$model" --alias bench --slots 2 --ctx "$CTX" --threads "$THREADS" --batch 2048 --ubatch 512)
+  start "$WORK/$shape-prefixd.log" "$PREFIXD_BIN" serve "${common[@]}" --port "$p_on" --cache-dir "$WORK/cache-on"
+  start "$WORK/$shape-prefixd-no-cache.log" "$PREFIXD_BIN" serve "${common[@]}" --port "$p_off" --no-cache
+  start "$WORK/$shape-llama-server.log" "$LLAMA_SERVER" -m "$model" --host 127.0.0.1 --port "$p_ls" -np 2 \
+    -c $((2 * CTX)) -t "$THREADS" -b 2048 -ub 512 --jinja --cache-ram 4096 --ctx-checkpoints 64 \
+    --checkpoint-min-step 0
+  local labels=(prefixd prefixd-no-cache llama-server) ports=("$p_on" "$p_off" "$p_ls")
+  for port in "${ports[@]}"; do wait_healthy "$port"; done
+  for ((r = 0; r < ROUNDS; r++)); do
+    for ((k = 0; k < 3; k++)); do
+      local i=$(( (r + k) % 3 ))
+      log "$shape round $((r + 1))/$ROUNDS: ${labels[$i]}"
+      nice -n "$NICE" "$PREFIXD_BIN" bench --decode --decode-streams 1,2 --decode-tokens "$tokens" \
+        --decode-reps 1 --url "http://127.0.0.1:${ports[$i]}" --label "${labels[$i]}" \
+        --out "$WORK/run-$shape-${labels[$i]}-$r.json" >/dev/null
+    done
+  done
+  stop_servers
+}
+
+started="$(date +%s)"
+IFS=, read -r -a shape_list <<<"$SHAPES"
+for shape in "${shape_list[@]}"; do measure_shape "$shape"; done
+python3 "$here/bench/decode_table.py" --runs "$WORK" --out "$OUT/$NAME.json" --md "$OUT/$NAME.md"
+{
+  echo
+  echo "Run: \`bench/run-decode.sh --shapes $SHAPES --rounds $ROUNDS\` ($(date -u +%Y-%m-%d), $(( ($(date +%s) - started) / 60 )) min;"
+  echo "$THREADS threads, 2 slots each, prefixd $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'),"
+  echo "llama-server from the same pinned llama.cpp, nice $NICE). Shared machine: compare the columns of one run."
+} >>"$OUT/$NAME.md"
+cat "$OUT/$NAME.md"
