@@ -8,6 +8,7 @@
 #include "engine/render_memo.h"
 #include "engine/token_memo.h"
 #include "engine/scheduler.h"
+#include "util/stopwatch.h"
 
 namespace prefixd::engine {
 
@@ -87,13 +88,18 @@ Result<Prompt> Engine::PrepareChat(const std::string& messages_json, const std::
 Result<Prompt> Engine::PrepareChat(const std::string& messages_json,
                                    const ChatRenderOptions& options) const {
   if (!impl_->chat) return Status::InvalidArgument("this model has no chat template");
-  PREFIXD_ASSIGN_OR_RETURN(ParsedChat chat, impl_->chat->Parse(messages_json, options));
-  PREFIXD_ASSIGN_OR_RETURN(ChatRender render, impl_->chat->RenderWithOutput(chat));
   Prompt prompt;
+  Stopwatch watch;
+  PREFIXD_ASSIGN_OR_RETURN(ParsedChat chat, impl_->chat->Parse(messages_json, options));
+  prompt.times.parse_ms = watch.Lap();
+  PREFIXD_ASSIGN_OR_RETURN(ChatRender render, impl_->chat->RenderWithOutput(chat));
+  prompt.times.render_ms = watch.Lap();
   prompt.tokens = impl_->token_memo->Tokenize(render.prompt);
+  prompt.times.tokenize_ms = watch.Lap();
   auto points = ChatCapturePoints(*impl_->model, *impl_->chat, chat, render.prompt,
                                   prompt.tokens, impl_->render_memo);
   if (points.ok()) prompt.capture_points = std::move(points).value();
+  prompt.times.points_ms = watch.Lap();
   prompt.output = std::move(render.output);
   ResolveOutputTokens(*impl_->model, render.preserved_tokens, &prompt.output);
   return prompt;
@@ -101,8 +107,11 @@ Result<Prompt> Engine::PrepareChat(const std::string& messages_json,
 
 Result<Prompt> Engine::PrepareText(const std::string& text) const {
   Prompt prompt;
+  Stopwatch watch;
   prompt.tokens = impl_->token_memo->Tokenize(text);
+  prompt.times.tokenize_ms = watch.Lap();
   prompt.capture_points = TextCapturePoints(*impl_->model, prompt.tokens);
+  prompt.times.points_ms = watch.Lap();
   return prompt;
 }
 

@@ -51,6 +51,14 @@ struct EngineOptions {
 };
 
 // A tokenized prompt and where its capture points are (absolute token positions).
+// Where a chat prompt's preparation (before the request queues) spent its time, for the log.
+struct PrepareTimes {
+  double parse_ms = 0;     // the messages parsed by the template (common_chat_msgs_parse_oaicompat)
+  double render_ms = 0;    // the whole conversation rendered
+  double tokenize_ms = 0;  // its text tokenized (TokenMemo)
+  double points_ms = 0;    // capture points found (ChatCapturePoints / TextCapturePoints)
+};
+
 struct Prompt {
   std::vector<Token> tokens;
   std::vector<int32_t> capture_points;  // message boundaries: system end, user starts, tail
@@ -58,6 +66,7 @@ struct Prompt {
   // itself uses only output.special_tokens (rendered as text for the parser); the caller
   // moves the grammar into SamplingOptions and the stops into CompletionRequest::stop.
   OutputFormat output;
+  PrepareTimes times;
 };
 
 struct Usage {

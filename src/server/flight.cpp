@@ -19,8 +19,11 @@ Flight::Flight(const RouteContext& ctx, const httplib::Request& req, ResponseMet
       tenant_label_(std::move(tenant_label)),
       stream_(stream),
       prompt_tokens_(request.prompt.tokens),
+      prepare_times_(request.prompt.times),
       connection_closed_(req.is_connection_closed),
       start_(RequestStart()) {
+  prepare_ms_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
   run_ = std::make_unique<CompletionRun>(*ctx.backend, std::move(request), ctx.stopping);
 }
 
@@ -83,6 +86,9 @@ void Flight::Log(int status) {
     line.Add("cancelled", 1LL);
     ctx_.metrics->RecordCancelled();
   }
+  line.Add("prepare_ms", prepare_ms_).Add("parse_ms", prepare_times_.parse_ms);
+  line.Add("render_ms", prepare_times_.render_ms);
+  line.Add("tokenize_ms", prepare_times_.tokenize_ms).Add("points_ms", prepare_times_.points_ms);
   if (ttft_seconds_ >= 0) line.Add("ttft_ms", ttft_seconds_ * 1000);
   line.Add("total_ms", total_s * 1000);
   WriteLogLine(line);

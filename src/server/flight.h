@@ -53,6 +53,8 @@ class Flight {
   std::string tenant_label_;
   bool stream_;
   std::vector<Token> prompt_tokens_;  // kept for the divergence context in the log
+  engine::PrepareTimes prepare_times_;  // the prompt's preparation, for the log
+  double prepare_ms_ = 0;              // from the request's start to the run's start
   std::function<bool()> connection_closed_;  // httplib's check on the request's socket
   // Cancels the run when the client is gone or the server stops (at most every poll interval).
   void CheckClient();
