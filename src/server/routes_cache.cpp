@@ -69,7 +69,8 @@ void Warm(const RouteContext& ctx, const httplib::Request& req, httplib::Respons
 }  // namespace
 
 bool IsAdminRoute(const std::string& method, const std::string& path) {
-  return method == "POST" && path == "/v1/cache/clear";
+  if (method == "POST" && path == "/v1/cache/clear") return true;
+  return method == "DELETE" && path.rfind("/v1/cache/entries/", 0) == 0;
 }
 
 void RegisterCacheRoutes(httplib::Server& http, const RouteContext& ctx) {
