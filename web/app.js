@@ -155,7 +155,7 @@ function drawRequestChart() {
   g.fillText(fmtMs(maxTtft), W - R + 4, T + 8); g.fillText('TTFT', W - R + 4, H / 2);
   pts.forEach((r, i) => {
     const x = L + i * slotW;
-    g.fillStyle = color(r.tier === 'none' ? 'eval' : r.tier);
+    g.fillStyle = color(r.tier in COLORS ? r.tier : 'eval');
     g.fillRect(x, y(r.cached_tokens), barW, H - B - y(r.cached_tokens));
     g.fillStyle = color('eval');
     g.fillRect(x, y(r.cached_tokens + r.evaluated_tokens), barW, y(r.cached_tokens) - y(r.cached_tokens + r.evaluated_tokens));
@@ -216,8 +216,9 @@ async function refreshDashboard() {
 async function refreshEntries() {
   const data = await api('/v1/cache/entries');
   const admin = state.caller && state.caller.admin;
-  $('#cache-scope').textContent = data.scope === 'all'
-    ? 'Every domain (admin view).' : 'The prefixes of your API key only.';
+  $('#cache-scope').textContent = (data.scope === 'all'
+    ? 'Every domain (admin view).' : 'The prefixes of your API key only.') +
+    (data.entries.length ? '' : ' Nothing cached yet.');
   const tier = (e) => [e.ram && 'RAM', e.disk && 'disk'].filter(Boolean).join(' + ');
   const size = (e) => [e.ram && `${fmtBytes(e.ram.bytes)} RAM`, e.disk && `${fmtBytes(e.disk.bytes)} disk`].filter(Boolean).join(', ');
   const counts = (e) => { const t = e.ram || e.disk; return `${t.blocks} / ${t.snapshots} / ${t.tails}`; };
@@ -226,7 +227,6 @@ async function refreshEntries() {
     el('td', {}, tier(e)), el('td', {}, size(e)), el('td', {}, counts(e)),
     el('td', {}, fmtAge(e.created_unix_ms)), el('td', {}, `${fmtAge(e.used_unix_ms)} ago`),
     el('td', {}, admin ? el('button', { class: 'small evict', onclick: () => evict(e.id) }, 'Evict') : ''))));
-  if (!data.entries.length) $('#cache-msg').textContent = 'Nothing cached yet.';
 }
 
 async function evict(id) {

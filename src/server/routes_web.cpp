@@ -4,6 +4,7 @@
 //   GET /v1/cache/entries              the cached prefix trees (the caller's domain; admins: all)
 //   DELETE /v1/cache/entries/{domain}/{root}   evicts one tree (an admin route)
 //   GET /v1/requests/recent[?after=N]  the last completions (the caller's; admins: everyone's)
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "engine/types.h"

@@ -73,6 +73,7 @@ describe('web page', () => {
     await page.waitForSelector('#key-form:not([hidden])', WAIT);
     await page.type('#key-input', ADMIN_KEY);
     await page.click('#key-form button[type=submit]');
+    await page.waitForSelector('#key-form', { hidden: true, ...WAIT });
     await page.waitForFunction(() => document.querySelector('#model-id').textContent === 'tiny', WAIT);
     await page.waitForFunction(() => document.querySelector('#caller').textContent.includes('admin'), WAIT);
 
