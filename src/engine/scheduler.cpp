@@ -636,8 +636,10 @@ void Scheduler::Impl::NoteSlot(const Slot& slot) {
   std::span<const Token> tokens = slot.held;
   if (v.busy) tokens = slot.job->request.prompt.tokens;
   v.n_tokens = uint32_t(tokens.size());
+  // An idle slot's tree is that of its last prompt up to its tail (what the cache published).
   if (!v.busy && slot.held_tail > 0) tokens = tokens.first(std::min(tokens.size(), slot.held_tail));
-  if (cache_io) v.session = PrefixRootId(v.busy ? slot.domain : slot.held_domain, tokens, options.block_size);
+  const Digest& domain = v.busy ? slot.domain : slot.held_domain;
+  if (cache_io) v.session = PrefixRootId(domain, tokens, options.block_size);
   std::lock_guard<std::mutex> lock(mu);
   slot_views[size_t(&slot - slots.data())] = std::move(v);
 }

@@ -105,7 +105,8 @@ json PrefixJson(const engine::CachedPrefix& p) {
 void Entries(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
   const Tenant t = ctx.TenantOf(req);
   json entries = json::array();
-  for (const engine::CachedPrefix& p : ctx.backend->ListCachedPrefixes(t.admin ? nullptr : &t.salt)) {
+  const std::string* only = t.admin ? nullptr : &t.salt;
+  for (const engine::CachedPrefix& p : ctx.backend->ListCachedPrefixes(only)) {
     entries.push_back(PrefixJson(p));
   }
   SendJson(res, Dump({{"scope", t.admin ? "all" : "tenant"}, {"entries", entries}}));
@@ -129,12 +130,13 @@ void Evict(const RouteContext& ctx, const httplib::Request& req, httplib::Respon
 
 json RecordJson(const RequestRecord& r) {
   auto ms = [](double v) { return v < 0 ? json(nullptr) : json(v); };
+  auto text = [](const std::string& v) { return v.empty() ? json(nullptr) : json(v); };
   return {{"seq", r.seq}, {"time_unix_ms", r.time_unix_ms}, {"id", r.id}, {"route", r.route},
           {"tenant", r.tenant}, {"status", r.status}, {"stream", r.stream},
           {"cancelled", r.cancelled}, {"finish", r.finish},
           {"prompt_tokens", r.prompt_tokens}, {"cached_tokens", r.cached_tokens},
           {"evaluated_tokens", r.evaluated_tokens}, {"completion_tokens", r.completion_tokens},
-          {"tier", r.tier}, {"miss_reason", r.miss_reason.empty() ? json(nullptr) : json(r.miss_reason)},
+          {"tier", r.tier}, {"miss_reason", text(r.miss_reason)},
           {"diverged_at", r.diverged_at > 0 ? json(r.diverged_at) : json(nullptr)},
           {"diverged", r.diverged_at > 0 ? json(r.diverged) : json(nullptr)},
           {"ttft_ms", ms(r.ttft_ms)}, {"queue_ms", r.queue_ms}, {"prefill_ms", r.prefill_ms},
@@ -186,7 +188,9 @@ void RegisterWebRoutes(httplib::Server& http, const RouteContext& ctx) {
     Entries(ctx, req, res);
   });
   http.Delete("/v1/cache/entries/([0-9a-f]+)/([0-9a-f]+)",
-              [&ctx](const httplib::Request& req, httplib::Response& res) { Evict(ctx, req, res); });
+              [&ctx](const httplib::Request& req, httplib::Response& res) {
+                Evict(ctx, req, res);
+              });
   http.Get("/v1/requests/recent", [&ctx](const httplib::Request& req, httplib::Response& res) {
     Recent(ctx, req, res);
   });
