@@ -105,6 +105,12 @@ TEST_F(WebRoutesTest, ServesThePageAndAssetsWithoutAKey) {
   EXPECT_EQ(Client().Get("/v1/cache/stats")->status, 401);
   EXPECT_EQ(Client().Get("/v1/cache/entries")->status, 401);
   EXPECT_EQ(Client().Get("/v1/requests/recent")->status, 401);
+  // The open prefix opens nothing else.
+  for (const char* sneaky : {"/assets/../v1/cache/stats", "/assets/%2e%2e/v1/cache/entries"}) {
+    auto r = Client().Get(sneaky);
+    ASSERT_TRUE(r);
+    EXPECT_NE(r->status, 200) << sneaky << ": " << r->body;
+  }
 }
 
 TEST_F(WebRoutesTest, StatsShowModelSlotsTiersAndTotals) {
