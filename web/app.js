@@ -121,7 +121,8 @@ function renderTiers(t) {
   const parts = [tierBlock('RAM', t.ram.used_bytes, t.ram.budget_bytes, '',
     `${t.ram.blocks} blocks, ${t.ram.snapshots} snapshots, ${t.ram.tails} tails; ${t.ram.evictions} evicted`)];
   parts.push(t.disk ? tierBlock('Disk', t.disk.used_bytes, t.disk.quota_bytes, 'disk',
-    `${t.disk.records} records; ${t.disk.evictions} evicted`) : el('div', { class: 'muted' }, 'Disk: off'));
+    `${t.disk.records} records (${Object.entries(t.disk.records_by_kind).map(([k, v]) => `${v} ${k}`).join(', ') || 'none'}); ` +
+    `${t.disk.evictions} evicted`) : el('div', { class: 'muted' }, 'Disk: off'));
   parts.push(t.shared ? tierBlock('Shared', t.shared.used_bytes, t.shared.quota_bytes, 'disk',
     `${t.shared.records} records`) : el('div', { class: 'muted' }, 'Shared tier: not configured'));
   $('#tiers').replaceChildren(...parts);

@@ -148,6 +148,7 @@ struct CachedPrefix {
 struct PrefixEviction {
   uint64_t ram_entries = 0;   // entries a restore in progress pinned stay
   uint64_t disk_records = 0;
+  std::map<std::string, uint64_t> disk_records_by_kind;  // "rows", "snap", "tail"
 };
 
 // Counters since start, for /metrics. A plain copy; reading it takes a short lock.
@@ -180,6 +181,7 @@ struct EngineStats {
   uint64_t disk_quota_bytes = 0;  // 0: no disk tier
   uint64_t ram_blocks = 0, ram_snapshots = 0, ram_tails = 0;  // entries the RAM tier holds
   uint64_t disk_records = 0;
+  std::map<std::string, uint64_t> disk_records_by_kind;  // "rows", "snap", "tail"
   std::vector<SlotView> slots;    // one per slot
 };
 

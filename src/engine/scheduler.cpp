@@ -280,6 +280,7 @@ EngineStats Scheduler::GetStats() const {
     s.evictions_by_tier["disk"] = ds.evictions;
     s.disk_quota_bytes = ds.quota_bytes;
     s.disk_records = ds.records;
+    s.disk_records_by_kind = ds.records_by_kind;
   }
   return s;
 }

@@ -99,6 +99,9 @@ class FakeBackend : public Backend {
     s.misses_by_reason["no_entry"] = 1;
     s.bytes_by_tier["ram"] = 1234;
     s.ram_budget_bytes = 4096;
+    s.disk_quota_bytes = 8192;
+    s.disk_records = 3;
+    s.disk_records_by_kind = {{"rows", 2}, {"snap", 1}};
     s.memory_layout = "attention";
     s.block_size = 16;
     s.slots = {engine::SlotView{true, 40, "00000000000000aa"}, engine::SlotView{}};

@@ -55,7 +55,8 @@ json TiersJson(const engine::EngineStats& s) {
   json disk = nullptr;
   if (s.disk_quota_bytes > 0) {
     disk = {{"used_bytes", At(s.bytes_by_tier, "disk")}, {"quota_bytes", s.disk_quota_bytes},
-            {"records", s.disk_records}, {"evictions", At(s.evictions_by_tier, "disk")}};
+            {"records", s.disk_records}, {"records_by_kind", s.disk_records_by_kind},
+            {"evictions", At(s.evictions_by_tier, "disk")}};
   }
   return {{"ram", ram}, {"disk", disk}, {"shared", nullptr}};
 }

@@ -127,7 +127,10 @@ TEST_F(WebRoutesTest, StatsShowModelSlotsTiersAndTotals) {
   EXPECT_TRUE(s["slots"][1]["session"].is_null());
   EXPECT_EQ(s["tiers"]["ram"]["used_bytes"], 1234);
   EXPECT_EQ(s["tiers"]["ram"]["budget_bytes"], 4096);
-  EXPECT_TRUE(s["tiers"]["disk"].is_null()) << "no disk quota: no disk tier";
+  EXPECT_EQ(s["tiers"]["disk"]["quota_bytes"], 8192);
+  EXPECT_EQ(s["tiers"]["disk"]["records"], 3);
+  EXPECT_EQ(s["tiers"]["disk"]["records_by_kind"]["rows"], 2);
+  EXPECT_EQ(s["tiers"]["disk"]["records_by_kind"]["snap"], 1);
   EXPECT_TRUE(s["tiers"].contains("shared"));
   EXPECT_TRUE(s["tiers"]["shared"].is_null());
   EXPECT_EQ(s["totals"]["requests"], 1);
