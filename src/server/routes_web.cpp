@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/types.h"
+#include "server/cache_json.h"
 #include "server/http_io.h"
 #include "server/request_log.h"
 #include "server/routes.h"
@@ -61,18 +62,12 @@ json TiersJson(const engine::EngineStats& s) {
   return {{"ram", ram}, {"disk", disk}, {"shared", nullptr}};
 }
 
+// GET /v1/cache's counters and the share of prompt tokens the cache served.
 json TotalsJson(const engine::EngineStats& s) {
-  return {{"requests", s.requests},
-          {"prompt_tokens", s.prompt_tokens},
-          {"cached_tokens", s.cached_tokens},
-          {"evaluated_tokens", s.evaluated_tokens},
-          {"generated_tokens", s.generated_tokens},
-          {"hits", {{"slot", s.hits_slot}, {"ram", s.hits_ram}, {"disk", s.hits_disk}}},
-          {"misses", s.misses},
-          {"misses_by_reason", s.misses_by_reason},
-          {"restored_bytes", s.restored_bytes},
-          {"token_hit_ratio",
-           s.prompt_tokens == 0 ? 0.0 : double(s.cached_tokens) / double(s.prompt_tokens)}};
+  json totals = CacheCountersJson(s);
+  totals["token_hit_ratio"] =
+      s.prompt_tokens == 0 ? 0.0 : double(s.cached_tokens) / double(s.prompt_tokens);
+  return totals;
 }
 
 void Stats(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
