@@ -11,6 +11,7 @@ PACKAGES=(
   nodejs npm            # fetching llama.cpp's source package; end-to-end tests with `openai`
   curl
   python3               # bench scripts (bench/load_test.py, the bench smoke tests)
+  chromium              # the web page's browser test (tests/e2e/web_page.test.js, headless)
 )
 
 missing=()

@@ -2,9 +2,16 @@
 
 #include <algorithm>
 #include <cassert>
+#include <chrono>
 #include <string>
 
 namespace prefixd::cache {
+
+uint64_t UnixMillisNow() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count());
+}
 
 size_t Entry::End(size_t block_size) const {
   size_t start = node->depth * block_size;
@@ -74,6 +81,7 @@ Entry* BlockIndex::Adopt(std::unique_ptr<Entry>& slot, std::unique_ptr<Entry> e)
   raw->bytes = PayloadBytes(raw->payload) + PayloadBytes(raw->snapshot);
   raw->last_use = ++clock_;
   raw->node->last_use = raw->last_use;
+  raw->created_unix_ms = raw->used_unix_ms = UnixMillisNow();
   Account(*raw, true);
   return raw;
 }
@@ -123,6 +131,7 @@ void BlockIndex::Touch(Entry* e) {
   if (e->listed) Unlist(e);
   e->last_use = ++clock_;
   e->node->last_use = e->last_use;
+  e->used_unix_ms = UnixMillisNow();
   if (e->type != EntryType::kRows) {
     List(e);
   } else {

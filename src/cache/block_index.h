@@ -55,6 +55,8 @@ struct Entry {
   prefixd::Digest tail_key{};
   size_t bytes = 0;
   uint64_t last_use = 0;
+  uint64_t created_unix_ms = 0;  // wall clock, for listings (prefix_inventory.cpp)
+  uint64_t used_unix_ms = 0;     // inserted or touched last
   bool listed = false;      // in the eviction order
 
   // Referenced outside the cache: a restore (or the inserter) holds the payload.
@@ -80,6 +82,9 @@ struct Node {
   Entry* FindTail(std::span<const Token> tail_tokens) const;
 };
 
+// Wall-clock milliseconds since the Unix epoch.
+uint64_t UnixMillisNow();
+
 // Length of the common prefix of a and b.
 size_t CommonPrefix(std::span<const Token> a, std::span<const Token> b);
 
@@ -93,6 +98,12 @@ class BlockIndex {
   Node* Find(const ChainHash& h) const;
   Node* FindRoot(const prefixd::Digest& domain) const;
   Node* GetOrAddRoot(const prefixd::Digest& domain);
+  // Calls fn(root) for every domain root. O(nodes).
+  void ForEachRoot(const std::function<void(const Node&)>& fn) const {
+    for (const auto& [hash, node] : nodes_) {
+      if (node->depth == 0) fn(*node);
+    }
+  }
   // REQUIRES: no node has hash h; block.size() == block_size().
   Node* AddChild(Node* parent, const ChainHash& h, std::span<const Token> block);
 

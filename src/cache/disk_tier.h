@@ -45,6 +45,12 @@ class DiskTier {
 
   store::DiskStore& store() { return store_; }
 
+  // The records on disk grouped by prefix tree (prefix_inventory.h), found by following each
+  // record's parent up to its domain. O(records); reads no file.
+  std::vector<PrefixSummary> ListPrefixes();
+  // Removes every record of the prefix tree `root` of `domain`. Returns the records removed.
+  size_t RemovePrefix(const Digest& domain, const ChainHash& root);
+
  private:
   struct Walk;
   void Put(store::RecordMeta meta, const PayloadRef& payload);

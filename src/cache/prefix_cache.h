@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "cache/chain_hash.h"
+#include "cache/prefix_inventory.h"
 #include "cache/stats.h"
 #include "cache/types.h"
 #include "util/status.h"
@@ -111,6 +112,14 @@ class PrefixCache {
   size_t Trim(size_t target_bytes);
 
   Stats GetStats() const;
+
+  // One PrefixSummary per prefix tree held (prefix_inventory.h), in no particular order.
+  // O(entries) under the lock; copies no payload.
+  std::vector<PrefixSummary> ListPrefixes() const;
+  // Evicts every entry of the prefix tree `root` of `domain` that is not pinned (a restore in
+  // progress keeps its entries, and the Blocks they depend on). Returns the entries evicted:
+  // 0 when the tree is not held.
+  size_t EvictPrefix(const Digest& domain, const ChainHash& root);
 
   // Drops every entry (pinned payloads stay alive with their holders) and keeps the counters.
   void Clear();

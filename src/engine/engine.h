@@ -131,6 +131,35 @@ struct CompletionResult {
   CacheOutcome cache;
 };
 
+// What one Slot does, for the dashboard.
+struct SlotView {
+  bool busy = false;
+  uint32_t n_tokens = 0;  // busy: the running prompt's tokens; idle: what the sequence holds
+  std::string session;    // the prefix tree (CachedPrefix::root) of those tokens; "" for none
+};
+
+// One prefix tree of the cache (cache/prefix_inventory.h) in the RAM and disk tiers.
+struct PrefixTierView {
+  bool held = false;       // the tier holds some of the tree
+  uint64_t blocks = 0, snapshots = 0, tails = 0;
+  uint64_t bytes = 0;
+};
+struct CachedPrefix {
+  std::string domain;      // the domain root (model, layout, tenant): 16 hex digits
+  std::string root;        // the tree's root (first Block's ChainHash or Tail key): 16 hex digits
+  uint64_t n_tokens = 0;   // the deepest cached position in the tree
+  uint64_t created_unix_ms = 0;  // the oldest RAM entry's insert (this process); 0: unknown
+  uint64_t used_unix_ms = 0;     // the newest insert or use in either tier
+  PrefixTierView ram, disk;
+};
+
+// What EvictCachedPrefix dropped.
+struct PrefixEviction {
+  uint64_t ram_entries = 0;   // entries a restore in progress pinned stay
+  uint64_t disk_records = 0;
+  std::map<std::string, uint64_t> disk_records_by_kind;  // "rows", "snap", "tail"
+};
+
 // Counters since start, for /metrics. A plain copy; reading it takes a short lock.
 struct EngineStats {
   bool cache_on = false;  // false: --no-cache, or no state of this model round-trips
@@ -153,6 +182,16 @@ struct EngineStats {
   std::map<std::string, uint64_t> cache_errors;      // "capture", "publish": reuse lost
   uint32_t slots_busy = 0;
   uint32_t queue_depth = 0;
+
+  // Layout and tier limits, for the dashboard (the web page's /v1/cache/stats).
+  std::string memory_layout;      // MemoryLayoutName of the model
+  uint32_t block_size = 0;
+  uint64_t ram_budget_bytes = 0;
+  uint64_t disk_quota_bytes = 0;  // 0: no disk tier
+  uint64_t ram_blocks = 0, ram_snapshots = 0, ram_tails = 0;  // entries the RAM tier holds
+  uint64_t disk_records = 0;
+  std::map<std::string, uint64_t> disk_records_by_kind;  // "rows", "snap", "tail"
+  std::vector<SlotView> slots;    // one per slot
 };
 
 class Engine {
@@ -190,6 +229,13 @@ class Engine {
   int32_t n_vocab() const;
   EngineStats GetStats() const;
   Status ClearCache();
+  // The prefix trees the tiers hold, merged over RAM and disk: every domain's, or only the
+  // domain of `*tenant_salt` when it is not null. O(entries + disk records); reads no payload.
+  std::vector<CachedPrefix> ListCachedPrefixes(const std::string* tenant_salt) const;
+  // Evicts the prefix tree `root` of `domain` (CachedPrefix's hex ids) from RAM and disk; idle
+  // slots forget their sequences before the next request (as after ClearCache), so nothing
+  // evicted is reused. NotFound when no tier holds it.
+  Result<PrefixEviction> EvictCachedPrefix(const std::string& domain, const std::string& root);
   // Waits until everything published so far is written to the disk tier.
   void FlushCache();
 

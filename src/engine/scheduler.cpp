@@ -22,6 +22,7 @@
 #include "engine/domain.h"
 #include "engine/job.h"
 #include "engine/prefill.h"
+#include "engine/prefix_views.h"
 
 namespace prefixd::engine {
 
@@ -43,6 +44,7 @@ struct Scheduler::Impl {
   std::deque<std::unique_ptr<Job>> queue;
   bool stopping = false;
   EngineStats stats;
+  std::vector<SlotView> slot_views;  // what GetStats shows of each slot (NoteSlot)
   std::set<Digest> remembered_domains;  // written to <cache_dir>/domains once each
   std::vector<Slot> slots;  // sized once; never reallocated
   std::thread worker;
@@ -78,6 +80,7 @@ struct Scheduler::Impl {
   bool RenderSpecial(const Slot& slot, Token t) const;
   std::vector<Token> eog_tokens;  // masked for requests with ignore_eos
   void Finish(Slot& slot, const std::string& reason);
+  void NoteSlot(const Slot& slot);
   void Fail(Slot& slot, const Status& st);
   void CountRequest(const CompletionResult& r);
   void CountCacheError(const char* what, const Status& st);
@@ -157,6 +160,10 @@ Status Scheduler::Impl::Setup() {
     if (model.IsEndOfGeneration(t)) eog_tokens.push_back(t);
   }
   for (uint32_t i = 0; i < options.n_slots; ++i) slots[i].seq = int32_t(i);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    slot_views.resize(options.n_slots);
+  }
   return options.cache_enabled ? SetupCache(copt) : Status::OK();
 }
 
@@ -255,17 +262,50 @@ EngineStats Scheduler::GetStats() const {
   s.chunking_invariant = impl_->chunking_invariant;
   s.cache_on = impl_->cache_io != nullptr;
   s.queue_depth = uint32_t(impl_->queue.size());
+  s.slots = impl_->slot_views;
+  s.memory_layout = MemoryLayoutName(impl_->model.layout());
+  s.block_size = impl_->options.block_size;
   if (impl_->cache) {
     cache::Stats cs = impl_->cache->GetStats();
     s.bytes_by_tier["ram"] = cs.ram.total();
     s.evictions_by_tier["ram"] = cs.evictions;
+    s.ram_budget_bytes = cs.ram_budget_bytes;
+    s.ram_blocks = cs.blocks;
+    s.ram_snapshots = cs.snapshots;
+    s.ram_tails = cs.tails;
   }
   if (impl_->store) {
     store::Stats ds = impl_->store->GetStats();
     s.bytes_by_tier["disk"] = ds.bytes;
     s.evictions_by_tier["disk"] = ds.evictions;
+    s.disk_quota_bytes = ds.quota_bytes;
+    s.disk_records = ds.records;
+    s.disk_records_by_kind = ds.records_by_kind;
   }
   return s;
+}
+
+std::vector<CachedPrefix> Scheduler::ListCachedPrefixes(const std::string* tenant_salt) const {
+  if (!impl_->cache) return {};
+  std::vector<cache::PrefixSummary> ram = impl_->cache->ListPrefixes();
+  std::vector<cache::PrefixSummary> disk;
+  if (impl_->disk) disk = impl_->disk->ListPrefixes();
+  if (tenant_salt == nullptr) return MergePrefixes(ram, disk, nullptr);
+  const Digest domain = DomainFor(impl_->fingerprints, *tenant_salt);
+  return MergePrefixes(ram, disk, &domain);
+}
+
+Result<PrefixEviction> Scheduler::EvictCachedPrefix(const std::string& domain,
+                                                    const std::string& root) {
+  std::optional<cache::PrefixSummary> found;
+  if (impl_->cache) found = FindPrefix(impl_->cache->ListPrefixes(), domain, root);
+  if (!found && impl_->disk) found = FindPrefix(impl_->disk->ListPrefixes(), domain, root);
+  if (!found) return Status::NotFound("no cached prefix " + domain + "/" + root);
+  impl_->clear_epoch++;  // the slots holding it forget it (as after ClearCache)
+  PrefixEviction out;
+  out.ram_entries = impl_->cache->EvictPrefix(found->domain, found->root);
+  if (impl_->disk) out.disk_records = impl_->disk->RemovePrefix(found->domain, found->root);
+  return out;
 }
 
 Status Scheduler::ClearCache() {
@@ -425,6 +465,7 @@ void Scheduler::Impl::Start(Slot& slot, std::unique_ptr<Job> job,
   slot.phase = Phase::kPrefill;
   slot.last_used = ++admissions;
   slot.epoch = forgotten_epoch;  // the clear its held tokens were checked against (Admit)
+  NoteSlot(slot);
   if (cache_io) {
     RememberDomain(slot.domain);
     cache_io->Restore(slot);
@@ -568,6 +609,7 @@ void Scheduler::Impl::Finish(Slot& slot, const std::string& reason) {
   CountRequest(counted);
   slot.job.reset();
   slot.phase = Phase::kIdle;
+  NoteSlot(slot);
 }
 
 // The sequence keeps what was decoded: the prompt up to slot.pos and the generated tokens that
@@ -586,13 +628,28 @@ void Scheduler::Impl::KeepHeld(Slot& slot, std::span<const Token> generated) {
 void Scheduler::Impl::ForgetHeld(Slot& slot) {
   ctx->SeqClear(slot.seq);
   slot.held.clear();
+  NoteSlot(slot);
+}
+
+void Scheduler::Impl::NoteSlot(const Slot& slot) {
+  SlotView v;
+  v.busy = slot.phase != Phase::kIdle;
+  std::span<const Token> tokens = slot.held;
+  if (v.busy) tokens = slot.job->request.prompt.tokens;
+  v.n_tokens = uint32_t(tokens.size());
+  // An idle slot's tree is that of its last prompt up to its tail (what the cache published).
+  if (!v.busy && slot.held_tail > 0) tokens = tokens.first(std::min(tokens.size(), slot.held_tail));
+  const Digest& domain = v.busy ? slot.domain : slot.held_domain;
+  if (cache_io) v.session = PrefixRootId(domain, tokens, options.block_size);
+  std::lock_guard<std::mutex> lock(mu);
+  slot_views[size_t(&slot - slots.data())] = std::move(v);
 }
 
 void Scheduler::Impl::Fail(Slot& slot, const Status& st) {
   slot.job->done.set_value(st);
   slot.job.reset();
   slot.phase = Phase::kIdle;
-  ForgetHeld(slot);
+  ForgetHeld(slot);  // notes the idle slot
   std::lock_guard<std::mutex> lock(mu);
   stats.slots_busy--;
   idle_cv.notify_all();

@@ -27,6 +27,9 @@ class Scheduler {
   // Drops every tier's entries; the idle slots forget the sequences they hold before the next
   // request is admitted, so nothing cleared is reused.
   Status ClearCache();
+  // Engine::ListCachedPrefixes / EvictCachedPrefix.
+  std::vector<CachedPrefix> ListCachedPrefixes(const std::string* tenant_salt) const;
+  Result<PrefixEviction> EvictCachedPrefix(const std::string& domain, const std::string& root);
   // Waits until everything published so far is on disk (no-op without a disk tier).
   void FlushDisk();
 

@@ -44,6 +44,11 @@ class Backend {
   virtual int32_t n_vocab() const = 0;
   virtual EngineStats GetStats() const = 0;
   virtual Status ClearCache() = 0;
+  // nullptr: every domain's prefix trees; else only those of that tenant salt's domain.
+  virtual std::vector<engine::CachedPrefix> ListCachedPrefixes(
+      const std::string* tenant_salt) const = 0;
+  virtual Result<engine::PrefixEviction> EvictCachedPrefix(const std::string& domain,
+                                                           const std::string& root) = 0;
 };
 
 // Wraps the real engine. REQUIRES: engine is not null.

@@ -28,6 +28,14 @@ class EngineBackend final : public Backend {
   int32_t n_vocab() const override { return n_vocab_; }
   EngineStats GetStats() const override { return engine_->GetStats(); }
   Status ClearCache() override { return engine_->ClearCache(); }
+  std::vector<engine::CachedPrefix> ListCachedPrefixes(
+      const std::string* tenant_salt) const override {
+    return engine_->ListCachedPrefixes(tenant_salt);
+  }
+  Result<engine::PrefixEviction> EvictCachedPrefix(const std::string& domain,
+                                                   const std::string& root) override {
+    return engine_->EvictCachedPrefix(domain, root);
+  }
 
  private:
   std::unique_ptr<engine::Engine> engine_;

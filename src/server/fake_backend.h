@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "server/backend.h"
+#include "util/hash.h"
 
 namespace prefixd::server {
 
@@ -97,7 +98,42 @@ class FakeBackend : public Backend {
     s.requests = uint64_t(completions.load());
     s.misses_by_reason["no_entry"] = 1;
     s.bytes_by_tier["ram"] = 1234;
+    s.ram_budget_bytes = 4096;
+    s.disk_quota_bytes = 8192;
+    s.disk_records = 3;
+    s.disk_records_by_kind = {{"rows", 2}, {"snap", 1}};
+    s.memory_layout = "attention";
+    s.block_size = 16;
+    s.slots = {engine::SlotView{true, 40, "00000000000000aa"}, engine::SlotView{}};
     return s;
+  }
+  // One prefix tree per distinct prompt: domain = the salt's first 16 hex digits of SHA-256,
+  // root = the prompt's.
+  std::vector<engine::CachedPrefix> ListCachedPrefixes(
+      const std::string* tenant_salt) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<engine::CachedPrefix> out;
+    for (const auto& [salt, tokens] : seen_) {
+      if (tenant_salt != nullptr && salt != *tenant_salt) continue;
+      engine::CachedPrefix p = PrefixOf(salt, tokens);
+      if (std::none_of(out.begin(), out.end(), [&](const auto& q) { return q.root == p.root; })) {
+        out.push_back(p);
+      }
+    }
+    return out;
+  }
+  Result<engine::PrefixEviction> EvictCachedPrefix(const std::string& domain,
+                                                   const std::string& root) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    engine::PrefixEviction ev;
+    std::erase_if(seen_, [&](const auto& e) {
+      engine::CachedPrefix p = PrefixOf(e.first, e.second);
+      bool hit = p.domain == domain && p.root == root;
+      ev.ram_entries += hit ? 1 : 0;
+      return hit;
+    });
+    if (ev.ram_entries == 0) return Status::NotFound("no cached prefix " + domain + "/" + root);
+    return ev;
   }
   Status ClearCache() override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -134,6 +170,17 @@ class FakeBackend : public Backend {
       for (int i = 0; i < n; ++i) lp.top.push_back({Token(i), std::string(1, char('a' + i)), -1.0f - i});
       r->logprobs.push_back(std::move(lp));
     }
+  }
+
+  static engine::CachedPrefix PrefixOf(const std::string& salt, const std::vector<Token>& tokens) {
+    engine::CachedPrefix p;
+    p.domain = DigestHex(Sha256Of(salt), 8);
+    std::string text(tokens.begin(), tokens.end());
+    p.root = DigestHex(Sha256Of(text), 8);
+    p.n_tokens = tokens.size();
+    p.used_unix_ms = 1;
+    p.ram = {true, 1, 0, 0, tokens.size()};
+    return p;
   }
 
   int32_t CachedPrefix(const CompletionRequest& req) {

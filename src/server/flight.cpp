@@ -92,6 +92,41 @@ void Flight::Log(int status) {
   if (ttft_seconds_ >= 0) line.Add("ttft_ms", ttft_seconds_ * 1000);
   line.Add("total_ms", total_s * 1000);
   WriteLogLine(line);
+  if (ctx_.recent != nullptr) ctx_.recent->Add(Record(status, cancelled, total_s));
+}
+
+RequestRecord Flight::Record(int status, bool cancelled, double total_s) const {
+  RequestRecord rec;
+  rec.time_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+  rec.id = meta_.id;
+  rec.route = route_;
+  rec.tenant = tenant_label_;
+  rec.status = status;
+  rec.stream = stream_;
+  rec.cancelled = cancelled;
+  rec.ttft_ms = ttft_seconds_ >= 0 ? ttft_seconds_ * 1000 : -1;
+  rec.total_ms = total_s * 1000;
+  const Result<CompletionResult>& r = run_->result();
+  if (!r.ok()) return rec;
+  const engine::Usage& u = r->usage;
+  rec.finish = r->finish_reason;
+  rec.prompt_tokens = u.prompt_tokens;
+  rec.cached_tokens = u.cached_tokens;
+  rec.evaluated_tokens = u.evaluated_tokens;
+  rec.completion_tokens = u.completion_tokens;
+  rec.tier = engine::CacheTierName(r->cache.tier);
+  rec.miss_reason = r->cache.miss_reason;
+  if (r->cache.diverged_at > 0) {
+    rec.diverged_at = r->cache.diverged_at;
+    rec.diverged = DivergenceText(*ctx_.backend, prompt_tokens_, r->cache.diverged_at);
+  }
+  rec.queue_ms = u.queue_ms;
+  rec.prefill_ms = u.prefill_ms;
+  rec.restore_ms = u.restore_ms;
+  rec.prompt_eval_ms = u.prompt_eval_ms;
+  return rec;
 }
 
 }  // namespace prefixd::server

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "server/completion_run.h"
+#include "server/recent_requests.h"
 #include <functional>
 #include "server/response_json.h"
 #include "server/routes.h"
@@ -42,7 +43,7 @@ class Flight {
   Result<CompletionResult>& result() { return run_->result(); }
   const ResponseMeta& meta() const { return meta_; }
 
-  // Writes the log line and the metrics. `status` is the HTTP status sent (200 for a stream
+  // Writes the log line and the metrics, and adds the request to ctx.recent. `status` is the HTTP status sent (200 for a stream
   // whose headers went out). Only the first call counts.
   void Log(int status);
 
@@ -56,6 +57,8 @@ class Flight {
   engine::PrepareTimes prepare_times_;  // the prompt's preparation, for the log
   double prepare_ms_ = 0;              // from the request's start to the run's start
   std::function<bool()> connection_closed_;  // httplib's check on the request's socket
+  // What RecentRequests keeps of this request (after Log's line is built).
+  RequestRecord Record(int status, bool cancelled, double total_s) const;
   // Cancels the run when the client is gone or the server stops (at most every poll interval).
   void CheckClient();
 

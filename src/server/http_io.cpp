@@ -5,10 +5,11 @@
 namespace prefixd::server {
 namespace {
 
-const std::array<const char*, 15> kRoutes = {
+const std::array<const char*, 19> kRoutes = {
     "/v1/chat/completions", "/v1/completions", "/v1/models", "/tokenize", "/detokenize", "/apply-template",
     "/health",              "/metrics",        "/v1/cache",  "/v1/cache/warm", "/v1/cache/clear",
-    "/v1/models/",          "/v1/responses",   "/v1/messages", "/v1/messages/count_tokens"};
+    "/v1/models/",          "/v1/responses",   "/v1/messages", "/v1/messages/count_tokens",
+    "/",                    "/v1/cache/stats", "/v1/cache/entries", "/v1/requests/recent"};
 
 thread_local std::chrono::steady_clock::time_point t_request_start =
     std::chrono::steady_clock::now();
@@ -38,6 +39,8 @@ std::string RouteLabel(const std::string& path) {
     if (path == r) return r;
   }
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  if (path.rfind("/v1/cache/entries/", 0) == 0) return "/v1/cache/entries/{id}";
+  if (path.rfind("/assets/", 0) == 0) return "/assets/{file}";
   return "other";
 }
 

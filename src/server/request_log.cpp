@@ -72,15 +72,21 @@ LogLine& LogLine::AddCompletion(const engine::CompletionResult& r) {
   return *this;
 }
 
-LogLine& LogLine::AddDivergence(const Backend& backend, const std::vector<engine::Token>& prompt,
-                                int32_t at) {
-  if (at < 0 || size_t(at) > prompt.size()) return *this;
+std::string DivergenceText(const Backend& backend, const std::vector<engine::Token>& prompt,
+                           int32_t at) {
+  if (at < 0 || size_t(at) > prompt.size()) return "";
   size_t lo = at >= kContextTokens ? size_t(at - kContextTokens) : 0;
   size_t hi = std::min(prompt.size(), size_t(at) + kContextTokens);
   std::vector<engine::Token> before(prompt.begin() + lo, prompt.begin() + at);
   std::vector<engine::Token> after(prompt.begin() + at, prompt.begin() + hi);
+  return backend.Detokenize(before) + "\u27e8|\u27e9" + backend.Detokenize(after);
+}
+
+LogLine& LogLine::AddDivergence(const Backend& backend, const std::vector<engine::Token>& prompt,
+                                int32_t at) {
+  if (at < 0 || size_t(at) > prompt.size()) return *this;
   Add("diverged_at", (long long)at);
-  return Add("diverged", backend.Detokenize(before) + "\u27e8|\u27e9" + backend.Detokenize(after));
+  return Add("diverged", DivergenceText(backend, prompt, at));
 }
 
 void WriteLogLine(const LogLine& line) {

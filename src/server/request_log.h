@@ -35,6 +35,11 @@ class LogLine {
   std::string text_;
 };
 
+// The text of a few tokens either side of `at` in `prompt`, joined by "⟨|⟩"; "" when `at` is
+// outside the prompt.
+std::string DivergenceText(const Backend& backend, const std::vector<engine::Token>& prompt,
+                           int32_t at);
+
 // Quotes a logfmt value when it needs it; control characters are escaped.
 std::string LogfmtValue(const std::string& value);
 

@@ -3,6 +3,9 @@
 //   info:        GET /v1/models[/{id}], GET /health, GET /metrics,
 //                POST /tokenize, POST /detokenize, POST /apply-template (routes_info.cpp)
 //   cache admin: GET /v1/cache, POST /v1/cache/warm, POST /v1/cache/clear (routes_cache.cpp)
+//   web page:    GET /, GET /assets/{file}, GET /v1/cache/stats, GET /v1/cache/entries,
+//                DELETE /v1/cache/entries/{domain}/{root}, GET /v1/requests/recent
+//                (routes_web.cpp; / and /assets/* need no key: they hold no data)
 //   agent APIs:  POST /v1/responses, POST /v1/messages, POST /v1/messages/count_tokens
 //                (routes_agent.cpp: translated to and from chat completions)
 // docs/http-api.md describes every shape. Authentication and rights are checked before routing
@@ -18,6 +21,7 @@
 #include "server/auth.h"
 #include "server/backend.h"
 #include "server/metrics.h"
+#include "server/recent_requests.h"
 #include "server/request_parse.h"
 
 namespace prefixd::server {
@@ -27,6 +31,7 @@ struct RouteContext {
   Backend* backend = nullptr;
   const TenantAuth* auth = nullptr;
   ServerMetrics* metrics = nullptr;
+  RecentRequests* recent = nullptr;        // the last completions (GET /v1/requests/recent)
   std::string model_id;                    // what /v1/models lists and requests may name
   const std::atomic<bool>* stopping = nullptr;  // true once the server is shutting down
 
@@ -39,8 +44,12 @@ struct RouteContext {
 };
 
 // True for the routes only admin keys may call: POST /v1/cache/clear (drops every tenant's
-// entries). Any route that evicts or drops cache entries belongs here.
+// entries), DELETE /v1/cache/entries/{domain}/{root} (evicts one prefix tree). Any route that
+// evicts or drops cache entries belongs here.
 bool IsAdminRoute(const std::string& method, const std::string& path);
+// True for the paths served without a key even when keys are on: GET /health, and the web
+// page and its static assets (/, /assets/*), which hold no data.
+bool IsOpenRoute(const std::string& path);
 
 class ApiAdapter;
 
@@ -57,5 +66,6 @@ std::optional<ApiError> CountChatPromptTokens(const RouteContext& ctx,
                                               const std::string& chat_body, int64_t* n_tokens);
 void RegisterInfoRoutes(httplib::Server& http, const RouteContext& ctx);
 void RegisterCacheRoutes(httplib::Server& http, const RouteContext& ctx);
+void RegisterWebRoutes(httplib::Server& http, const RouteContext& ctx);
 
 }  // namespace prefixd::server

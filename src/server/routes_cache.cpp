@@ -4,6 +4,7 @@
 // an admin route).
 #include <nlohmann/json.hpp>
 
+#include "server/cache_json.h"
 #include "server/http_io.h"
 #include "server/request_log.h"
 #include "server/routes.h"
@@ -15,24 +16,6 @@ using json = nlohmann::json;
 namespace {
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-json StatsJson(const engine::EngineStats& s) {
-  return {{"cache", s.cache_on ? engine::StateModeName(s.state_mode) : "off"},
-          {"chunking_invariant", s.chunking_invariant},
-          {"requests", s.requests},
-          {"prompt_tokens", s.prompt_tokens},
-          {"cached_tokens", s.cached_tokens},
-          {"evaluated_tokens", s.evaluated_tokens},
-          {"generated_tokens", s.generated_tokens},
-          {"hits", {{"slot", s.hits_slot}, {"ram", s.hits_ram}, {"disk", s.hits_disk}}},
-          {"restored_bytes", s.restored_bytes},
-          {"misses", s.misses},
-          {"misses_by_reason", s.misses_by_reason},
-          {"bytes_by_tier", s.bytes_by_tier},
-          {"evictions_by_tier", s.evictions_by_tier},
-          {"slots_busy", s.slots_busy},
-          {"queue_depth", s.queue_depth}};
-}
 
 std::optional<ApiError> WarmPrompt(const RouteContext& ctx, const WarmRequest& w, Prompt* out) {
   auto prompt = w.is_chat ? ctx.backend->PrepareChat(w.chat.messages_json, w.chat.render)
@@ -69,12 +52,13 @@ void Warm(const RouteContext& ctx, const httplib::Request& req, httplib::Respons
 }  // namespace
 
 bool IsAdminRoute(const std::string& method, const std::string& path) {
-  return method == "POST" && path == "/v1/cache/clear";
+  if (method == "POST" && path == "/v1/cache/clear") return true;
+  return method == "DELETE" && path.rfind("/v1/cache/entries/", 0) == 0;
 }
 
 void RegisterCacheRoutes(httplib::Server& http, const RouteContext& ctx) {
   http.Get("/v1/cache", [&ctx](const httplib::Request&, httplib::Response& res) {
-    SendJson(res, Dump(StatsJson(ctx.backend->GetStats())));
+    SendJson(res, Dump(CacheCountersJson(ctx.backend->GetStats())));
   });
   http.Post("/v1/cache/warm", [&ctx](const httplib::Request& req, httplib::Response& res) {
     Warm(ctx, req, res);

@@ -15,6 +15,7 @@ namespace prefixd::server {
 struct HttpServer::Impl {
   ServerOptions options;
   ServerMetrics metrics;
+  RecentRequests recent;
   std::atomic<bool> stopping{false};
   std::unique_ptr<Admission> admission;
   RouteContext ctx;
@@ -54,11 +55,12 @@ ApiError Forbidden(const TenantAuth& auth, const std::string& path) {
 
 }  // namespace
 
-// Authentication (401) and rights (403), before any route runs. /health is always open.
+// Authentication (401) and rights (403), before any route runs. /health and the web page's
+// static files are always open (IsOpenRoute).
 httplib::Server::HandlerResponse HttpServer::Impl::PreRoute(const httplib::Request& req,
                                                             httplib::Response& res) {
   MarkRequestStart();
-  if (req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+  if (IsOpenRoute(req.path)) return httplib::Server::HandlerResponse::Unhandled;
   if (!ctx.auth->enabled()) return Admit(req, res);
   TenantAuth::Outcome auth =
       ctx.auth->Check(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
@@ -161,6 +163,7 @@ void HttpServer::Impl::SetUp() {
   RegisterAgentRoutes(http, ctx);
   RegisterInfoRoutes(http, ctx);
   RegisterCacheRoutes(http, ctx);
+  RegisterWebRoutes(http, ctx);
 }
 
 HttpServer::HttpServer(Backend* backend, const TenantAuth* auth, ServerOptions options)
@@ -170,6 +173,7 @@ HttpServer::HttpServer(Backend* backend, const TenantAuth* auth, ServerOptions o
   impl_->ctx.backend = backend;
   impl_->ctx.auth = auth;
   impl_->ctx.metrics = &impl_->metrics;
+  impl_->ctx.recent = &impl_->recent;
   impl_->ctx.stopping = &impl_->stopping;
   impl_->ctx.model_id =
       impl_->options.model_id.empty() ? backend->model_name() : impl_->options.model_id;

@@ -796,7 +796,10 @@ Stats DiskStoreImpl::GetStats() {
   Stats s = stats_;
   s.records = index_.size();
   s.bytes = 0;
-  for (const auto& [id, e] : index_) s.bytes += e.ie.file_bytes;
+  for (const auto& [id, e] : index_) {
+    s.bytes += e.ie.file_bytes;
+    s.records_by_kind[RecordKindName(id.kind)]++;
+  }
   s.quota_bytes = options_.quota_bytes;
   s.queue_depth = queue_.size();
   return s;

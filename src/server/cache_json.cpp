@@ -1,0 +1,23 @@
+#include "server/cache_json.h"
+
+namespace prefixd::server {
+
+nlohmann::json CacheCountersJson(const engine::EngineStats& s) {
+  return {{"cache", s.cache_on ? engine::StateModeName(s.state_mode) : "off"},
+          {"chunking_invariant", s.chunking_invariant},
+          {"requests", s.requests},
+          {"prompt_tokens", s.prompt_tokens},
+          {"cached_tokens", s.cached_tokens},
+          {"evaluated_tokens", s.evaluated_tokens},
+          {"generated_tokens", s.generated_tokens},
+          {"hits", {{"slot", s.hits_slot}, {"ram", s.hits_ram}, {"disk", s.hits_disk}}},
+          {"restored_bytes", s.restored_bytes},
+          {"misses", s.misses},
+          {"misses_by_reason", s.misses_by_reason},
+          {"bytes_by_tier", s.bytes_by_tier},
+          {"evictions_by_tier", s.evictions_by_tier},
+          {"slots_busy", s.slots_busy},
+          {"queue_depth", s.queue_depth}};
+}
+
+}  // namespace prefixd::server

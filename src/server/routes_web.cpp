@@ -1,0 +1,195 @@
+// The web page and the JSON it reads (docs/http-api.md, "Web page"):
+//   GET /, GET /assets/{name}          the embedded page (web_assets.h); open without a key
+//   GET /v1/cache/stats                model, slots, tiers, counters
+//   GET /v1/cache/entries              the cached prefix trees (the caller's domain; admins: all)
+//   DELETE /v1/cache/entries/{domain}/{root}   evicts one tree (an admin route)
+//   GET /v1/requests/recent[?after=N]  the last completions (the caller's; admins: everyone's)
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "engine/types.h"
+#include "server/cache_json.h"
+#include "server/http_io.h"
+#include "server/request_log.h"
+#include "server/routes.h"
+#include "server/web_assets.h"
+
+namespace prefixd::server {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json ModelJson(const RouteContext& ctx, const engine::EngineStats& s) {
+  return {{"id", ctx.model_id},
+          {"memory_layout", s.memory_layout},
+          {"cache", s.cache_on ? engine::StateModeName(s.state_mode) : "off"},
+          {"chunking_invariant", s.chunking_invariant},
+          {"n_ctx_per_slot", ctx.backend->n_ctx_per_slot()},
+          {"n_vocab", ctx.backend->n_vocab()},
+          {"block_size", s.block_size}};
+}
+
+json SlotsJson(const engine::EngineStats& s) {
+  json slots = json::array();
+  for (size_t i = 0; i < s.slots.size(); ++i) {
+    const engine::SlotView& v = s.slots[i];
+    slots.push_back({{"index", i}, {"busy", v.busy}, {"n_tokens", v.n_tokens},
+                     {"session", v.session.empty() ? json(nullptr) : json(v.session)}});
+  }
+  return slots;
+}
+
+uint64_t At(const std::map<std::string, uint64_t>& m, const std::string& key) {
+  auto it = m.find(key);
+  return it == m.end() ? 0 : it->second;
+}
+
+// "shared": the tier shared between servers, null until one is configured; when present it
+// has the disk tier's shape (used_bytes, quota_bytes, records, evictions).
+json TiersJson(const engine::EngineStats& s) {
+  json ram = {{"used_bytes", At(s.bytes_by_tier, "ram")}, {"budget_bytes", s.ram_budget_bytes},
+              {"blocks", s.ram_blocks}, {"snapshots", s.ram_snapshots}, {"tails", s.ram_tails},
+              {"evictions", At(s.evictions_by_tier, "ram")}};
+  json disk = nullptr;
+  if (s.disk_quota_bytes > 0) {
+    disk = {{"used_bytes", At(s.bytes_by_tier, "disk")}, {"quota_bytes", s.disk_quota_bytes},
+            {"records", s.disk_records}, {"records_by_kind", s.disk_records_by_kind},
+            {"evictions", At(s.evictions_by_tier, "disk")}};
+  }
+  return {{"ram", ram}, {"disk", disk}, {"shared", nullptr}};
+}
+
+// GET /v1/cache's counters and the share of prompt tokens the cache served.
+json TotalsJson(const engine::EngineStats& s) {
+  json totals = CacheCountersJson(s);
+  totals["token_hit_ratio"] =
+      s.prompt_tokens == 0 ? 0.0 : double(s.cached_tokens) / double(s.prompt_tokens);
+  return totals;
+}
+
+void Stats(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const engine::EngineStats s = ctx.backend->GetStats();
+  const Tenant t = ctx.TenantOf(req);
+  SendJson(res, Dump({{"model", ModelJson(ctx, s)},
+                      {"caller", {{"tenant", t.label}, {"admin", t.admin}}},
+                      {"slots", SlotsJson(s)},
+                      {"queue_depth", s.queue_depth},
+                      {"tiers", TiersJson(s)},
+                      {"totals", TotalsJson(s)}}));
+}
+
+json TierViewJson(const engine::PrefixTierView& v) {
+  if (!v.held) return nullptr;
+  return {{"blocks", v.blocks}, {"snapshots", v.snapshots}, {"tails", v.tails},
+          {"bytes", v.bytes}};
+}
+
+json PrefixJson(const engine::CachedPrefix& p) {
+  return {{"id", p.domain + "/" + p.root},
+          {"domain", p.domain},
+          {"root", p.root},
+          {"n_tokens", p.n_tokens},
+          {"created_unix_ms", p.created_unix_ms == 0 ? json(nullptr) : json(p.created_unix_ms)},
+          {"used_unix_ms", p.used_unix_ms},
+          {"ram", TierViewJson(p.ram)},
+          {"disk", TierViewJson(p.disk)}};
+}
+
+void Entries(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const Tenant t = ctx.TenantOf(req);
+  json entries = json::array();
+  const std::string* only = t.admin ? nullptr : &t.salt;
+  for (const engine::CachedPrefix& p : ctx.backend->ListCachedPrefixes(only)) {
+    entries.push_back(PrefixJson(p));
+  }
+  SendJson(res, Dump({{"scope", t.admin ? "all" : "tenant"}, {"entries", entries}}));
+}
+
+void Evict(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const std::string domain = req.matches[1], root = req.matches[2];
+  auto r = ctx.backend->EvictCachedPrefix(domain, root);
+  if (!r.ok()) {
+    if (r.status().IsNotFound()) {
+      return SendError(res, {ErrorKind::kNotFound, r.status().message(), "", ""});
+    }
+    return SendError(res, ApiErrorFromStatus(r.status()));
+  }
+  WriteLogLine(LogLine("cache_evicted").Add("id", domain + "/" + root)
+                   .Add("ram_entries", (long long)r->ram_entries)
+                   .Add("disk_records", (long long)r->disk_records));
+  SendJson(res, Dump({{"evicted", domain + "/" + root}, {"ram_entries", r->ram_entries},
+                      {"disk_records", r->disk_records}}));
+}
+
+json RecordJson(const RequestRecord& r) {
+  auto ms = [](double v) { return v < 0 ? json(nullptr) : json(v); };
+  auto text = [](const std::string& v) { return v.empty() ? json(nullptr) : json(v); };
+  return {{"seq", r.seq}, {"time_unix_ms", r.time_unix_ms}, {"id", r.id}, {"route", r.route},
+          {"tenant", r.tenant}, {"status", r.status}, {"stream", r.stream},
+          {"cancelled", r.cancelled}, {"finish", r.finish},
+          {"prompt_tokens", r.prompt_tokens}, {"cached_tokens", r.cached_tokens},
+          {"evaluated_tokens", r.evaluated_tokens}, {"completion_tokens", r.completion_tokens},
+          {"tier", r.tier}, {"miss_reason", text(r.miss_reason)},
+          {"diverged_at", r.diverged_at > 0 ? json(r.diverged_at) : json(nullptr)},
+          {"diverged", r.diverged_at > 0 ? json(r.diverged) : json(nullptr)},
+          {"ttft_ms", ms(r.ttft_ms)}, {"queue_ms", r.queue_ms}, {"prefill_ms", r.prefill_ms},
+          {"restore_ms", r.restore_ms}, {"prompt_eval_ms", r.prompt_eval_ms},
+          {"saved_ms", r.saved_ms}, {"total_ms", r.total_ms}};
+}
+
+void Recent(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  uint64_t after = 0;
+  if (req.has_param("after")) {
+    const std::string v = req.get_param_value("after");
+    char* end = nullptr;
+    after = std::strtoull(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0') {
+      return SendError(res, ApiError::Invalid("'after' must be a request seq number", "after"));
+    }
+  }
+  const Tenant t = ctx.TenantOf(req);
+  json requests = json::array();
+  for (const RequestRecord& r : ctx.recent->Since(after, t.admin ? nullptr : &t.label)) {
+    requests.push_back(RecordJson(r));
+  }
+  SendJson(res, Dump({{"scope", t.admin ? "all" : "tenant"}, {"requests", requests}}));
+}
+
+void Asset(const httplib::Request& req, httplib::Response& res) {
+  const WebAsset* a = FindWebAsset(req.path);
+  if (a == nullptr) {
+    return SendError(res, {ErrorKind::kNotFound, "no such file: " + req.path, "", ""});
+  }
+  res.set_content(reinterpret_cast<const char*>(a->data), a->size, a->content_type);
+  res.set_header("Cache-Control", "no-cache");
+}
+
+}  // namespace
+
+bool IsOpenRoute(const std::string& path) {
+  return path == "/health" || path == "/" || path.rfind("/assets/", 0) == 0;
+}
+
+void RegisterWebRoutes(httplib::Server& http, const RouteContext& ctx) {
+  auto asset = [](const httplib::Request& req, httplib::Response& res) { Asset(req, res); };
+  http.Get("/", asset);
+  http.Get("/assets/[^/]+", asset);
+  http.Get("/v1/cache/stats", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    Stats(ctx, req, res);
+  });
+  http.Get("/v1/cache/entries", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    Entries(ctx, req, res);
+  });
+  http.Delete("/v1/cache/entries/([0-9a-f]+)/([0-9a-f]+)",
+              [&ctx](const httplib::Request& req, httplib::Response& res) {
+                Evict(ctx, req, res);
+              });
+  http.Get("/v1/requests/recent", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    Recent(ctx, req, res);
+  });
+}
+
+}  // namespace prefixd::server

@@ -1,0 +1,121 @@
+// The web page at `/` in headless chromium (Debian's, driven by puppeteer-core; no browser is
+// downloaded): asks for a key, streams a chat answer in the playground, shows the second turn's
+// cached tokens in the dashboard's request chart, and lets an admin evict a cached prefix.
+// Screenshots go to $PREFIXD_E2E_ARTIFACTS (default: $TMPDIR/prefixd-e2e-artifacts).
+// chromium missing is a failure, not a skip: scripts/setup-deps.sh installs it.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import puppeteer from 'puppeteer-core';
+import { makeModel, startServer, tempDir, writeKeys } from './harness.js';
+
+const CHROMIUM = process.env.PREFIXD_CHROMIUM || '/usr/bin/chromium';
+const ARTIFACTS = process.env.PREFIXD_E2E_ARTIFACTS || join(tmpdir(), 'prefixd-e2e-artifacts');
+const ADMIN_KEY = 'sk-web-admin';
+const TENANT_KEY = 'sk-web-tenant';
+const WAIT = { timeout: 30000 };
+
+describe('web page', () => {
+  let dir; let server; let browser; let page;
+
+  before(async () => {
+    assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: run scripts/setup-deps.sh (installs chromium)`);
+    mkdirSync(ARTIFACTS, { recursive: true });
+    dir = tempDir('web');
+    const adminFile = join(dir, 'admin.txt');
+    writeFileSync(adminFile, `${ADMIN_KEY}\n`);
+    server = await startServer({
+      model: makeModel(dir),
+      args: ['--slots', '2', '--ctx', '2048', '--block-size', '32',
+        '--api-key-file', writeKeys(dir, [TENANT_KEY]), '--admin-key-file', adminFile],
+    });
+  });
+  after(async () => {
+    await browser?.close();
+    await server?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  const shot = async (name) => {
+    const file = join(ARTIFACTS, `web-${name}.png`);
+    await page.screenshot({ path: file, fullPage: true });
+    console.log(`screenshot: ${file}`);
+  };
+
+  it('serves / and its assets without a key, and the data only with one', async () => {
+    for (const path of ['/', '/assets/app.js', '/assets/app.css']) {
+      const r = await fetch(`${server.url}${path}`);
+      assert.equal(r.status, 200, path);
+      assert.doesNotMatch(await r.text(), /https?:\/\/(?!127\.0\.0\.1)/, `${path} fetches nothing from elsewhere`);
+    }
+    assert.equal((await fetch(`${server.url}/v1/cache/stats`)).status, 401);
+    const tenant = { Authorization: `Bearer ${TENANT_KEY}` };
+    const entries = await (await fetch(`${server.url}/v1/cache/entries`, { headers: tenant })).json();
+    assert.equal(entries.scope, 'tenant');
+    const del = await fetch(`${server.url}/v1/cache/entries/00/00`, { method: 'DELETE', headers: tenant });
+    assert.equal(del.status, 403, 'a tenant key may not evict');
+  });
+
+  it('asks for a key, chats with streaming, charts the cached tokens, and evicts as admin', async () => {
+    browser = await puppeteer.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: [...(process.getuid?.() === 0 ? ['--no-sandbox'] : []), '--disable-gpu', '--disable-dev-shm-usage'],
+    });
+    page = await browser.newPage();
+    await page.setViewport({ width: 1200, height: 900 });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(e.message));
+    await page.goto(server.url + '/', { waitUntil: 'load' });
+
+    await page.waitForSelector('#key-form:not([hidden])', WAIT);
+    await page.type('#key-input', ADMIN_KEY);
+    await page.click('#key-form button[type=submit]');
+    await page.waitForSelector('#key-form', { hidden: true, ...WAIT });
+    await page.waitForFunction(() => document.querySelector('#model-id').textContent === 'tiny', WAIT);
+    await page.waitForFunction(() => document.querySelector('#caller').textContent.includes('admin'), WAIT);
+
+    await page.click('.tab[data-tab=playground]');
+    await page.$eval('#max-tokens', (e) => { e.value = '12'; });
+    const turn = async (text, n) => {
+      await page.type('#user-input', text);
+      await page.click('#send');
+      await page.waitForFunction((k) => {
+        const infos = document.querySelectorAll('.msg.assistant .cache-info');
+        return infos.length === k && infos[k - 1].dataset.cached !== undefined;
+      }, WAIT, n);
+      return page.$$eval('.msg.assistant', (ms) => ms.map((m) => ({
+        text: m.querySelector('.text').textContent + m.querySelector('.thinking').textContent,
+        cached: Number(m.querySelector('.cache-info').dataset.cached),
+        info: m.querySelector('.cache-info').textContent,
+      })));
+    };
+    const first = await turn('Hello! Please say something about caches.', 1);
+    assert.ok(first[0].text.length > 0, 'the streamed answer is shown');
+    assert.match(first[0].info, /prompt tokens from the cache/);
+    const second = await turn('And one more thing?', 2);
+    assert.ok(second[1].cached > 0, `the second turn reuses the first: ${second[1].info}`);
+    await shot('playground');
+
+    await page.click('.tab[data-tab=dashboard]');
+    await page.waitForFunction(() => {
+      const c = document.querySelector('#req-chart');
+      return Number(c.dataset.points) >= 2 && Number(c.dataset.cachedPoints) >= 1;
+    }, WAIT);
+    assert.match(await page.$eval('#saved', (e) => e.textContent), /cached/);
+    await shot('dashboard');
+
+    await page.click('.tab[data-tab=cache]');
+    await page.waitForSelector('#entries tbody tr button.evict', WAIT);
+    const ids = await page.$$eval('#entries tbody tr', (rs) => rs.map((r) => r.dataset.id));
+    assert.ok(ids.length >= 1);
+    await shot('cache');
+    await page.click(`#entries tbody tr[data-id="${ids[0]}"] button.evict`);
+    await page.waitForFunction(() => document.querySelector('#cache-msg').textContent.startsWith('Evicted'), WAIT);
+    await page.waitForFunction((id) => !document.querySelector(`#entries tbody tr[data-id="${id}"]`), WAIT, ids[0]);
+    assert.match(server.log, /prefixd cache_evicted id=/);
+    assert.deepEqual(errors, [], 'no script errors on the page');
+  });
+});
