@@ -229,9 +229,15 @@ Result<std::string> ChatTemplate::RenderPrefix(const ParsedChat& chat, size_t n_
     common_chat_msg placeholder;
     placeholder.role = variant == PrefixVariant::kFollowedByUser ? "user" : "assistant";
     if (variant == PrefixVariant::kFollowedByToolCall) {
+      // An agent's tool call comes with its reasoning where thinking is on, and templates keep
+      // the reasoning of the turns since the last user message: the turn shares with the
+      // generation prompt up to where that reasoning begins (templates without reasoning
+      // ignore it).
       const std::string name = part.tools.empty() ? "tool" : part.tools.front().name;
       placeholder.tool_calls.push_back({name, "{}", "call_0"});
+      placeholder.reasoning_content = "Ok.";
     }
+    if (variant == PrefixVariant::kFollowedByAnswer) placeholder.content = "Ok.";
     part.messages.push_back(placeholder);
   }
   // An answer is followed by the user's next message sooner or later, and templates render it
@@ -300,6 +306,7 @@ std::vector<PrefixRender> PrefixesToCompare(const ParsedChat& chat) {
   out.push_back({n_messages, PrefixVariant::kFollowedByUser});
   out.push_back({n_messages, PrefixVariant::kFollowedByAssistant});
   out.push_back({n_messages, PrefixVariant::kFollowedByToolCall});
+  out.push_back({n_messages, PrefixVariant::kFollowedByAnswer});
   return out;
 }
 

@@ -53,6 +53,7 @@ enum class PrefixVariant : uint8_t {
   kFollowedByUser = 1,
   kFollowedByAssistant = 2,
   kFollowedByToolCall = 3,
+  kFollowedByAnswer = 4,
 };
 
 // A messages array parsed once, so that the whole conversation and many of its prefixes can be
@@ -101,7 +102,9 @@ class ChatTemplate {
   // user message first (with n_messages == 0: the placeholder alone, as splits need it),
   // kFollowedByAssistant an empty assistant message and an empty user message (the answer as
   // history), kFollowedByToolCall an assistant message calling the first tool (or "tool") with
-  // no arguments.
+  // no arguments, after a line of reasoning (ignored by templates without reasoning),
+  // kFollowedByAnswer an assistant message with a short answer as the last turn (templates
+  // that close the turn before differently when content follows it).
   // REQUIRES: n_messages <= chat.n_messages(), and 1 <= n_messages for kPlain. InvalidArgument
   // when the template refuses (some refuse a conversation that ends on an assistant turn).
   Result<std::string> RenderPrefix(const ParsedChat& chat, size_t n_messages,
