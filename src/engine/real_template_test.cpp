@@ -353,14 +353,16 @@ const std::set<std::string>& ExpectedRefusals() {
   return kRefuse;
 }
 
-// The default sample (~5 s a template on an idle machine): three of the six that once fell
+// The default sample (~5 s a template on an idle machine): five of those that once fell
 // short, one of each cause — a trailing system turn after the conversation (Cohere), a tool
 // block closed by what follows it (Hermes), a next tool call opened without a header
-// (DeepSeek-R1) — and one that refuses. PREFIXD_TEMPLATE_SWEEP=all sweeps every template
+// (DeepSeek-R1), a punctuation mark joined to the answer's first word (Apertus) or to the
+// reasoning's (Hy3) — and one that refuses. PREFIXD_TEMPLATE_SWEEP=all sweeps every template
 // (docs/test-models.md has the numbers), or a comma-separated list of names.
 const char* const kSweepSample[] = {
     "CohereForAI-c4ai-command-r-plus-tool_use", "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use",
-    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "google-gemma-2-2b-it"};
+    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "Apertus-8B-Instruct", "tencent-Hy3",
+    "google-gemma-2-2b-it"};
 
 std::vector<std::string> SweepTemplates() {
   const char* env = std::getenv("PREFIXD_TEMPLATE_SWEEP");
