@@ -43,8 +43,6 @@ class DiskTier {
   size_t Promote(const Digest& domain, std::span<const Token> tokens, size_t max_len,
                  const PrefixCache::Match& ram_match);
 
-  store::DiskStore& store() { return store_; }
-
  private:
   struct Walk;
   void Put(store::RecordMeta meta, const PayloadRef& payload);
