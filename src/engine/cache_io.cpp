@@ -1,9 +1,9 @@
 #include "engine/cache_io.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "engine/state_codec.h"
+#include "util/log.h"
 
 namespace prefixd::engine {
 
@@ -236,8 +236,8 @@ void CacheIo::Restore(Slot& slot) {
     slot.restored = 0;
     out.tier = CacheTier::kNone;
     out.miss_reason = "restore_failed";
-    std::fprintf(stderr, "prefixd: restore of %zu tokens refused: %s\n",
-                 std::max(m.n_tokens, held.keep), st.ToString().c_str());
+    Logf(LogLevel::kWarning, "restore of %zu tokens refused: %s", std::max(m.n_tokens, held.keep),
+         st.ToString().c_str());
   }
   slot.held.clear();  // the sequence now holds the request's own state
   slot.pos = slot.restored;

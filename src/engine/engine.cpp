@@ -1,13 +1,13 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "engine/chat_template.h"
 #include "engine/capture_points.h"
 #include "engine/render_memo.h"
 #include "engine/token_memo.h"
 #include "engine/scheduler.h"
+#include "util/log.h"
 
 namespace prefixd::engine {
 
@@ -43,10 +43,10 @@ Status FitContextToModel(const Model& model, uint32_t* n_ctx_per_slot) {
     return Status::InvalidArgument("model architecture '" + model.arch() + "' has learned " +
                                    "positions for only " + std::to_string(limit) + " tokens");
   }
-  std::fprintf(stderr,
-               "prefixd: context capped at %d tokens per slot (requested %u): model "
-               "architecture '%s' has learned absolute positions for %d tokens only\n",
-               limit, *n_ctx_per_slot, model.arch().c_str(), limit);
+  Logf(LogLevel::kWarning,
+       "context capped at %d tokens per slot (requested %u): model architecture '%s' has "
+       "learned absolute positions for %d tokens only",
+       limit, *n_ctx_per_slot, model.arch().c_str(), limit);
   *n_ctx_per_slot = uint32_t(limit);
   return Status::OK();
 }

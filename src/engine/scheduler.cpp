@@ -8,7 +8,6 @@
 #include <future>
 #include <mutex>
 #include <set>
-#include <cstdio>
 #include <thread>
 
 #include "cache/chain_hash.h"
@@ -22,6 +21,7 @@
 #include "engine/domain.h"
 #include "engine/job.h"
 #include "engine/prefill.h"
+#include "util/log.h"
 
 namespace prefixd::engine {
 
@@ -165,26 +165,26 @@ Status Scheduler::Impl::Setup() {
 Status Scheduler::Impl::SetupCache(const ContextOptions& copt) {
   Result<CodecProbe> probe = ProbeStateCodec(*ctx, 0, options.whole_state);
   if (!probe.ok()) {
-    std::fprintf(stderr, "prefixd: the prompt cache is off for this model: %s\n",
-                 probe.status().ToString().c_str());
+    Logf(LogLevel::kWarning, "the prompt cache is off for this model: %s",
+         probe.status().ToString().c_str());
     return Status::OK();
   }
   state_mode = probe->mode;
   chunking_invariant = probe->chunking_invariant;
   if (!chunking_invariant) {
-    std::fprintf(stderr, "prefixd: note: with these settings the model's logits depend on how a "
+    Log(LogLevel::kInfo, "note: with these settings the model's logits depend on how a "
                          "prompt is cut into prefill chunks (flash attention on CPU computes "
                          "micro-batches of more than 32 rows in tiles), so output after a "
                          "restored prefix can differ from a cold run in the last bits; "
-                         "--no-flash-attn makes it exact (docs/state-codec.md)\n");
+                         "--no-flash-attn makes it exact (docs/state-codec.md)");
   }
   const bool whole = state_mode == StateMode::kWhole;
   if (whole && options.whole_state) {
-    std::fprintf(stderr, "prefixd: --whole-state: the cache keeps whole-state snapshots\n");
+    Log(LogLevel::kInfo, "--whole-state: the cache keeps whole-state snapshots");
   } else if (whole) {
-    std::fprintf(stderr, "prefixd: the state codec cannot slice this model's state (%s); the "
-                         "cache keeps whole-state snapshots at capture points (correct, larger)\n",
-                 probe->why_whole.c_str());
+    Logf(LogLevel::kInfo, "the state codec cannot slice this model's state (%s); the cache "
+                          "keeps whole-state snapshots at capture points (correct, larger)",
+         probe->why_whole.c_str());
   }
   PREFIXD_ASSIGN_OR_RETURN(fingerprints, ComputeFingerprints(model, copt, options, state_mode));
   CacheIoOptions io;
@@ -206,8 +206,8 @@ Status Scheduler::Impl::SetupCache(const ContextOptions& copt) {
     so.writer_queue_depth = 1024;
     so.writer_queue_bytes = std::min<uint64_t>(options.ram_budget_bytes / 2, uint64_t(1) << 30);
     PREFIXD_ASSIGN_OR_RETURN(store, store::DiskStore::Open(so));
-    std::fprintf(stderr, "prefixd: disk tier %s: %s\n", so.dir.c_str(),
-                 store->GetStats().recovery.ToString().c_str());
+    Logf(LogLevel::kInfo, "disk tier %s: %s", so.dir.c_str(),
+         store->GetStats().recovery.ToString().c_str());
     disk = std::make_unique<cache::DiskTier>(*store, *cache);
   }
   cache_io = std::make_unique<CacheIo>(*ctx, *cache, disk.get(), io, std::move(probe->shape));
@@ -599,7 +599,7 @@ void Scheduler::Impl::Fail(Slot& slot, const Status& st) {
 }
 
 void Scheduler::Impl::CountCacheError(const char* what, const Status& st) {
-  std::fprintf(stderr, "prefixd: cache %s failed: %s\n", what, st.ToString().c_str());
+  Logf(LogLevel::kWarning, "cache %s failed: %s", what, st.ToString().c_str());
   std::lock_guard<std::mutex> lock(mu);
   stats.cache_errors[what]++;
 }
