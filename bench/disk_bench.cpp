@@ -22,9 +22,9 @@
 
 #include "bench/bandwidth.h"
 #include "bench/trace.h"
-#include "cli/flags.h"
 #include "engine/engine.h"
 #include "engine/test_model.h"
+#include "util/flags.h"
 
 namespace fs = std::filesystem;
 using namespace prefixd;
@@ -225,7 +225,7 @@ int Run(const Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
-  cli::Flags flags("disk-bench", "Disk tier after a restart: restore throughput and first token.");
+  Flags flags("disk-bench", "Disk tier after a restart: restore throughput and first token.");
   flags.String("--arch", &a.arch, "test-model architecture");
   flags.String("--shape", &a.shape, "test-model shape (tiny, small, medium)");
   flags.String("--model", &a.model, "use this GGUF instead of generating one");
@@ -236,5 +236,5 @@ int main(int argc, char** argv) {
   flags.Int("--block-size", &a.block_size, "cache block size");
   flags.Bool("--keep-cache", &a.keep_cache, "reuse the cache dir an earlier run wrote");
   flags.Bool("--no-cold", &a.no_cold, "skip the --no-cache first token (use the fill's)");
-  return cli::RunWithFlags(flags, argc, argv, [&] { return Run(a); }, 1);
+  return RunWithFlags(flags, argc, argv, [&] { return Run(a); }, 1);
 }

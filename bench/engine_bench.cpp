@@ -15,9 +15,9 @@
 
 #include "bench/bandwidth.h"
 #include "bench/trace.h"
-#include "cli/flags.h"
 #include "engine/engine.h"
 #include "engine/test_model.h"
+#include "util/flags.h"
 
 namespace prefixd::bench {
 namespace {
@@ -479,7 +479,7 @@ int main(int argc, char** argv) {
   using prefixd::bench::BenchArgs;
   BenchArgs a;
   for (int i = 0; i < argc; ++i) a.command_line += (i ? " " : "") + std::string(argv[i]);
-  prefixd::cli::Flags flags(
+  prefixd::Flags flags(
       "prefixd_engine_bench",
       "Replay a generated agent trace in process with the prompt cache on and off side by "
       "side; report reuse, output equality and capture overhead.");
@@ -508,5 +508,5 @@ int main(int argc, char** argv) {
   flags.Int("--overhead-tokens", &a.overhead_tokens, "capture overhead: fresh prompt size");
   flags.Int("--overhead-reps", &a.overhead_reps, "capture overhead: repetitions (0: skip)");
   // This binary has no subcommand: its flags start at argv[1].
-  return prefixd::cli::RunWithFlags(flags, argc, argv, [&] { return prefixd::bench::Main(a); }, 1);
+  return prefixd::RunWithFlags(flags, argc, argv, [&] { return prefixd::bench::Main(a); }, 1);
 }

@@ -12,17 +12,16 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_run.h"
 #include "bench/decode.h"
 #include "bench/long_session.h"
 #include "bench/replay.h"
 #include "bench/trace.h"
 #include "cli/commands.h"
-#include "cli/flags.h"
+#include "util/flags.h"
 
 namespace prefixd::cli {
 namespace {
-
-using nlohmann::json;
 
 struct BenchArgs {
   bench::ServerOptions server;
@@ -105,41 +104,6 @@ Result<std::vector<bench::TraceRequest>> LoadTrace(const BenchArgs& a) {
   return trace;
 }
 
-Status WriteOutputs(const BenchArgs& a, const json& r, const std::string& md) {
-  if (!a.out.empty()) PREFIXD_RETURN_IF_ERROR(bench::WriteTextFile(a.out, r.dump(2)));
-  if (!a.md.empty()) PREFIXD_RETURN_IF_ERROR(bench::WriteTextFile(a.md, md));
-  return Status::OK();
-}
-
-json ResultsOf(const bench::ServerOptions& so, const BenchArgs& a, const bench::ReplayRun& run,
-               const Status& st) {
-  const json meta = {{"label", so.label}, {"url", so.url}, {"server_cmd", so.server_cmd},
-                     {"trace", a.trace}, {"long_session", a.long_session},
-                     {"side_by_side", !a.b.url.empty()}};
-  json r = bench::ResultsJson(meta, run.rows, run.restarted);
-  if (!st.ok()) r["error"] = st.ToString();
-  return r;
-}
-
-Status WriteResults(const std::string& out, const std::string& md, const json& r) {
-  if (!out.empty()) PREFIXD_RETURN_IF_ERROR(bench::WriteTextFile(out, r.dump(2)));
-  if (!md.empty()) PREFIXD_RETURN_IF_ERROR(bench::WriteTextFile(md, bench::SingleMarkdown(r)));
-  bench::PrintSummary(r);
-  return Status::OK();
-}
-
-// Starts both servers, replays side by side, stops both.
-Status ReplayBoth(const BenchArgs& a, const std::vector<bench::TraceRequest>& trace,
-                  bench::ReplayRun* run_a, bench::ReplayRun* run_b) {
-  bench::ServerUnderTest sa(a.server), sb(a.b);
-  Status st = sa.Start();
-  if (st.ok()) st = sb.Start();
-  if (st.ok()) st = bench::ReplaySideBySide(sa, sb, trace, run_a, run_b);
-  sa.Stop();
-  sb.Stop();
-  return st;
-}
-
 Status RunReplay(const BenchArgs& a) {
   PREFIXD_ASSIGN_OR_RETURN(auto trace, LoadTrace(a));
   if (a.trace_only) {
@@ -149,21 +113,12 @@ Status RunReplay(const BenchArgs& a) {
   }
   bench::Progress("%zu requests against %s (%s)%s", trace.size(), a.server.url.c_str(),
                   a.server.label.c_str(), a.b.url.empty() ? "" : " and --b-url side by side");
-  bench::ReplayRun run_a, run_b;
-  Status st;
-  if (a.b.url.empty()) {
-    bench::ServerUnderTest server(a.server);
-    st = server.Start();
-    if (st.ok()) st = bench::Replay(server, trace, &run_a);
-    server.Stop();
-  } else {
-    st = ReplayBoth(a, trace, &run_a, &run_b);
-  }
-  PREFIXD_RETURN_IF_ERROR(WriteResults(a.out, a.md, ResultsOf(a.server, a, run_a, st)));
-  if (!a.b.url.empty()) {
-    PREFIXD_RETURN_IF_ERROR(WriteResults(a.b_out, a.b_md, ResultsOf(a.b, a, run_b, st)));
-  }
-  return st;
+  bench::ReplayRunOptions o;
+  o.a = {a.server, a.out, a.md};
+  if (!a.b.url.empty()) o.b = bench::ReplayTarget{a.b, a.b_out, a.b_md};
+  o.trace_path = a.trace;
+  o.long_session = a.long_session;
+  return bench::RunReplay(o, trace);
 }
 
 Status RunDecode(const BenchArgs& a) {
@@ -173,12 +128,7 @@ Status RunDecode(const BenchArgs& a) {
   o.max_tokens = int(a.decode_tokens);
   o.reps = int(a.decode_reps);
   o.seed = uint64_t(a.seed);
-  bench::ServerUnderTest server(a.server);
-  PREFIXD_RETURN_IF_ERROR(server.Start());
-  auto r = bench::RunDecode(server, o, a.server.label);
-  server.Stop();
-  if (!r.ok()) return r.status();
-  return WriteOutputs(a, *r, "");
+  return bench::RunDecodeToFiles(a.server, o, a.out, a.md);
 }
 
 Status RunCombine(const BenchArgs& a) {

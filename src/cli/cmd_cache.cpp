@@ -12,10 +12,10 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "cli/flags.h"
 #include "cache/domain_registry.h"
 #include "cache/fingerprint.h"
 #include "store/disk_store.h"
+#include "util/flags.h"
 
 namespace prefixd::cli {
 

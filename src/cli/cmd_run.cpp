@@ -4,8 +4,8 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "cli/flags.h"
 #include "engine/engine.h"
+#include "util/flags.h"
 
 namespace prefixd::cli {
 

@@ -13,13 +13,13 @@
 #include <thread>
 
 #include "cli/commands.h"
-#include "cli/flags.h"
 #include "engine/engine.h"
 #include "engine/pinned_assets.h"
 #include "server/auth.h"
 #include "server/backend.h"
 #include "server/request_log.h"
 #include "server/server.h"
+#include "util/flags.h"
 
 namespace prefixd::cli {
 
