@@ -32,6 +32,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+const engine::EngineOptions kEngine;
+
 struct Args {
   std::string arch = "qwen35";
   std::string shape = "small";
@@ -39,8 +41,8 @@ struct Args {
   std::string work_dir = "/tmp/prefixd-disk-bench";
   int64_t tokens = 2048;
   int64_t reps = 3;
-  int64_t threads = 0;
-  int64_t block_size = 256;
+  int64_t threads = kEngine.n_threads;
+  int64_t block_size = kEngine.block_size;
   bool keep_cache = false;
   bool no_cold = false;
 };

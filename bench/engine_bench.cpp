@@ -27,6 +27,9 @@ using engine::CompletionResult;
 using engine::Engine;
 using engine::Token;
 
+const engine::EngineOptions kEngine;
+const TraceOptions kTrace;
+
 struct BenchArgs {
   std::string arch = "qwen35";
   std::string shape = "small";
@@ -34,16 +37,17 @@ struct BenchArgs {
   std::string work_dir = "/tmp/prefixd-bench";
   std::string trace_out;
   int64_t model_seed = 1;
-  int64_t block_size = 256;
-  int64_t sessions = 3;
-  int64_t turns = 3;
-  // Defaults sized for a few minutes on 2 CPU cores with a "small" model (~40 prefill tok/s).
-  int64_t system_tokens = 1000;
-  int64_t tool_tokens = 150;
-  int64_t max_tokens = 8;
-  int64_t seed = 1;
-  int64_t threads = 0;
-  int64_t ctx = 8192;
+  int64_t block_size = kEngine.block_size;
+  // The trace: TraceOptions' defaults, sized for a few minutes on 2 CPU cores with a "small"
+  // model (~40 prefill tok/s).
+  int64_t sessions = kTrace.n_sessions;
+  int64_t turns = kTrace.turns_per_session;
+  int64_t system_tokens = kTrace.system_tokens;
+  int64_t tool_tokens = kTrace.tool_tokens;
+  int64_t max_tokens = kTrace.max_tokens;
+  int64_t seed = int64_t(kTrace.seed);
+  int64_t threads = kEngine.n_threads;
+  int64_t ctx = kEngine.n_ctx_per_slot;
   int64_t overhead_tokens = 512;
   int64_t overhead_reps = 3;
   int64_t decode_tokens = 128;

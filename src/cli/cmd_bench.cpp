@@ -23,36 +23,46 @@
 namespace prefixd::cli {
 namespace {
 
+const bench::TraceOptions kTrace;
+const bench::LongSessionOptions kLong;
+const bench::DecodeOptions kDecode;
+
+std::string JoinCommas(const std::vector<int>& v) {
+  std::string out;
+  for (int x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
+  return out;
+}
+
 struct BenchArgs {
   bench::ServerOptions server;
   bench::ServerOptions b;  // --b-*: a second server, replayed side by side (b.url "" when none)
   std::string b_out;
   std::string b_md;
   bool no_warmup = false;
-  // The agent trace.
+  // The agent trace; the defaults are the options structs' (bench/trace.h, bench/decode.h).
   std::string trace;
   std::string trace_out;
   bool trace_only = false;
-  int64_t sessions = 3;
-  int64_t turns = 3;
-  int64_t system_tokens = 1000;
-  int64_t tool_tokens = 150;
-  int64_t max_tokens = 8;
-  int64_t seed = 1;
+  int64_t sessions = kTrace.n_sessions;
+  int64_t turns = kTrace.turns_per_session;
+  int64_t system_tokens = kTrace.system_tokens;
+  int64_t tool_tokens = kTrace.tool_tokens;
+  int64_t max_tokens = kTrace.max_tokens;  // the long session's too
+  int64_t seed = int64_t(kTrace.seed);
   bool no_restart = false;
   bool no_branch = false;
   // The long session.
   bool long_session = false;
-  int64_t max_context = 65536;
-  int64_t start_tokens = 4000;
-  int64_t step_tokens = 1500;
-  int64_t user_every = 8;
-  int64_t tools = 4;
+  int64_t max_context = kLong.max_context_tokens;
+  int64_t start_tokens = kLong.start_tokens;
+  int64_t step_tokens = kLong.step_tokens;
+  int64_t user_every = kLong.user_every;
+  int64_t tools = kLong.n_tools;
   // Decode throughput.
   bool decode = false;
-  std::string decode_streams = "1,2";
-  int64_t decode_tokens = 128;
-  int64_t decode_reps = 3;
+  std::string decode_streams = JoinCommas(kDecode.streams);
+  int64_t decode_tokens = kDecode.max_tokens;
+  int64_t decode_reps = kDecode.reps;
   // Reports.
   std::string out;
   std::string md;
@@ -61,7 +71,7 @@ struct BenchArgs {
   std::string decode_results;
   std::string tsv;
   std::string title;
-  int64_t reprefill_slack = 256;
+  int64_t reprefill_slack = bench::CombineOptions{}.reprefill_slack;
 };
 
 std::vector<std::string> SplitCommas(const std::string& s) {

@@ -17,8 +17,8 @@ struct RunArgs {
   std::string messages_json;
   std::string cache_dir;
   int64_t n_predict = 32;
-  int64_t ctx = 4096;
-  int64_t block_size = 256;
+  int64_t ctx = 4096;  // run's own: a short prompt (the engine's default: 8192)
+  int64_t block_size = engine::EngineOptions{}.block_size;
   int64_t repeat = 1;
   double temperature = 0.0;
   int64_t seed = 0;

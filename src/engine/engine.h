@@ -27,6 +27,8 @@
 
 namespace prefixd::engine {
 
+// The defaults here are every command's (serve, run, the benches start their flags from
+// EngineOptions{}), but where a command says it chooses its own.
 struct EngineOptions {
   std::string model_path;
   std::string cache_dir;             // "" = no disk tier
