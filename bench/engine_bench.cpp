@@ -188,7 +188,9 @@ struct Totals {
     prefill_off += off.usage.prefill_ms;
     if (on.tokens != off.tokens) ++mismatches;
     if (on.usage.cached_tokens > 0) ++hits;
-    if (!on.cache.miss_reason.empty()) ++misses[on.cache.miss_reason];
+    if (on.cache.miss != engine::CacheMiss::kNotMissed) {
+      ++misses[engine::CacheMissName(on.cache.miss)];
+    }
     const engine::Usage& u = on.usage;
     if (u.restored_bytes > 0 && on.cache.tier == engine::CacheTier::kRam) {
       ram_bytes += u.restored_bytes, ram_ms += u.restore_ms;
@@ -215,7 +217,8 @@ void PrintRow(size_t i, const TraceRequest& t, int32_t reusable, const Completio
               off.usage.evaluated_tokens, on.usage.prefill_ms, off.usage.prefill_ms,
               on.usage.prefill_chunks, off.usage.prefill_chunks,
               engine::CacheTierName(on.cache.tier),
-              on.cache.miss_reason.empty() ? "-" : on.cache.miss_reason.c_str(),
+              on.cache.miss == engine::CacheMiss::kNotMissed ? "-"
+                                                             : engine::CacheMissName(on.cache.miss),
               on.tokens == off.tokens ? "same" : "DIFF");
   std::fflush(stdout);
 }

@@ -32,7 +32,7 @@ void PrintUsage(const engine::CompletionResult& r) {
                "prefill_ms=%.1f tier=%s miss=%s\n",
                r.usage.prompt_tokens, r.usage.cached_tokens, r.usage.evaluated_tokens,
                r.usage.completion_tokens, r.usage.prefill_ms, engine::CacheTierName(r.cache.tier),
-               r.cache.miss_reason.c_str());
+               engine::CacheMissName(r.cache.miss));
 }
 
 int Run(const RunArgs& a) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "cache/types.h"
 #include "engine/chat_template.h"
 #include "engine/capture_points.h"
 #include "engine/render_memo.h"
@@ -19,6 +20,40 @@ const char* CacheTierName(CacheTier tier) {
     case CacheTier::kDisk: return "disk";
   }
   return "none";
+}
+
+const char* CacheMissName(CacheMiss miss) {
+  switch (miss) {
+    case CacheMiss::kNotMissed: return "";
+    case CacheMiss::kDisabled: return "disabled";
+    case CacheMiss::kNothingAsked: return cache::MissReasonName(cache::MissReason::kNone);
+    case CacheMiss::kNoEntry: return cache::MissReasonName(cache::MissReason::kNoEntry);
+    case CacheMiss::kDiverged: return cache::MissReasonName(cache::MissReason::kDiverged);
+    case CacheMiss::kNoSnapshot: return cache::MissReasonName(cache::MissReason::kNoSnapshot);
+    case CacheMiss::kEvicted: return cache::MissReasonName(cache::MissReason::kEvicted);
+    case CacheMiss::kVerificationFailed:
+      return cache::MissReasonName(cache::MissReason::kVerificationFailed);
+    case CacheMiss::kRestoreFailed: return "restore_failed";
+  }
+  return "";
+}
+
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+  }
+  return "stop";
+}
+
+const char* CacheWorkName(CacheWork work) {
+  switch (work) {
+    case CacheWork::kDomain: return "domain";
+    case CacheWork::kCapture: return "capture";
+    case CacheWork::kPublish: return "publish";
+  }
+  return "";
 }
 
 struct Engine::Impl {

@@ -71,7 +71,7 @@ void Flight::Log(int status) {
   bool cancelled = run_->cancelled();
   if (r.ok()) {
     line.AddCompletion(*r);
-    cancelled = cancelled || r->finish_reason == "cancelled";
+    cancelled = cancelled || r->finish_reason == engine::FinishReason::kCancelled;
     if (r->cache.diverged_at > 0) {  // 0: nothing shared at all, not a changed prefix
       line.AddDivergence(*ctx_.backend, prompt_tokens_, r->cache.diverged_at);
     }
