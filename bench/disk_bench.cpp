@@ -22,15 +22,17 @@
 
 #include "bench/bandwidth.h"
 #include "bench/trace.h"
-#include "cli/flags.h"
 #include "engine/engine.h"
 #include "engine/test_model.h"
+#include "util/flags.h"
 
 namespace fs = std::filesystem;
 using namespace prefixd;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+const engine::EngineOptions kEngine;
 
 struct Args {
   std::string arch = "qwen35";
@@ -39,8 +41,8 @@ struct Args {
   std::string work_dir = "/tmp/prefixd-disk-bench";
   int64_t tokens = 2048;
   int64_t reps = 3;
-  int64_t threads = 0;
-  int64_t block_size = 256;
+  int64_t threads = kEngine.n_threads;
+  int64_t block_size = kEngine.block_size;
   bool keep_cache = false;
   bool no_cold = false;
 };
@@ -225,7 +227,7 @@ int Run(const Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
-  cli::Flags flags("disk-bench", "Disk tier after a restart: restore throughput and first token.");
+  Flags flags("disk-bench", "Disk tier after a restart: restore throughput and first token.");
   flags.String("--arch", &a.arch, "test-model architecture");
   flags.String("--shape", &a.shape, "test-model shape (tiny, small, medium)");
   flags.String("--model", &a.model, "use this GGUF instead of generating one");
@@ -236,5 +238,5 @@ int main(int argc, char** argv) {
   flags.Int("--block-size", &a.block_size, "cache block size");
   flags.Bool("--keep-cache", &a.keep_cache, "reuse the cache dir an earlier run wrote");
   flags.Bool("--no-cold", &a.no_cold, "skip the --no-cache first token (use the fill's)");
-  return cli::RunWithFlags(flags, argc, argv, [&] { return Run(a); }, 1);
+  return RunWithFlags(flags, argc, argv, [&] { return Run(a); }, 1);
 }

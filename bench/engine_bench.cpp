@@ -15,9 +15,9 @@
 
 #include "bench/bandwidth.h"
 #include "bench/trace.h"
-#include "cli/flags.h"
 #include "engine/engine.h"
 #include "engine/test_model.h"
+#include "util/flags.h"
 
 namespace prefixd::bench {
 namespace {
@@ -27,6 +27,9 @@ using engine::CompletionResult;
 using engine::Engine;
 using engine::Token;
 
+const engine::EngineOptions kEngine;
+const TraceOptions kTrace;
+
 struct BenchArgs {
   std::string arch = "qwen35";
   std::string shape = "small";
@@ -34,16 +37,17 @@ struct BenchArgs {
   std::string work_dir = "/tmp/prefixd-bench";
   std::string trace_out;
   int64_t model_seed = 1;
-  int64_t block_size = 256;
-  int64_t sessions = 3;
-  int64_t turns = 3;
-  // Defaults sized for a few minutes on 2 CPU cores with a "small" model (~40 prefill tok/s).
-  int64_t system_tokens = 1000;
-  int64_t tool_tokens = 150;
-  int64_t max_tokens = 8;
-  int64_t seed = 1;
-  int64_t threads = 0;
-  int64_t ctx = 8192;
+  int64_t block_size = kEngine.block_size;
+  // The trace: TraceOptions' defaults, sized for a few minutes on 2 CPU cores with a "small"
+  // model (~40 prefill tok/s).
+  int64_t sessions = kTrace.n_sessions;
+  int64_t turns = kTrace.turns_per_session;
+  int64_t system_tokens = kTrace.system_tokens;
+  int64_t tool_tokens = kTrace.tool_tokens;
+  int64_t max_tokens = kTrace.max_tokens;
+  int64_t seed = int64_t(kTrace.seed);
+  int64_t threads = kEngine.n_threads;
+  int64_t ctx = kEngine.n_ctx_per_slot;
   int64_t overhead_tokens = 512;
   int64_t overhead_reps = 3;
   int64_t decode_tokens = 128;
@@ -184,7 +188,9 @@ struct Totals {
     prefill_off += off.usage.prefill_ms;
     if (on.tokens != off.tokens) ++mismatches;
     if (on.usage.cached_tokens > 0) ++hits;
-    if (!on.cache.miss_reason.empty()) ++misses[on.cache.miss_reason];
+    if (on.cache.miss != engine::CacheMiss::kNotMissed) {
+      ++misses[engine::CacheMissName(on.cache.miss)];
+    }
     const engine::Usage& u = on.usage;
     if (u.restored_bytes > 0 && on.cache.tier == engine::CacheTier::kRam) {
       ram_bytes += u.restored_bytes, ram_ms += u.restore_ms;
@@ -211,7 +217,8 @@ void PrintRow(size_t i, const TraceRequest& t, int32_t reusable, const Completio
               off.usage.evaluated_tokens, on.usage.prefill_ms, off.usage.prefill_ms,
               on.usage.prefill_chunks, off.usage.prefill_chunks,
               engine::CacheTierName(on.cache.tier),
-              on.cache.miss_reason.empty() ? "-" : on.cache.miss_reason.c_str(),
+              on.cache.miss == engine::CacheMiss::kNotMissed ? "-"
+                                                             : engine::CacheMissName(on.cache.miss),
               on.tokens == off.tokens ? "same" : "DIFF");
   std::fflush(stdout);
 }
@@ -479,7 +486,7 @@ int main(int argc, char** argv) {
   using prefixd::bench::BenchArgs;
   BenchArgs a;
   for (int i = 0; i < argc; ++i) a.command_line += (i ? " " : "") + std::string(argv[i]);
-  prefixd::cli::Flags flags(
+  prefixd::Flags flags(
       "prefixd_engine_bench",
       "Replay a generated agent trace in process with the prompt cache on and off side by "
       "side; report reuse, output equality and capture overhead.");
@@ -508,5 +515,5 @@ int main(int argc, char** argv) {
   flags.Int("--overhead-tokens", &a.overhead_tokens, "capture overhead: fresh prompt size");
   flags.Int("--overhead-reps", &a.overhead_reps, "capture overhead: repetitions (0: skip)");
   // This binary has no subcommand: its flags start at argv[1].
-  return prefixd::cli::RunWithFlags(flags, argc, argv, [&] { return prefixd::bench::Main(a); }, 1);
+  return prefixd::RunWithFlags(flags, argc, argv, [&] { return prefixd::bench::Main(a); }, 1);
 }

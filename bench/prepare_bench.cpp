@@ -15,13 +15,13 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/trace.h"
-#include "cli/flags.h"
 #include "engine/capture_points.h"
 #include "engine/chat_template.h"
 #include "engine/token_memo.h"
 #include "engine/model.h"
 #include "engine/render_memo.h"
 #include "engine/test_model.h"
+#include "util/flags.h"
 
 namespace prefixd::bench {
 namespace {
@@ -229,7 +229,7 @@ Status Main(const PrepareArgs& a) {
 
 int main(int argc, char** argv) {
   prefixd::bench::PrepareArgs a;
-  prefixd::cli::Flags flags(
+  prefixd::Flags flags(
       "prefixd_prepare_bench",
       "Times render, tokenization and capture points of a chat request on one growing agent "
       "conversation.");
@@ -244,7 +244,7 @@ int main(int argc, char** argv) {
   flags.Int("--reference-every", &a.reference_every,
             "also time the reference capture points (and compare) every n-th request; 0: never");
   flags.Int("--seed", &a.seed, "conversation seed");
-  return prefixd::cli::RunWithFlags(flags, argc, argv, [&] {
+  return prefixd::RunWithFlags(flags, argc, argv, [&] {
     prefixd::Status st = prefixd::bench::Main(a);
     if (!st.ok()) std::fprintf(stderr, "prefixd_prepare_bench: %s\n", st.ToString().c_str());
     return st.ok() ? 0 : 1;

@@ -30,15 +30,21 @@
 
 namespace prefixd::bench {
 
+// Tokens generated per request of a generated trace or long session: few, the bench measures
+// the prompt side. The default of `prefixd bench` and prefixd_engine_bench too.
+inline constexpr int kTraceMaxTokens = 8;
+
+// The defaults are those of `prefixd bench` and prefixd_engine_bench (their flags start from
+// TraceOptions{}): sized for a few minutes on 2 CPU cores with a "small" test model.
 struct TraceOptions {
   uint64_t seed = 1;
   int n_sessions = 3;
   int turns_per_session = 3;   // requests per session (not counting the branch)
-  int system_tokens = 1500;    // system text plus tool schemas, approximately
-  int tool_tokens = 200;       // one tool result (file contents, command output), approximately
+  int system_tokens = 1000;    // system text plus tool schemas, approximately
+  int tool_tokens = 150;       // one tool result (file contents, command output), approximately
   int user_tokens = 40;        // one user message, approximately
   int think_tokens = 60;       // the reasoning of one assistant turn, approximately
-  int max_tokens = 16;         // max_tokens of every request
+  int max_tokens = kTraceMaxTokens;  // max_tokens of every request
   bool branch = true;          // add a branch request (an edited last user message)
   bool restart = true;         // put a restart flag on a request in the middle
 };
@@ -71,7 +77,7 @@ Result<std::vector<TraceRequest>> GenerateTrace(const TraceOptions& options);
 // user message the Qwen3-style template strips the reasoning of every earlier assistant turn,
 // so that request diverges from the previous one inside the history (at the first assistant
 // turn after the previous user message). Token counts are approximate, as in TraceOptions
-// (calibrated on the test models' tokenizer).
+// (calibrated on the test models' tokenizer). The defaults are `prefixd bench --long-session`'s.
 struct LongSessionOptions {
   uint64_t seed = 1;
   int n_tools = 4;                  // tool schemas offered and called (at most 6)
@@ -81,7 +87,7 @@ struct LongSessionOptions {
   int think_tokens = 100;           // reasoning of one assistant turn
   int user_every = 8;               // a new user message every this many requests
   int user_tokens = 60;             // a user's question (the first message, and before a paste)
-  int max_tokens = 16;              // max_tokens of every request
+  int max_tokens = kTraceMaxTokens;  // max_tokens of every request
 };
 
 // The number of requests GenerateLongSession makes: 1 + (max_context_tokens - max_tokens -

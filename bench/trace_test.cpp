@@ -151,7 +151,7 @@ std::vector<TraceRequest> MakeLong(const LongSessionOptions& o) {
 
 LongSessionOptions SmallLong() {
   LongSessionOptions o;
-  o.max_context_tokens = 16000;  // 1 + (16000 - 16 - 4000) / 1500 = 8 requests
+  o.max_context_tokens = 16000;  // 1 + (16000 - 8 - 4000) / 1500 = 8 requests
   return o;
 }
 
@@ -165,7 +165,7 @@ TEST(LongSessionTest, SameSeedSameSessionOtherSeedOtherSession) {
 TEST(LongSessionTest, RequestCountFollowsTheContext) {
   EXPECT_EQ(LongSessionRequests(SmallLong()), 8);
   EXPECT_EQ(MakeLong(SmallLong()).size(), size_t(8));
-  LongSessionOptions big;  // 64K: 1 + (65536 - 16 - 4000) / 1500
+  LongSessionOptions big;  // 64K: 1 + (65536 - 8 - 4000) / 1500
   EXPECT_EQ(LongSessionRequests(big), 42);
   big.max_context_tokens = 131072;
   EXPECT_EQ(LongSessionRequests(big), 85);

@@ -2,17 +2,6 @@
 
 namespace prefixd::cache {
 
-const char* SnapshotKindName(SnapshotKind kind) {
-  switch (kind) {
-    case SnapshotKind::kBlockBoundary: return "block_boundary";
-    case SnapshotKind::kMessage: return "message";
-    case SnapshotKind::kTail: return "tail";
-    case SnapshotKind::kBranch: return "branch";
-    case SnapshotKind::kGenerationEnd: return "generation_end";
-  }
-  return "unknown";
-}
-
 const char* MissReasonName(MissReason reason) {
   switch (reason) {
     case MissReason::kNone: return "none";

@@ -39,7 +39,6 @@ enum class SnapshotKind : uint8_t {
   kGenerationEnd = 4,  // end of a generation
 };
 inline constexpr size_t kSnapshotKindCount = 5;
-const char* SnapshotKindName(SnapshotKind kind);
 
 // Why a Lookup did not restore more. kNone: it restored everything asked for.
 enum class MissReason : uint8_t {

@@ -12,17 +12,26 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_run.h"
 #include "bench/decode.h"
 #include "bench/long_session.h"
 #include "bench/replay.h"
 #include "bench/trace.h"
 #include "cli/commands.h"
-#include "cli/flags.h"
+#include "util/flags.h"
 
 namespace prefixd::cli {
 namespace {
 
-using nlohmann::json;
+const bench::TraceOptions kTrace;
+const bench::LongSessionOptions kLong;
+const bench::DecodeOptions kDecode;
+
+std::string JoinCommas(const std::vector<int>& v) {
+  std::string out;
+  for (int x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
+  return out;
+}
 
 struct BenchArgs {
   bench::ServerOptions server;
@@ -30,30 +39,30 @@ struct BenchArgs {
   std::string b_out;
   std::string b_md;
   bool no_warmup = false;
-  // The agent trace.
+  // The agent trace; the defaults are the options structs' (bench/trace.h, bench/decode.h).
   std::string trace;
   std::string trace_out;
   bool trace_only = false;
-  int64_t sessions = 3;
-  int64_t turns = 3;
-  int64_t system_tokens = 1000;
-  int64_t tool_tokens = 150;
-  int64_t max_tokens = 8;
-  int64_t seed = 1;
+  int64_t sessions = kTrace.n_sessions;
+  int64_t turns = kTrace.turns_per_session;
+  int64_t system_tokens = kTrace.system_tokens;
+  int64_t tool_tokens = kTrace.tool_tokens;
+  int64_t max_tokens = kTrace.max_tokens;  // the long session's too
+  int64_t seed = int64_t(kTrace.seed);
   bool no_restart = false;
   bool no_branch = false;
   // The long session.
   bool long_session = false;
-  int64_t max_context = 65536;
-  int64_t start_tokens = 4000;
-  int64_t step_tokens = 1500;
-  int64_t user_every = 8;
-  int64_t tools = 4;
+  int64_t max_context = kLong.max_context_tokens;
+  int64_t start_tokens = kLong.start_tokens;
+  int64_t step_tokens = kLong.step_tokens;
+  int64_t user_every = kLong.user_every;
+  int64_t tools = kLong.n_tools;
   // Decode throughput.
   bool decode = false;
-  std::string decode_streams = "1,2";
-  int64_t decode_tokens = 128;
-  int64_t decode_reps = 3;
+  std::string decode_streams = JoinCommas(kDecode.streams);
+  int64_t decode_tokens = kDecode.max_tokens;
+  int64_t decode_reps = kDecode.reps;
   // Reports.
   std::string out;
   std::string md;
@@ -62,7 +71,7 @@ struct BenchArgs {
   std::string decode_results;
   std::string tsv;
   std::string title;
-  int64_t reprefill_slack = 256;
+  int64_t reprefill_slack = bench::CombineOptions{}.reprefill_slack;
 };
 
 std::vector<std::string> SplitCommas(const std::string& s) {
@@ -105,41 +114,6 @@ Result<std::vector<bench::TraceRequest>> LoadTrace(const BenchArgs& a) {
   return trace;
 }
 
-Status WriteOutputs(const BenchArgs& a, const json& r, const std::string& md) {
-  if (!a.out.empty()) PREFIXD_RETURN_IF_ERROR(bench::WriteTextFile(a.out, r.dump(2)));
-  if (!a.md.empty()) PREFIXD_RETURN_IF_ERROR(bench::WriteTextFile(a.md, md));
-  return Status::OK();
-}
-
-json ResultsOf(const bench::ServerOptions& so, const BenchArgs& a, const bench::ReplayRun& run,
-               const Status& st) {
-  const json meta = {{"label", so.label}, {"url", so.url}, {"server_cmd", so.server_cmd},
-                     {"trace", a.trace}, {"long_session", a.long_session},
-                     {"side_by_side", !a.b.url.empty()}};
-  json r = bench::ResultsJson(meta, run.rows, run.restarted);
-  if (!st.ok()) r["error"] = st.ToString();
-  return r;
-}
-
-Status WriteResults(const std::string& out, const std::string& md, const json& r) {
-  if (!out.empty()) PREFIXD_RETURN_IF_ERROR(bench::WriteTextFile(out, r.dump(2)));
-  if (!md.empty()) PREFIXD_RETURN_IF_ERROR(bench::WriteTextFile(md, bench::SingleMarkdown(r)));
-  bench::PrintSummary(r);
-  return Status::OK();
-}
-
-// Starts both servers, replays side by side, stops both.
-Status ReplayBoth(const BenchArgs& a, const std::vector<bench::TraceRequest>& trace,
-                  bench::ReplayRun* run_a, bench::ReplayRun* run_b) {
-  bench::ServerUnderTest sa(a.server), sb(a.b);
-  Status st = sa.Start();
-  if (st.ok()) st = sb.Start();
-  if (st.ok()) st = bench::ReplaySideBySide(sa, sb, trace, run_a, run_b);
-  sa.Stop();
-  sb.Stop();
-  return st;
-}
-
 Status RunReplay(const BenchArgs& a) {
   PREFIXD_ASSIGN_OR_RETURN(auto trace, LoadTrace(a));
   if (a.trace_only) {
@@ -149,21 +123,12 @@ Status RunReplay(const BenchArgs& a) {
   }
   bench::Progress("%zu requests against %s (%s)%s", trace.size(), a.server.url.c_str(),
                   a.server.label.c_str(), a.b.url.empty() ? "" : " and --b-url side by side");
-  bench::ReplayRun run_a, run_b;
-  Status st;
-  if (a.b.url.empty()) {
-    bench::ServerUnderTest server(a.server);
-    st = server.Start();
-    if (st.ok()) st = bench::Replay(server, trace, &run_a);
-    server.Stop();
-  } else {
-    st = ReplayBoth(a, trace, &run_a, &run_b);
-  }
-  PREFIXD_RETURN_IF_ERROR(WriteResults(a.out, a.md, ResultsOf(a.server, a, run_a, st)));
-  if (!a.b.url.empty()) {
-    PREFIXD_RETURN_IF_ERROR(WriteResults(a.b_out, a.b_md, ResultsOf(a.b, a, run_b, st)));
-  }
-  return st;
+  bench::ReplayRunOptions o;
+  o.a = {a.server, a.out, a.md};
+  if (!a.b.url.empty()) o.b = bench::ReplayTarget{a.b, a.b_out, a.b_md};
+  o.trace_path = a.trace;
+  o.long_session = a.long_session;
+  return bench::RunReplay(o, trace);
 }
 
 Status RunDecode(const BenchArgs& a) {
@@ -173,12 +138,7 @@ Status RunDecode(const BenchArgs& a) {
   o.max_tokens = int(a.decode_tokens);
   o.reps = int(a.decode_reps);
   o.seed = uint64_t(a.seed);
-  bench::ServerUnderTest server(a.server);
-  PREFIXD_RETURN_IF_ERROR(server.Start());
-  auto r = bench::RunDecode(server, o, a.server.label);
-  server.Stop();
-  if (!r.ok()) return r.status();
-  return WriteOutputs(a, *r, "");
+  return bench::RunDecodeToFiles(a.server, o, a.out, a.md);
 }
 
 Status RunCombine(const BenchArgs& a) {

@@ -12,10 +12,10 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "cli/flags.h"
 #include "cache/domain_registry.h"
 #include "cache/fingerprint.h"
 #include "store/disk_store.h"
+#include "util/flags.h"
 
 namespace prefixd::cli {
 
@@ -237,20 +237,14 @@ int CmdCache(int argc, char** argv) {
                  action.c_str(), flags.Help().c_str());
     return 2;
   }
-  Status st = flags.Parse(argc, argv, 3);
-  if (flags.help_requested()) {
-    std::fputs(flags.Help().c_str(), stdout);
-    return 0;
-  }
-  if (!st.ok()) {
-    std::fprintf(stderr, "%s\n\n%s", st.message().c_str(), flags.Help().c_str());
-    return 2;
-  }
-  if (f.cache_dir.empty()) {
-    std::fprintf(stderr, "--cache-dir is required\n\n%s", flags.Help().c_str());
-    return 2;
-  }
-  return RunAction(action, f);
+  // The action's flags start at argv[3].
+  return RunWithFlags(flags, argc, argv, [&] {
+    if (f.cache_dir.empty()) {
+      std::fprintf(stderr, "--cache-dir is required\n\n%s", flags.Help().c_str());
+      return 2;
+    }
+    return RunAction(action, f);
+  }, 3);
 }
 
 }  // namespace prefixd::cli

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "cli/flags.h"
 #include "engine/test_model.h"
+#include "util/flags.h"
 
 namespace prefixd::cli {
 namespace {

@@ -4,8 +4,8 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "cli/flags.h"
 #include "engine/engine.h"
+#include "util/flags.h"
 
 namespace prefixd::cli {
 
@@ -17,8 +17,8 @@ struct RunArgs {
   std::string messages_json;
   std::string cache_dir;
   int64_t n_predict = 32;
-  int64_t ctx = 4096;
-  int64_t block_size = 256;
+  int64_t ctx = 4096;  // run's own: a short prompt (the engine's default: 8192)
+  int64_t block_size = engine::EngineOptions{}.block_size;
   int64_t repeat = 1;
   double temperature = 0.0;
   int64_t seed = 0;
@@ -32,7 +32,7 @@ void PrintUsage(const engine::CompletionResult& r) {
                "prefill_ms=%.1f tier=%s miss=%s\n",
                r.usage.prompt_tokens, r.usage.cached_tokens, r.usage.evaluated_tokens,
                r.usage.completion_tokens, r.usage.prefill_ms, engine::CacheTierName(r.cache.tier),
-               r.cache.miss_reason.c_str());
+               engine::CacheMissName(r.cache.miss));
 }
 
 int Run(const RunArgs& a) {

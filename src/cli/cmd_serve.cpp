@@ -13,36 +13,52 @@
 #include <thread>
 
 #include "cli/commands.h"
-#include "cli/flags.h"
 #include "engine/engine.h"
 #include "engine/pinned_assets.h"
 #include "server/auth.h"
 #include "server/backend.h"
 #include "server/request_log.h"
 #include "server/server.h"
+#include "util/flags.h"
 
 namespace prefixd::cli {
 
 namespace {
 
+// The defaults are the options structs' (engine::EngineOptions, server::ServerOptions), but
+// for the two that serve chooses itself: --slots and --ctx.
+const engine::EngineOptions kEngine;
+const server::ServerOptions kServer;
+
+// 2 << 30 -> "2G": the largest unit that divides `bytes` (ParseBytes reads it back).
+std::string SizeText(uint64_t bytes) {
+  static constexpr char kUnits[] = "KMGT";
+  std::string unit;
+  for (int i = 0; bytes != 0 && bytes % 1024 == 0 && i < 4; ++i) {
+    bytes /= 1024;
+    unit = kUnits[i];
+  }
+  return std::to_string(bytes) + unit;
+}
+
 struct ServeArgs {
   std::string model;
   std::string alias;
-  std::string host = "127.0.0.1";
-  int64_t port = 8080;
+  std::string host = kServer.host;
+  int64_t port = kServer.port;
   std::string cache_dir;  // "" -> the default; "none" -> RAM only
-  std::string ram_budget = "2G";
-  std::string disk_quota = "20G";
-  std::string max_body = "32M";
-  int64_t block_size = 256;
-  int64_t slots = 2;
-  int64_t ctx = 0;
-  int64_t threads = 0;
-  int64_t threads_batch = 0;
-  int64_t batch = 2048;
-  int64_t ubatch = 512;
-  int64_t gpu_layers = 0;
-  int64_t max_queue = 64;
+  std::string ram_budget = SizeText(kEngine.ram_budget_bytes);
+  std::string disk_quota = SizeText(kEngine.disk_quota_bytes);
+  std::string max_body = SizeText(kServer.max_body_bytes);
+  int64_t block_size = kEngine.block_size;
+  int64_t slots = 2;  // serve's own: two sessions at once (the engine's default is 1 slot)
+  int64_t ctx = 0;    // serve's own: the model's trained context (the engine's default: 8192)
+  int64_t threads = kEngine.n_threads;
+  int64_t threads_batch = kEngine.n_threads_batch;
+  int64_t batch = kEngine.n_batch;
+  int64_t ubatch = kEngine.n_ubatch;
+  int64_t gpu_layers = kEngine.n_gpu_layers;
+  int64_t max_queue = int64_t(kEngine.max_queue);
   bool no_cache = false;
   bool whole_state = false;
   bool no_flash_attn = false;

@@ -1,9 +1,9 @@
 #include "engine/cache_io.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "engine/state_codec.h"
+#include "util/log.h"
 
 namespace prefixd::engine {
 
@@ -19,9 +19,17 @@ PayloadRef MakePayload(std::vector<uint8_t> bytes) {
   return p;
 }
 
-std::string MissReasonText(const cache::PrefixCache::Match& m) {
-  if (m.n_tokens > 0) return "";
-  return cache::MissReasonName(m.reason);
+CacheMiss MissOf(const cache::PrefixCache::Match& m) {
+  if (m.n_tokens > 0) return CacheMiss::kNotMissed;
+  switch (m.reason) {
+    case cache::MissReason::kNone: return CacheMiss::kNothingAsked;
+    case cache::MissReason::kNoEntry: return CacheMiss::kNoEntry;
+    case cache::MissReason::kDiverged: return CacheMiss::kDiverged;
+    case cache::MissReason::kNoSnapshot: return CacheMiss::kNoSnapshot;
+    case cache::MissReason::kEvicted: return CacheMiss::kEvicted;
+    case cache::MissReason::kVerificationFailed: return CacheMiss::kVerificationFailed;
+  }
+  return CacheMiss::kNoEntry;
 }
 
 }  // namespace
@@ -229,15 +237,15 @@ void CacheIo::Restore(Slot& slot) {
     impl_->ctx.SeqClear(slot.seq);
     if (m.n_tokens > 0) st = impl_->RestoreMatch(slot, m);
     if (m.n_tokens > 0 && st.ok()) slot.restored = int32_t(m.n_tokens), out.tier = tier;
-    if (m.n_tokens == 0) out.miss_reason = MissReasonText(m);
+    if (m.n_tokens == 0) out.miss = MissOf(m);
   }
   if (!st.ok()) {
     impl_->ctx.SeqClear(slot.seq);  // fail closed: prefill cold
     slot.restored = 0;
     out.tier = CacheTier::kNone;
-    out.miss_reason = "restore_failed";
-    std::fprintf(stderr, "prefixd: restore of %zu tokens refused: %s\n",
-                 std::max(m.n_tokens, held.keep), st.ToString().c_str());
+    out.miss = CacheMiss::kRestoreFailed;
+    Logf(LogLevel::kWarning, "restore of %zu tokens refused: %s", std::max(m.n_tokens, held.keep),
+         st.ToString().c_str());
   }
   slot.held.clear();  // the sequence now holds the request's own state
   slot.pos = slot.restored;

@@ -345,7 +345,7 @@ TEST(ChatEngineTest, RequiredToolChoiceYieldsAParsedCall) {
   const std::vector<Token> start = e->Tokenize("<tool_call>");
   ASSERT_EQ(start.size(), 1u);
   CompletionResult r = Generate(*e, *p, 300, {{start[0], 100.0f}});
-  EXPECT_EQ(r.finish_reason, "stop") << r.text;
+  EXPECT_EQ(r.finish_reason, FinishReason::kStop) << r.text;
   ChatMessage m = ParseChatOutput(p->output, r.text);
   ASSERT_EQ(m.tool_calls.size(), 1u) << r.text;
   EXPECT_EQ(m.tool_calls[0].name, "forecast");

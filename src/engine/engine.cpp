@@ -1,14 +1,15 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <cstdio>
 
+#include "cache/types.h"
 #include "engine/chat_template.h"
 #include "engine/capture_points.h"
 #include "engine/render_memo.h"
 #include "engine/token_memo.h"
 #include "engine/scheduler.h"
 #include "util/stopwatch.h"
+#include "util/log.h"
 
 namespace prefixd::engine {
 
@@ -20,6 +21,40 @@ const char* CacheTierName(CacheTier tier) {
     case CacheTier::kDisk: return "disk";
   }
   return "none";
+}
+
+const char* CacheMissName(CacheMiss miss) {
+  switch (miss) {
+    case CacheMiss::kNotMissed: return "";
+    case CacheMiss::kDisabled: return "disabled";
+    case CacheMiss::kNothingAsked: return cache::MissReasonName(cache::MissReason::kNone);
+    case CacheMiss::kNoEntry: return cache::MissReasonName(cache::MissReason::kNoEntry);
+    case CacheMiss::kDiverged: return cache::MissReasonName(cache::MissReason::kDiverged);
+    case CacheMiss::kNoSnapshot: return cache::MissReasonName(cache::MissReason::kNoSnapshot);
+    case CacheMiss::kEvicted: return cache::MissReasonName(cache::MissReason::kEvicted);
+    case CacheMiss::kVerificationFailed:
+      return cache::MissReasonName(cache::MissReason::kVerificationFailed);
+    case CacheMiss::kRestoreFailed: return "restore_failed";
+  }
+  return "";
+}
+
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+  }
+  return "stop";
+}
+
+const char* CacheWorkName(CacheWork work) {
+  switch (work) {
+    case CacheWork::kDomain: return "domain";
+    case CacheWork::kCapture: return "capture";
+    case CacheWork::kPublish: return "publish";
+  }
+  return "";
 }
 
 struct Engine::Impl {
@@ -44,10 +79,10 @@ Status FitContextToModel(const Model& model, uint32_t* n_ctx_per_slot) {
     return Status::InvalidArgument("model architecture '" + model.arch() + "' has learned " +
                                    "positions for only " + std::to_string(limit) + " tokens");
   }
-  std::fprintf(stderr,
-               "prefixd: context capped at %d tokens per slot (requested %u): model "
-               "architecture '%s' has learned absolute positions for %d tokens only\n",
-               limit, *n_ctx_per_slot, model.arch().c_str(), limit);
+  Logf(LogLevel::kWarning,
+       "context capped at %d tokens per slot (requested %u): model architecture '%s' has "
+       "learned absolute positions for %d tokens only",
+       limit, *n_ctx_per_slot, model.arch().c_str(), limit);
   *n_ctx_per_slot = uint32_t(limit);
   return Status::OK();
 }

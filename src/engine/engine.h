@@ -27,6 +27,8 @@
 
 namespace prefixd::engine {
 
+// The defaults here are every command's (serve, run, the benches start their flags from
+// EngineOptions{}), but where a command says it chooses its own.
 struct EngineOptions {
   std::string model_path;
   std::string cache_dir;             // "" = no disk tier
@@ -96,10 +98,56 @@ enum class CacheTier {
 // "none", "slot", "ram", "disk": the names logs, metrics and JSON use.
 const char* CacheTierName(CacheTier tier);
 
+// Why a request reused nothing (CacheTier::kNone).
+enum class CacheMiss : uint8_t {
+  kNotMissed,           // a hit, or the cache was not asked (it is off)
+  kDisabled,            // counted for a request with kNotMissed and tier kNone (EngineStats)
+  kNothingAsked,        // the lookup had no token to find (a one-token prompt)
+  kNoEntry,             // as cache::MissReason
+  kDiverged,
+  kNoSnapshot,
+  kEvicted,
+  kVerificationFailed,
+  kRestoreFailed,       // a restore was refused: the request prefilled cold
+};
+// "", "disabled", "none", "no_entry", "diverged", "no_snapshot", "evicted",
+// "verification_failed", "restore_failed": the names logs, metrics and JSON use.
+const char* CacheMissName(CacheMiss miss);
+
+// Why generation ended.
+enum class FinishReason : uint8_t {
+  kStop,       // end of generation or a stop string
+  kLength,     // max_tokens, or the end of the slot's context
+  kCancelled,  // the client went away (on_piece returned false, is_cancelled, shutdown)
+};
+// "stop", "length", "cancelled": the names logs use.
+const char* FinishReasonName(FinishReason reason);
+
+// Cache work that failed (reuse lost, the answer unaffected).
+enum class CacheWork : uint8_t {
+  kDomain,   // remembering the domain for `prefixd cache --model` (cache_dir/domains)
+  kCapture,  // taking a Snapshot at a capture point
+  kPublish,  // publishing Blocks, Snapshots and Tails
+};
+// "domain", "capture", "publish".
+const char* CacheWorkName(CacheWork work);
+
+// `counts` keyed by name (`name` of each key), for JSON and metrics; keys whose name is ""
+// are left out.
+template <typename Key>
+std::map<std::string, uint64_t> CountsByName(const std::map<Key, uint64_t>& counts,
+                                             const char* (*name)(Key)) {
+  std::map<std::string, uint64_t> out;
+  for (const auto& [key, n] : counts) {
+    if (*name(key) != '\0') out[name(key)] += n;
+  }
+  return out;
+}
+
 // What the cache did for one request, for logs and metrics.
 struct CacheOutcome {
   CacheTier tier = CacheTier::kNone;
-  std::string miss_reason;        // "" on a hit; else no_entry, diverged, no_snapshot, …
+  CacheMiss miss = CacheMiss::kNotMissed;
   int32_t diverged_at = -1;       // first token that differs from the longest cached path
   int32_t reusable_tokens = 0;    // longest prefix shared with anything cached (before -1)
 };
@@ -125,7 +173,7 @@ struct CompletionResult {
   // With SamplingOptions::top_logprobs >= 0: one entry per generated token (the end of
   // generation token excluded).
   std::vector<TokenLogprobs> logprobs;
-  std::string finish_reason;      // "stop", "length" or "cancelled"
+  FinishReason finish_reason = FinishReason::kStop;
   std::string stop_word;          // the stop string that ended generation; "" when none did
   Usage usage;
   CacheOutcome cache;
@@ -176,10 +224,10 @@ struct EngineStats {
   uint64_t hits_disk = 0;
   uint64_t restored_bytes = 0;  // state bytes set into sequences by restores
   uint64_t misses = 0;
-  std::map<std::string, uint64_t> misses_by_reason;
-  std::map<std::string, uint64_t> bytes_by_tier;     // "ram", "disk"
-  std::map<std::string, uint64_t> evictions_by_tier;
-  std::map<std::string, uint64_t> cache_errors;      // "capture", "publish": reuse lost
+  std::map<CacheMiss, uint64_t> misses_by_reason;
+  std::map<CacheTier, uint64_t> bytes_by_tier;       // kRam, kDisk
+  std::map<CacheTier, uint64_t> evictions_by_tier;
+  std::map<CacheWork, uint64_t> cache_errors;        // reuse lost
   uint32_t slots_busy = 0;
   uint32_t queue_depth = 0;
 

@@ -118,7 +118,7 @@ struct Reference {
     served.push_back(std::move(s));
     // The end of generation: what was decoded of the answer (the last token of a "length"
     // finish was sampled, never decoded).
-    size_t decoded = r.tokens.size() - (r.finish_reason == "length" ? 1 : 0);
+    size_t decoded = r.tokens.size() - (r.finish_reason == FinishReason::kLength ? 1 : 0);
     if (decoded == 0) return;
     Served g{p.tokens, {int32_t(n + decoded)}};
     g.tokens.insert(g.tokens.end(), r.tokens.begin(), r.tokens.begin() + decoded);
@@ -182,7 +182,7 @@ class EngineCacheTest : public ::testing::TestWithParam<std::string> {
     EXPECT_EQ(with->tokens, without->tokens) << what << ": output differs with the cache on";
     EXPECT_EQ(with->usage.cached_tokens, expected)
         << what << ": reusable " << reusable << " of " << prompt.tokens.size() << ", miss "
-        << with->cache.miss_reason;
+        << CacheMissName(with->cache.miss);
     EXPECT_LE(with->usage.cached_tokens, reusable) << what;
     EXPECT_EQ(with->usage.cached_tokens + with->usage.evaluated_tokens,
               int32_t(prompt.tokens.size())) << what;
@@ -195,7 +195,8 @@ class EngineCacheTest : public ::testing::TestWithParam<std::string> {
   // The last answer's prompt followed by what its slot decoded of the answer, then `more`.
   Prompt Continue(const Prompt& before, const std::string& more) {
     Prompt p = before;
-    const size_t decoded = last_.tokens.size() - (last_.finish_reason == "length" ? 1 : 0);
+    const size_t decoded =
+        last_.tokens.size() - (last_.finish_reason == FinishReason::kLength ? 1 : 0);
     p.tokens.insert(p.tokens.end(), last_.tokens.begin(), last_.tokens.begin() + decoded);
     std::vector<Token> tail = on_->Tokenize(more);
     p.tokens.insert(p.tokens.end(), tail.begin(), tail.end());
@@ -292,7 +293,7 @@ TEST_P(EngineCacheTest, RestartReusesFromDisk) {
   auto without = off_->Complete(req);
   ASSERT_TRUE(with.ok() && without.ok());
   EXPECT_EQ(with->tokens, without->tokens);
-  EXPECT_EQ(with->usage.cached_tokens, expected) << with->cache.miss_reason;
+  EXPECT_EQ(with->usage.cached_tokens, expected) << CacheMissName(with->cache.miss);
   EXPECT_EQ(with->cache.tier, CacheTier::kDisk);
   // The disk was read on the submitting thread before the request queued (issue 15): the
   // worker, which decodes every slot, restored from RAM.
@@ -492,7 +493,7 @@ TEST_P(EngineCacheTest, CancelledBetweenPrefillChunks) {
   req.is_cancelled = [&polls] { return ++polls > 1; };  // gone after the first chunk
   auto r = on_->Complete(req);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->finish_reason, "cancelled");
+  EXPECT_EQ(r->finish_reason, FinishReason::kCancelled);
   EXPECT_LE(r->usage.evaluated_tokens, kBatch);
   EXPECT_TRUE(r->tokens.empty());
   // The slot keeps the chunk it decoded: a state valid at its end, which the retry reuses.

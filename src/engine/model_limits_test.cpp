@@ -107,7 +107,7 @@ TEST(ModelLimitsTest, ContextIsCappedAndAnOverLongPromptIsRefused) {
   // A prompt that fits generates up to the last trained position and stops there.
   auto fits = engine->Complete(RequestOf(kTrainedCtx - 8, 64));
   ASSERT_TRUE(fits.ok()) << fits.status().ToString();
-  EXPECT_EQ(fits->finish_reason, "length");
+  EXPECT_EQ(fits->finish_reason, FinishReason::kLength);
   EXPECT_LE(fits->usage.prompt_tokens + fits->usage.completion_tokens, kTrainedCtx);
 }
 

@@ -227,7 +227,7 @@ class Reusable {
   void Served(const Prompt& prompt, const CompletionResult& r) {
     served_.push_back(prompt.tokens);
     std::vector<Token> with_answer = prompt.tokens;
-    const size_t decoded = r.tokens.size() - (r.finish_reason == "length" ? 1 : 0);
+    const size_t decoded = r.tokens.size() - (r.finish_reason == FinishReason::kLength ? 1 : 0);
     with_answer.insert(with_answer.end(), r.tokens.begin(), r.tokens.begin() + long(decoded));
     served_.push_back(std::move(with_answer));
   }

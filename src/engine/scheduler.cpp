@@ -8,7 +8,6 @@
 #include <future>
 #include <mutex>
 #include <set>
-#include <cstdio>
 #include <thread>
 
 #include "cache/chain_hash.h"
@@ -23,6 +22,7 @@
 #include "engine/job.h"
 #include "engine/prefill.h"
 #include "engine/prefix_views.h"
+#include "util/log.h"
 
 namespace prefixd::engine {
 
@@ -79,11 +79,11 @@ struct Scheduler::Impl {
   void NoteLogprobs(Slot& slot, const float* logits, Token t);
   bool RenderSpecial(const Slot& slot, Token t) const;
   std::vector<Token> eog_tokens;  // masked for requests with ignore_eos
-  void Finish(Slot& slot, const std::string& reason);
+  void Finish(Slot& slot, FinishReason reason);
   void NoteSlot(const Slot& slot);
   void Fail(Slot& slot, const Status& st);
   void CountRequest(const CompletionResult& r);
-  void CountCacheError(const char* what, const Status& st);
+  void CountCacheError(CacheWork what, const Status& st);
   void RememberDomain(const Digest& domain);
   void Prefetch(Job& job);
 };
@@ -105,7 +105,7 @@ void Scheduler::Impl::RememberDomain(const Digest& domain) {
   if (options.cache_dir.empty() || !remembered_domains.insert(domain).second) return;
   Status st = cache::RememberDomain(
       options.cache_dir, {domain, fingerprints.model, fingerprints.layout, model.path()});
-  if (!st.ok()) CountCacheError("domain", st);
+  if (!st.ok()) CountCacheError(CacheWork::kDomain, st);
 }
 
 Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -172,26 +172,26 @@ Status Scheduler::Impl::Setup() {
 Status Scheduler::Impl::SetupCache(const ContextOptions& copt) {
   Result<CodecProbe> probe = ProbeStateCodec(*ctx, 0, options.whole_state);
   if (!probe.ok()) {
-    std::fprintf(stderr, "prefixd: the prompt cache is off for this model: %s\n",
-                 probe.status().ToString().c_str());
+    Logf(LogLevel::kWarning, "the prompt cache is off for this model: %s",
+         probe.status().ToString().c_str());
     return Status::OK();
   }
   state_mode = probe->mode;
   chunking_invariant = probe->chunking_invariant;
   if (!chunking_invariant) {
-    std::fprintf(stderr, "prefixd: note: with these settings the model's logits depend on how a "
+    Log(LogLevel::kInfo, "note: with these settings the model's logits depend on how a "
                          "prompt is cut into prefill chunks (flash attention on CPU computes "
                          "micro-batches of more than 32 rows in tiles), so output after a "
                          "restored prefix can differ from a cold run in the last bits; "
-                         "--no-flash-attn makes it exact (docs/state-codec.md)\n");
+                         "--no-flash-attn makes it exact (docs/state-codec.md)");
   }
   const bool whole = state_mode == StateMode::kWhole;
   if (whole && options.whole_state) {
-    std::fprintf(stderr, "prefixd: --whole-state: the cache keeps whole-state snapshots\n");
+    Log(LogLevel::kInfo, "--whole-state: the cache keeps whole-state snapshots");
   } else if (whole) {
-    std::fprintf(stderr, "prefixd: the state codec cannot slice this model's state (%s); the "
-                         "cache keeps whole-state snapshots at capture points (correct, larger)\n",
-                 probe->why_whole.c_str());
+    Logf(LogLevel::kInfo, "the state codec cannot slice this model's state (%s); the cache "
+                          "keeps whole-state snapshots at capture points (correct, larger)",
+         probe->why_whole.c_str());
   }
   PREFIXD_ASSIGN_OR_RETURN(fingerprints, ComputeFingerprints(model, copt, options, state_mode));
   CacheIoOptions io;
@@ -213,8 +213,8 @@ Status Scheduler::Impl::SetupCache(const ContextOptions& copt) {
     so.writer_queue_depth = 1024;
     so.writer_queue_bytes = std::min<uint64_t>(options.ram_budget_bytes / 2, uint64_t(1) << 30);
     PREFIXD_ASSIGN_OR_RETURN(store, store::DiskStore::Open(so));
-    std::fprintf(stderr, "prefixd: disk tier %s: %s\n", so.dir.c_str(),
-                 store->GetStats().recovery.ToString().c_str());
+    Logf(LogLevel::kInfo, "disk tier %s: %s", so.dir.c_str(),
+         store->GetStats().recovery.ToString().c_str());
     disk = std::make_unique<cache::DiskTier>(*store, *cache);
   }
   cache_io = std::make_unique<CacheIo>(*ctx, *cache, disk.get(), io, std::move(probe->shape));
@@ -267,8 +267,8 @@ EngineStats Scheduler::GetStats() const {
   s.block_size = impl_->options.block_size;
   if (impl_->cache) {
     cache::Stats cs = impl_->cache->GetStats();
-    s.bytes_by_tier["ram"] = cs.ram.total();
-    s.evictions_by_tier["ram"] = cs.evictions;
+    s.bytes_by_tier[CacheTier::kRam] = cs.ram.total();
+    s.evictions_by_tier[CacheTier::kRam] = cs.evictions;
     s.ram_budget_bytes = cs.ram_budget_bytes;
     s.ram_blocks = cs.blocks;
     s.ram_snapshots = cs.snapshots;
@@ -276,8 +276,8 @@ EngineStats Scheduler::GetStats() const {
   }
   if (impl_->store) {
     store::Stats ds = impl_->store->GetStats();
-    s.bytes_by_tier["disk"] = ds.bytes;
-    s.evictions_by_tier["disk"] = ds.evictions;
+    s.bytes_by_tier[CacheTier::kDisk] = ds.bytes;
+    s.evictions_by_tier[CacheTier::kDisk] = ds.evictions;
     s.disk_quota_bytes = ds.quota_bytes;
     s.disk_records = ds.records;
     s.disk_records_by_kind = ds.records_by_kind;
@@ -350,7 +350,7 @@ void Scheduler::Impl::Loop() {
     if (!AnyActive()) NoteBusy(false);
   }
   for (Slot& s : slots) {
-    if (s.phase != Phase::kIdle) Finish(s, "cancelled");
+    if (s.phase != Phase::kIdle) Finish(s, FinishReason::kCancelled);
   }
   std::lock_guard<std::mutex> lock(mu);
   for (auto& job : queue) job->done.set_value(Status::Aborted("the engine is shutting down"));
@@ -480,7 +480,7 @@ void Scheduler::Impl::Start(Slot& slot, std::unique_ptr<Job> job,
 
 void Scheduler::Impl::PrefillStep(Slot& slot) {
   const CompletionRequest& req = slot.job->request;
-  if (req.is_cancelled && req.is_cancelled()) return Finish(slot, "cancelled");
+  if (req.is_cancelled && req.is_cancelled()) return Finish(slot, FinishReason::kCancelled);
   const auto& tokens = req.prompt.tokens;
   const int32_t n = int32_t(tokens.size());
   int32_t limit = n;
@@ -503,7 +503,8 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   if (cache_io && slot.next_capture < slot.captures.size() &&
       slot.captures[slot.next_capture].pos == stop) {
     Status cst = cache_io->Capture(slot, slot.captures[slot.next_capture]);
-    if (!cst.ok()) CountCacheError("capture", cst);  // costs reuse later, never correctness
+    // A failed capture costs reuse later, never correctness.
+    if (!cst.ok()) CountCacheError(CacheWork::kCapture, cst);
   }
   if (stop < n) return;
   slot.result.usage.prefill_ms = MillisSince(slot.started);
@@ -519,7 +520,7 @@ void Scheduler::Impl::PublishPrompt(Slot& slot) {
   if (!slot.publish_pending) return;
   slot.publish_pending = false;
   Status st = cache_io->Publish(slot);
-  if (!st.ok()) CountCacheError("publish", st);
+  if (!st.ok()) CountCacheError(CacheWork::kPublish, st);
 }
 
 Token Scheduler::Impl::SampleFor(Slot& slot, int32_t logits_index) {
@@ -552,13 +553,15 @@ bool Scheduler::Impl::RenderSpecial(const Slot& slot, Token t) const {
 // Takes the token sampled for `slot`: ends the request or queues the token for decoding.
 void Scheduler::Impl::Accept(Slot& slot, Token t) {
   const CompletionRequest& req = slot.job->request;
-  if (model.IsEndOfGeneration(t)) return Finish(slot, "stop");
+  if (model.IsEndOfGeneration(t)) return Finish(slot, FinishReason::kStop);
   slot.result.tokens.push_back(t);
   std::string piece = slot.stream->Push(model.TokenPiece(t, RenderSpecial(slot, t)));
-  if (!piece.empty() && req.on_piece && !req.on_piece(piece)) return Finish(slot, "cancelled");
-  if (slot.stream->stopped()) return Finish(slot, "stop");
-  if (int(slot.result.tokens.size()) >= req.max_tokens) return Finish(slot, "length");
-  if (slot.pos + 1 >= int32_t(options.n_ctx_per_slot)) return Finish(slot, "length");
+  if (!piece.empty() && req.on_piece && !req.on_piece(piece)) {
+    return Finish(slot, FinishReason::kCancelled);
+  }
+  if (slot.stream->stopped()) return Finish(slot, FinishReason::kStop);
+  if (int(slot.result.tokens.size()) >= req.max_tokens) return Finish(slot, FinishReason::kLength);
+  if (slot.pos + 1 >= int32_t(options.n_ctx_per_slot)) return Finish(slot, FinishReason::kLength);
   slot.next_token = t;
 }
 
@@ -583,10 +586,10 @@ void Scheduler::Impl::GenerateStep() {
   }
 }
 
-void Scheduler::Impl::Finish(Slot& slot, const std::string& reason) {
+void Scheduler::Impl::Finish(Slot& slot, FinishReason reason) {
   std::string tail = slot.stream->Finish();
   const CompletionRequest& req = slot.job->request;
-  if (!tail.empty() && reason != "cancelled" && req.on_piece) req.on_piece(tail);
+  if (!tail.empty() && reason != FinishReason::kCancelled && req.on_piece) req.on_piece(tail);
   CompletionResult& r = slot.result;
   r.finish_reason = reason;
   r.text = slot.stream->text();
@@ -594,12 +597,12 @@ void Scheduler::Impl::Finish(Slot& slot, const std::string& reason) {
   r.usage.completion_tokens = int32_t(r.tokens.size());
   if (slot.phase == Phase::kGenerate) r.usage.decode_ms = MillisSince(slot.decode_started);
   const CompletionResult counted = r;  // counted once the cache work is done (FlushDisk)
-  const bool publish_generation = cache_io && reason != "cancelled";
+  const bool publish_generation = cache_io && reason != FinishReason::kCancelled;
   slot.job->done.set_value(std::move(r));  // the client has its answer; the cache work follows
   PublishPrompt(slot);
   if (publish_generation) {
     Status st = cache_io->PublishGeneration(slot, counted.tokens);
-    if (!st.ok()) CountCacheError("publish", st);
+    if (!st.ok()) CountCacheError(CacheWork::kPublish, st);
   }
   if (cache_io && slot.epoch == clear_epoch) {
     KeepHeld(slot, counted.tokens);
@@ -655,8 +658,8 @@ void Scheduler::Impl::Fail(Slot& slot, const Status& st) {
   idle_cv.notify_all();
 }
 
-void Scheduler::Impl::CountCacheError(const char* what, const Status& st) {
-  std::fprintf(stderr, "prefixd: cache %s failed: %s\n", what, st.ToString().c_str());
+void Scheduler::Impl::CountCacheError(CacheWork what, const Status& st) {
+  Logf(LogLevel::kWarning, "cache %s failed: %s", CacheWorkName(what), st.ToString().c_str());
   std::lock_guard<std::mutex> lock(mu);
   stats.cache_errors[what]++;
 }
@@ -676,7 +679,8 @@ void Scheduler::Impl::CountRequest(const CompletionResult& r) {
   if (r.cache.tier == CacheTier::kDisk) stats.hits_disk++;
   if (r.cache.tier == CacheTier::kNone) {
     stats.misses++;
-    stats.misses_by_reason[r.cache.miss_reason.empty() ? "disabled" : r.cache.miss_reason]++;
+    stats.misses_by_reason[r.cache.miss == CacheMiss::kNotMissed ? CacheMiss::kDisabled
+                                                                 : r.cache.miss]++;
   }
 }
 

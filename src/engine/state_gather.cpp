@@ -1,6 +1,5 @@
 #include "engine/state_gather.h"
 
-#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -8,6 +7,7 @@
 // llama.cpp internals (the pinned source tree, docs/llama-patches.md).
 #include "llama-io.h"
 #include "llama-memory.h"
+#include "util/log.h"
 
 namespace prefixd::engine {
 
@@ -74,7 +74,7 @@ size_t SetStateGathered(llama_context* ctx, int32_t seq,
     io.read(&seq_read, sizeof seq_read);
     if (mem) mem->state_read(io, seq, flags);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "prefixd: gathered state set refused: %s\n", e.what());
+    Logf(LogLevel::kWarning, "gathered state set refused: %s", e.what());
     return 0;
   }
   return io.n_bytes();

@@ -55,22 +55,22 @@ class FakeBackend : public Backend {
     r.usage.cached_tokens = CachedPrefix(request);
     r.usage.evaluated_tokens = r.usage.prompt_tokens - r.usage.cached_tokens;
     r.cache.tier = r.usage.cached_tokens > 0 ? engine::CacheTier::kRam : engine::CacheTier::kNone;
-    if (r.usage.cached_tokens == 0) r.cache.miss_reason = "no_entry";
-    r.finish_reason = "length";
+    if (r.usage.cached_tokens == 0) r.cache.miss = engine::CacheMiss::kNoEntry;
+    r.finish_reason = engine::FinishReason::kLength;
     for (int i = 0; i < request.max_tokens; ++i) {
       if (size_t(i) >= reply.size()) {
-        r.finish_reason = "stop";
+        r.finish_reason = engine::FinishReason::kStop;
         break;
       }
       if (std::string s = StopAt(request.stop, size_t(i)); !s.empty()) {
-        r.finish_reason = "stop";
+        r.finish_reason = engine::FinishReason::kStop;
         r.stop_word = s;
         break;
       }
       if (piece_delay.count() > 0) std::this_thread::sleep_for(piece_delay);
       std::string piece(1, reply[size_t(i)]);
       if (request.on_piece && !request.on_piece(piece)) {
-        r.finish_reason = "cancelled";
+        r.finish_reason = engine::FinishReason::kCancelled;
         ++cancelled;
         break;
       }
@@ -96,8 +96,8 @@ class FakeBackend : public Backend {
   EngineStats GetStats() const override {
     EngineStats s;
     s.requests = uint64_t(completions.load());
-    s.misses_by_reason["no_entry"] = 1;
-    s.bytes_by_tier["ram"] = 1234;
+    s.misses_by_reason[engine::CacheMiss::kNoEntry] = 1;
+    s.bytes_by_tier[engine::CacheTier::kRam] = 1234;
     s.ram_budget_bytes = 4096;
     s.disk_quota_bytes = 8192;
     s.disk_records = 3;

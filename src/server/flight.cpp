@@ -74,7 +74,7 @@ void Flight::Log(int status) {
   bool cancelled = run_->cancelled();
   if (r.ok()) {
     line.AddCompletion(*r);
-    cancelled = cancelled || r->finish_reason == "cancelled";
+    cancelled = cancelled || r->finish_reason == engine::FinishReason::kCancelled;
     if (r->cache.diverged_at > 0) {  // 0: nothing shared at all, not a changed prefix
       line.AddDivergence(*ctx_.backend, prompt_tokens_, r->cache.diverged_at);
     }
@@ -111,13 +111,13 @@ RequestRecord Flight::Record(int status, bool cancelled, double total_s) const {
   const Result<CompletionResult>& r = run_->result();
   if (!r.ok()) return rec;
   const engine::Usage& u = r->usage;
-  rec.finish = r->finish_reason;
+  rec.finish = engine::FinishReasonName(r->finish_reason);
   rec.prompt_tokens = u.prompt_tokens;
   rec.cached_tokens = u.cached_tokens;
   rec.evaluated_tokens = u.evaluated_tokens;
   rec.completion_tokens = u.completion_tokens;
   rec.tier = engine::CacheTierName(r->cache.tier);
-  rec.miss_reason = r->cache.miss_reason;
+  rec.miss_reason = engine::CacheMissName(r->cache.miss);
   if (r->cache.diverged_at > 0) {
     rec.diverged_at = r->cache.diverged_at;
     rec.diverged = DivergenceText(*ctx_.backend, prompt_tokens_, r->cache.diverged_at);

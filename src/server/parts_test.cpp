@@ -20,7 +20,7 @@ namespace {
 TEST(ResponseJson, ChatMessageWithToolCalls) {
   ResponseMeta meta{Endpoint::kChat, "chatcmpl-1", 1, "m"};
   engine::CompletionResult r;
-  r.finish_reason = "stop";
+  r.finish_reason = engine::FinishReason::kStop;
   engine::ChatMessage m;
   m.reasoning_content = "think";
   m.tool_calls.push_back({"call_1", "f", R"({"a":1})"});
@@ -33,11 +33,11 @@ TEST(ResponseJson, ChatMessageWithToolCalls) {
   EXPECT_EQ(choice["message"]["tool_calls"][0]["type"], "function");
   EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "f");
   EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"], R"({"a":1})");
-  r.finish_reason = "length";  // cut off: not a finished call
+  r.finish_reason = engine::FinishReason::kLength;  // cut off: not a finished call
   EXPECT_EQ(FinalJson(meta, r, &m)["choices"][0]["finish_reason"], "length");
   engine::ChatMessage plain;
   plain.content = "hi";
-  r.finish_reason = "stop";
+  r.finish_reason = engine::FinishReason::kStop;
   nlohmann::json p = FinalJson(meta, r, &plain)["choices"][0];
   EXPECT_EQ(p["message"]["content"], "hi");
   EXPECT_FALSE(p["message"].contains("tool_calls"));
@@ -126,8 +126,8 @@ TEST(Metrics, RendersEngineCounters) {
   m.RecordCancelled();
   engine::EngineStats s;
   s.hits_disk = 4;
-  s.misses_by_reason["diverged"] = 2;
-  s.evictions_by_tier["disk"] = 3;
+  s.misses_by_reason[engine::CacheMiss::kDiverged] = 2;
+  s.evictions_by_tier[engine::CacheTier::kDisk] = 3;
   std::string page = m.Render(s);
   for (const char* line :
        {"prefixd_http_requests_total{route=\"/health\",status=\"200\"} 1\n",

@@ -64,8 +64,10 @@ LogLine& LogLine::AddCompletion(const engine::CompletionResult& r) {
   Add("prompt_tokens", (long long)u.prompt_tokens).Add("cached", (long long)u.cached_tokens);
   Add("evaluated", (long long)u.evaluated_tokens).Add("completion", (long long)u.completion_tokens);
   Add("tier", engine::CacheTierName(r.cache.tier));
-  if (!r.cache.miss_reason.empty()) Add("miss_reason", r.cache.miss_reason);
-  Add("finish", r.finish_reason);
+  if (r.cache.miss != engine::CacheMiss::kNotMissed) {
+    Add("miss_reason", engine::CacheMissName(r.cache.miss));
+  }
+  Add("finish", engine::FinishReasonName(r.finish_reason));
   Add("queue_ms", u.queue_ms).Add("prefill_ms", u.prefill_ms).Add("decode_ms", u.decode_ms);
   Add("restore_ms", u.restore_ms).Add("restored_bytes", (long long)u.restored_bytes);
   Add("eval_ms", u.prompt_eval_ms).Add("chunks", (long long)u.prefill_chunks);

@@ -95,16 +95,16 @@ std::string NewResponseId(Endpoint endpoint) {
   return std::string(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + hex;
 }
 
-std::string ClientFinishReason(const std::string& engine_reason) {
-  return engine_reason == "length" ? "length" : "stop";
+std::string ClientFinishReason(engine::FinishReason engine_reason) {
+  return engine_reason == engine::FinishReason::kLength ? "length" : "stop";
 }
 
 std::string DumpJson(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::string ChatFinishReason(const std::string& engine_reason, const engine::ChatMessage& m) {
-  if (!m.tool_calls.empty() && engine_reason != "length") return "tool_calls";
+std::string ChatFinishReason(engine::FinishReason engine_reason, const engine::ChatMessage& m) {
+  if (!m.tool_calls.empty() && engine_reason != engine::FinishReason::kLength) return "tool_calls";
   return ClientFinishReason(engine_reason);
 }
 

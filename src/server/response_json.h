@@ -56,10 +56,11 @@ std::string FinishChunk(const ResponseMeta& meta, const engine::CompletionResult
 std::string UsageChunk(const ResponseMeta& meta, const engine::CompletionResult& result);
 
 // The finish_reason the client sees for an engine finish reason.
-std::string ClientFinishReason(const std::string& engine_reason);
+std::string ClientFinishReason(engine::FinishReason engine_reason);
 // The same for a chat reply: "tool_calls" when the reply parsed into tool calls (and was not
 // cut off by the length limit).
-std::string ChatFinishReason(const std::string& engine_reason, const engine::ChatMessage& message);
+std::string ChatFinishReason(engine::FinishReason engine_reason,
+                             const engine::ChatMessage& message);
 
 // JSON text of a chunk or body, invalid UTF-8 replaced.
 std::string DumpJson(const nlohmann::json& j);

@@ -42,7 +42,7 @@ json SlotsJson(const engine::EngineStats& s) {
   return slots;
 }
 
-uint64_t At(const std::map<std::string, uint64_t>& m, const std::string& key) {
+uint64_t At(const std::map<engine::CacheTier, uint64_t>& m, engine::CacheTier key) {
   auto it = m.find(key);
   return it == m.end() ? 0 : it->second;
 }
@@ -50,14 +50,14 @@ uint64_t At(const std::map<std::string, uint64_t>& m, const std::string& key) {
 // "shared": the tier shared between servers, null until one is configured; when present it
 // has the disk tier's shape (used_bytes, quota_bytes, records, evictions).
 json TiersJson(const engine::EngineStats& s) {
-  json ram = {{"used_bytes", At(s.bytes_by_tier, "ram")}, {"budget_bytes", s.ram_budget_bytes},
+  json ram = {{"used_bytes", At(s.bytes_by_tier, engine::CacheTier::kRam)}, {"budget_bytes", s.ram_budget_bytes},
               {"blocks", s.ram_blocks}, {"snapshots", s.ram_snapshots}, {"tails", s.ram_tails},
-              {"evictions", At(s.evictions_by_tier, "ram")}};
+              {"evictions", At(s.evictions_by_tier, engine::CacheTier::kRam)}};
   json disk = nullptr;
   if (s.disk_quota_bytes > 0) {
-    disk = {{"used_bytes", At(s.bytes_by_tier, "disk")}, {"quota_bytes", s.disk_quota_bytes},
+    disk = {{"used_bytes", At(s.bytes_by_tier, engine::CacheTier::kDisk)}, {"quota_bytes", s.disk_quota_bytes},
             {"records", s.disk_records}, {"records_by_kind", s.disk_records_by_kind},
-            {"evictions", At(s.evictions_by_tier, "disk")}};
+            {"evictions", At(s.evictions_by_tier, engine::CacheTier::kDisk)}};
   }
   return {{"ram", ram}, {"disk", disk}, {"shared", nullptr}};
 }

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "store/index_log.h"
+#include "util/coding.h"
 
 namespace prefixd::store {
 
@@ -61,7 +62,7 @@ Status ReadVerifiedPayload(const RandomAccessFile& file, uint64_t offset, uint64
                            uint8_t* dst) {
   constexpr size_t kSlice = size_t(1) << 20;
   uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
+  EncodeFixed64(len, n);
   uint32_t crc = Crc32c(len, sizeof len);
   for (uint64_t done = 0; done < n + 4;) {
     const size_t want = size_t(std::min<uint64_t>(kSlice, n + 4 - done));
@@ -72,7 +73,7 @@ Status ReadVerifiedPayload(const RandomAccessFile& file, uint64_t offset, uint64
     done += got;
   }
   const uint8_t* c = dst + n;
-  uint32_t stored = uint32_t{c[0]} | uint32_t{c[1]} << 8 | uint32_t{c[2]} << 16 | uint32_t{c[3]} << 24;
+  uint32_t stored = DecodeFixed32(c);
   if (stored != Crc32cMask(crc)) return Status::Corruption("payload checksum mismatch");
   return Status::OK();
 }
@@ -126,7 +127,10 @@ struct WriteJob {
 //   - every index_ entry names a record file that was durable when it was inserted;
 //   - lru_ holds exactly one (last access, seq) key per index_ entry;
 //   - used_ = sum of index_ file_bytes + the reservation of the record being written;
-//   - pending_ holds the ids queued or being written; a Remove/Clear erases them (cancel).
+//   - pending_ holds the ids queued or being written; a Remove/Clear erases them (cancel);
+//   - no file I/O happens with mu_ held: a dropped entry's id goes into unlinking_ under mu_,
+//     its file is deleted after mu_ is released (RemoveFiles), and the writer does not publish
+//     a record file over an id still in unlinking_.
 class DiskStoreImpl : public DiskStore {
  public:
   DiskStoreImpl(const Options& o, Env* env, std::unique_ptr<FileLock> lock)
@@ -192,7 +196,11 @@ class DiskStoreImpl : public DiskStore {
   void EraseLocked(Index::iterator it);
   void TouchLocked(Entry& e, uint64_t now);
   void EvictLocked(uint64_t need, std::vector<RecordId>* evicted);
+  // Drops the entry and adds its id to `removed` and unlinking_: the caller calls
+  // RemoveFiles(*removed) once mu_ is released.
   void DeleteLocked(Index::iterator it, std::vector<RecordId>* removed);
+  // Deletes the record files of `ids` and takes them out of unlinking_. REQUIRES: mu_ not held.
+  void RemoveFiles(const std::vector<RecordId>& ids);
   bool StillPendingLocked(const RecordId& id, uint64_t ticket) const;
 
   // Recovery steps.
@@ -229,6 +237,8 @@ class DiskStoreImpl : public DiskStore {
   std::mutex mu_;
   std::condition_variable work_cv_;  // the writer waits for work
   std::condition_variable done_cv_;  // Flush waits for the writer
+  std::condition_variable unlinked_cv_;  // the writer waits for a deletion of the id it publishes
+  std::multiset<RecordId> unlinking_;    // dropped entries whose files are not deleted yet
   Index index_;
   std::set<std::pair<LruKey, RecordId>> lru_;
   std::map<RecordId, uint64_t> touched_;  // last-access times not yet in the log
@@ -282,9 +292,21 @@ void DiskStoreImpl::TouchLocked(Entry& e, uint64_t now) {
 }
 
 void DiskStoreImpl::DeleteLocked(Index::iterator it, std::vector<RecordId>* removed) {
-  env_->RemoveFile(RecordPath(it->first));  // NotFound is fine; other errors: nothing better to do
   removed->push_back(it->first);
+  unlinking_.insert(it->first);
   EraseLocked(it);
+}
+
+void DiskStoreImpl::RemoveFiles(const std::vector<RecordId>& ids) {
+  if (ids.empty()) return;
+  for (const RecordId& id : ids) {
+    env_->RemoveFile(RecordPath(id));  // NotFound is fine; other errors: nothing better to do
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const RecordId& id : ids) unlinking_.erase(unlinking_.find(id));
+  }
+  unlinked_cv_.notify_all();
 }
 
 void DiskStoreImpl::EvictLocked(uint64_t need, std::vector<RecordId>* evicted) {
@@ -312,6 +334,7 @@ void DiskStoreImpl::DropEntry(const RecordId& id, uint64_t gen, bool unlink) {
       EraseLocked(it);
     }
   }
+  if (unlink) RemoveFiles(removed);
   LogRemoves(removed);
 }
 
@@ -510,43 +533,46 @@ void DiskStoreImpl::WriteOne(const WriteJob& job) {
     EvictLocked(need, &evicted);
     used_ += need;  // reserved for the temp file from here on
   }
+  RemoveFiles(evicted);
   LogRemoves(evicted);
   const uint64_t created_ms = env_->NowUnixMillis();
   bool cancelled = false;
   Status st = Publish(job, created_ms, &cancelled);
   IndexEntry entry;
+  bool unpublish = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     used_ -= need;
-    if (st.ok() && !cancelled && !StillPendingLocked(id, job.ticket)) {
-      env_->RemoveFile(RecordPath(id));  // removed or cleared while being published
-      cancelled = true;
-    }
+    // Removed or cleared while being published: the file goes, nothing is indexed.
+    unpublish = st.ok() && !cancelled && !StillPendingLocked(id, job.ticket);
     if (StillPendingLocked(id, job.ticket)) pending_.erase(id);
     if (!st.ok()) {
       ++(st.code() == Status::Code::kResourceExhausted ? stats_.put_fail_no_space
                                                        : stats_.put_fail_io);
       return;
     }
-    if (cancelled) {
+    if (cancelled || unpublish) {
       ++stats_.puts_cancelled;
-      return;
+    } else {
+      entry.meta = job.meta;
+      entry.meta.last_access_unix_ms = created_ms;
+      entry.file_bytes = need;
+      entry.created_ms = created_ms;
+      InsertLocked(entry);
+      ++stats_.puts_written;
     }
-    entry.meta = job.meta;
-    entry.meta.last_access_unix_ms = created_ms;
-    entry.file_bytes = need;
-    entry.created_ms = created_ms;
-    InsertLocked(entry);
-    ++stats_.puts_written;
   }
+  // Only this thread publishes record files: no newer file of this id can be in place yet.
+  if (unpublish) env_->RemoveFile(RecordPath(id));
+  if (cancelled || unpublish) return;
   LogAdd(entry);
 }
 
 Status DiskStoreImpl::WriteTemp(const WriteJob& job, uint64_t created_ms, const std::string& tmp) {
   std::vector<uint8_t> front = EncodeRecordFront(job.meta, created_ms);
   uint32_t crc = PayloadCrc(job.payload->size(), *job.payload);
-  uint8_t trailer[4] = {static_cast<uint8_t>(crc), static_cast<uint8_t>(crc >> 8),
-                        static_cast<uint8_t>(crc >> 16), static_cast<uint8_t>(crc >> 24)};
+  uint8_t trailer[4];
+  EncodeFixed32(trailer, crc);
   PREFIXD_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env_->NewWritableFile(tmp));
   PREFIXD_RETURN_IF_ERROR(file->Append(front));
   PREFIXD_RETURN_IF_ERROR(file->Append(*job.payload));
@@ -573,10 +599,12 @@ Status DiskStoreImpl::Publish(const WriteJob& job, uint64_t created_ms, bool* ca
   PREFIXD_RETURN_IF_ERROR(EnsureFanout(id.key));
   Status st = WriteTemp(job, created_ms, tmp);
   if (st.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    unlinked_cv_.wait(lock, [&] { return unlinking_.count(id) == 0; });  // an older file's delete
     *cancelled = !StillPendingLocked(id, job.ticket);
-    if (!*cancelled) st = env_->Rename(tmp, path);
   }
+  // Cancelled from here on: WriteOne sees it and deletes the published file.
+  if (st.ok() && !*cancelled) st = env_->Rename(tmp, path);
   if (!st.ok() || *cancelled) {
     env_->RemoveFile(tmp);
     return st;
@@ -740,6 +768,7 @@ Status DiskStoreImpl::Remove(const Key& key, RecordKind kind) {
     }
     if (found) ++stats_.removes;
   }
+  RemoveFiles(removed);
   LogRemoves(removed);
   return found ? Status::OK() : Status::NotFound("no record " + RecordFileName(id));
 }
@@ -758,6 +787,7 @@ Status DiskStoreImpl::Clear(std::optional<Digest> domain) {
     }
     stats_.removes += removed.size();
   }
+  RemoveFiles(removed);
   LogRemoves(removed);
   return Status::OK();
 }

@@ -13,6 +13,8 @@
 //
 // Thread safety: every method may be called from any thread. Puts are written by one writer
 // thread owned by the store; Get reads on the caller's thread without blocking on writes.
+// Once open, the store's lock guards only its in-memory index: no file is read, written,
+// renamed or deleted while it is held (Remove, Clear and eviction delete after releasing it).
 #pragma once
 
 #include <cstddef>

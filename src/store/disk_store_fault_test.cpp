@@ -16,19 +16,11 @@ namespace {
 
 using testing::ExpectAllIntact;
 using testing::MetaFor;
+using testing::OpenStore;
 using testing::PayloadFor;
 using testing::PayloadPtr;
 using testing::TempDir;
 namespace fs = std::filesystem;
-
-Result<std::unique_ptr<DiskStore>> OpenStore(const std::string& dir, Env* env,
-                                             uint64_t quota = 1 << 30) {
-  DiskStore::Options o;
-  o.dir = dir;
-  o.quota_bytes = quota;
-  o.env = env;
-  return DiskStore::Open(o);
-}
 
 std::unique_ptr<DiskStore> MustOpen(const std::string& dir, Env* env, uint64_t quota = 1 << 30) {
   auto s = OpenStore(dir, env, quota);

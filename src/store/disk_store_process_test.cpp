@@ -20,17 +20,9 @@ namespace {
 
 using testing::ExpectAllIntact;
 using testing::MetaFor;
+using testing::OpenStore;
 using testing::PayloadPtr;
 using testing::TempDir;
-
-Result<std::unique_ptr<DiskStore>> OpenStore(const std::string& dir, Env* env = nullptr,
-                                             uint64_t quota = 1 << 30) {
-  DiskStore::Options o;
-  o.dir = dir;
-  o.quota_bytes = quota;
-  o.env = env;
-  return DiskStore::Open(o);
-}
 
 // The child: writes, reads and removes records until killed. Never returns.
 [[noreturn]] void WriteForever(const std::string& dir, uint32_t first_seed) {

@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 
 #include "store/store_test_util.h"
@@ -209,6 +212,62 @@ TEST(DiskStore, RemoveAndClearByDomain) {
   EXPECT_EQ(store->GetStats().bytes, 0u);
   store.reset();
   EXPECT_TRUE(OpenOrDie(dir.path())->List().empty());
+}
+
+// An Env whose RemoveFile of a record file waits until released: the store must not hold its
+// lock while deleting, so readers and writers go on meanwhile.
+class BlockingRemoveEnv : public FaultEnv {
+ public:
+  Status RemoveFile(const std::string& path) override {
+    if (block_ && path.find(".tmp") == std::string::npos) {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++waiting_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return released_; });
+    }
+    return FaultEnv::RemoveFile(path);
+  }
+  void Block() { block_ = true; }
+  void WaitUntilRemoving() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return waiting_ > 0; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::atomic<bool> block_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int waiting_ = 0;
+  bool released_ = false;
+};
+
+TEST(DiskStore, RemoveDeletesFilesWithoutHoldingTheLock) {
+  TempDir dir;
+  BlockingRemoveEnv env;
+  auto store = OpenOrDie(dir.path(), 1 << 30, &env);
+  for (uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(store->PutAsync(MetaFor(i), PayloadPtr(i, 64)));
+  store->Flush();
+  env.Block();
+  std::thread remover([&] { EXPECT_TRUE(store->Remove(MetaFor(0).key, RecordKind::kBlockRows).ok()); });
+  env.WaitUntilRemoving();
+  // The file of record 0 is being deleted: the index answers, other records read.
+  EXPECT_FALSE(store->Contains(MetaFor(0).key, RecordKind::kBlockRows));
+  EXPECT_TRUE(store->Get(MetaFor(1).key, RecordKind::kBlockRows).ok());
+  EXPECT_EQ(store->List().size(), 2u);
+  // A new put of the same record is accepted and waits for the deletion before it publishes.
+  EXPECT_TRUE(store->PutAsync(MetaFor(0), PayloadPtr(0, 64)));
+  env.Release();
+  remover.join();
+  store->Flush();
+  auto rec = store->Get(MetaFor(0).key, RecordKind::kBlockRows);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(*rec, PayloadFor(0, 64));
+  EXPECT_EQ(ExpectAllIntact(*store), 3u);
 }
 
 TEST(DiskStore, QuotaIsNeverExceededAndEvictsLeastRecentlyUsed) {

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "util/coding.h"
+
 namespace prefixd::store {
 
 namespace {
@@ -12,39 +14,30 @@ constexpr uint16_t kLogVersion = 1;
 constexpr size_t kEntryFront = 9;           // crc, len, type
 constexpr uint32_t kMaxEntryBody = 64u << 20;
 
-void PutLE(std::vector<uint8_t>* out, uint64_t v, int n) {
-  for (int i = 0; i < n; ++i) out->push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-uint64_t GetLE(const uint8_t* p, int n) {
-  uint64_t v = 0;
-  for (int i = n - 1; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-
 std::vector<uint8_t> EncodeEntry(uint8_t type, const std::vector<uint8_t>& body) {
   std::vector<uint8_t> out;
   out.reserve(kEntryFront + body.size());
-  PutLE(&out, 0, 4);  // crc, filled below
-  PutLE(&out, body.size(), 4);
+  PutFixed32(&out, 0);  // crc, filled below
+  PutFixed32(&out, uint32_t(body.size()));
   out.push_back(type);
   out.insert(out.end(), body.begin(), body.end());
   uint32_t crc = Crc32cMask(Crc32c(out.data() + 4, out.size() - 4));
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<uint8_t>(crc >> (8 * i));
+  EncodeFixed32(out.data(), crc);
   return out;
 }
 
 std::vector<uint8_t> HeaderBody() {
   std::vector<uint8_t> b;
-  PutLE(&b, kLogMagic, 4);
-  PutLE(&b, kLogVersion, 2);
-  PutLE(&b, 0, 2);
+  PutFixed32(&b, kLogMagic);
+  PutFixed16(&b, kLogVersion);
+  PutFixed16(&b, 0);
   return b;
 }
 
 std::vector<uint8_t> AddBody(const IndexEntry& e) {
   std::vector<uint8_t> b;
-  PutLE(&b, e.file_bytes, 8);
-  PutLE(&b, e.meta.last_access_unix_ms, 8);
+  PutFixed64(&b, e.file_bytes);
+  PutFixed64(&b, e.meta.last_access_unix_ms);
   AppendHeaderBody(e.meta, e.created_ms, &b);
   return b;
 }
@@ -68,8 +61,8 @@ Status ApplyEntry(uint8_t type, std::span<const uint8_t> body, LogReplay* out) {
     case kAdd: {
       if (body.size() < 16) return Status::Corruption("short Add entry");
       IndexEntry e;
-      e.file_bytes = GetLE(body.data(), 8);
-      uint64_t last_access = GetLE(body.data() + 8, 8);
+      e.file_bytes = DecodeFixed64(body.data());
+      uint64_t last_access = DecodeFixed64(body.data() + 8);
       PREFIXD_ASSIGN_OR_RETURN(e.meta, DecodeHeaderBody(body.subspan(16), &e.created_ms));
       e.meta.last_access_unix_ms = last_access;
       e.meta.payload_bytes = e.file_bytes - 28 - HeaderBodyBytes(e.meta.tokens.size());
@@ -86,7 +79,9 @@ Status ApplyEntry(uint8_t type, std::span<const uint8_t> body, LogReplay* out) {
     case kTouch: {
       if (body.size() != 41) return Status::Corruption("bad Touch entry");
       auto it = out->entries.find(GetId(body.data()));
-      if (it != out->entries.end()) it->second.meta.last_access_unix_ms = GetLE(body.data() + 33, 8);
+      if (it != out->entries.end()) {
+        it->second.meta.last_access_unix_ms = DecodeFixed64(body.data() + 33);
+      }
       return Status::OK();
     }
     default:
@@ -111,17 +106,17 @@ Result<LogReplay> IndexLog::Replay(Env* env, const std::string& path) {
     const uint8_t* p = data.data() + pos;
     size_t left = data.size() - pos;
     std::string bad;
-    uint32_t len = left >= kEntryFront ? static_cast<uint32_t>(GetLE(p + 4, 4)) : 0;
+    uint32_t len = left >= kEntryFront ? DecodeFixed32(p + 4) : 0;
     if (left < kEntryFront || len > kMaxEntryBody || left < kEntryFront + len) {
       bad = "truncated entry";
-    } else if (Crc32cUnmask(static_cast<uint32_t>(GetLE(p, 4))) != Crc32c(p + 4, 5 + len)) {
+    } else if (Crc32cUnmask(DecodeFixed32(p)) != Crc32c(p + 4, 5 + len)) {
       bad = "entry checksum mismatch";
     }
     std::span<const uint8_t> body(p + kEntryFront, bad.empty() ? len : 0);
     if (bad.empty() && first) {
-      if (p[8] != kHeader || body.size() != 8 || GetLE(body.data(), 4) != kLogMagic) {
+      if (p[8] != kHeader || body.size() != 8 || DecodeFixed32(body.data()) != kLogMagic) {
         bad = "no log header";
-      } else if (GetLE(body.data() + 4, 2) != kLogVersion) {
+      } else if (DecodeFixed16(body.data() + 4) != kLogVersion) {
         out.bad_version = true;
         out.entries.clear();
         return out;
@@ -171,7 +166,7 @@ Status IndexLog::AppendRemove(const RecordId& id) { return Append(kRemove, IdBod
 
 Status IndexLog::AppendTouch(const RecordId& id, uint64_t last_access_ms) {
   std::vector<uint8_t> b = IdBody(id);
-  PutLE(&b, last_access_ms, 8);
+  PutFixed64(&b, last_access_ms);
   return Append(kTouch, b);
 }
 

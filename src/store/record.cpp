@@ -2,32 +2,16 @@
 
 #include <cstring>
 
+#include "util/coding.h"
+
 namespace prefixd::store {
 
 namespace {
 
-void PutU16(std::vector<uint8_t>* out, uint16_t v) {
-  out->push_back(static_cast<uint8_t>(v));
-  out->push_back(static_cast<uint8_t>(v >> 8));
-}
-void PutU32(std::vector<uint8_t>* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-void PutU64(std::vector<uint8_t>* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
 void PutDigest(std::vector<uint8_t>* out, const Digest& d) {
   out->insert(out->end(), d.begin(), d.end());
 }
 
-uint64_t GetLE(const uint8_t* p, int n) {
-  uint64_t v = 0;
-  for (int i = n - 1; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-uint16_t GetU16(const uint8_t* p) { return static_cast<uint16_t>(GetLE(p, 2)); }
-uint32_t GetU32(const uint8_t* p) { return static_cast<uint32_t>(GetLE(p, 4)); }
-uint64_t GetU64(const uint8_t* p) { return GetLE(p, 8); }
 Digest GetDigest(const uint8_t* p) {
   Digest d;
   std::memcpy(d.data(), p, d.size());
@@ -88,11 +72,11 @@ void AppendHeaderBody(const RecordMeta& meta, uint64_t created_ms, std::vector<u
   PutDigest(out, meta.domain);
   out->push_back(static_cast<uint8_t>(meta.kind));
   out->push_back(meta.snapshot_kind);
-  PutU16(out, 0);
-  PutU32(out, meta.position);
-  PutU64(out, created_ms);
-  PutU32(out, static_cast<uint32_t>(meta.tokens.size()));
-  for (int32_t t : meta.tokens) PutU32(out, static_cast<uint32_t>(t));
+  PutFixed16(out, 0);
+  PutFixed32(out, meta.position);
+  PutFixed64(out, created_ms);
+  PutFixed32(out, static_cast<uint32_t>(meta.tokens.size()));
+  for (int32_t t : meta.tokens) PutFixed32(out, static_cast<uint32_t>(t));
 }
 
 Result<RecordMeta> DecodeHeaderBody(std::span<const uint8_t> body, uint64_t* created_ms) {
@@ -110,16 +94,16 @@ Result<RecordMeta> DecodeHeaderBody(std::span<const uint8_t> body, uint64_t* cre
     return Status::Corruption("unknown record kind " + std::to_string(p[96]));
   }
   m.snapshot_kind = p[97];
-  m.position = GetU32(p + 100);
-  *created_ms = GetU64(p + 104);
-  uint32_t n_tokens = GetU32(p + 112);
+  m.position = DecodeFixed32(p + 100);
+  *created_ms = DecodeFixed64(p + 104);
+  uint32_t n_tokens = DecodeFixed32(p + 112);
   if (n_tokens > kMaxTokensPerRecord || body.size() != HeaderBodyBytes(n_tokens)) {
     return Status::Corruption("header body of " + std::to_string(body.size()) +
                               " bytes does not hold " + std::to_string(n_tokens) + " tokens");
   }
   m.tokens.resize(n_tokens);
   for (uint32_t i = 0; i < n_tokens; ++i) {
-    m.tokens[i] = static_cast<int32_t>(GetU32(p + kHeaderFixedBytes + 4 * i));
+    m.tokens[i] = static_cast<int32_t>(DecodeFixed32(p + kHeaderFixedBytes + 4 * i));
   }
   return m;
 }
@@ -128,19 +112,19 @@ std::vector<uint8_t> EncodeRecordFront(const RecordMeta& meta, uint64_t created_
   std::vector<uint8_t> out;
   size_t h = HeaderBodyBytes(meta.tokens.size());
   out.reserve(kPrefixBytes + h + 12);
-  PutU32(&out, kRecordMagic);
-  PutU16(&out, kRecordVersion);
-  PutU16(&out, 0);
-  PutU32(&out, static_cast<uint32_t>(h));
+  PutFixed32(&out, kRecordMagic);
+  PutFixed16(&out, kRecordVersion);
+  PutFixed16(&out, 0);
+  PutFixed32(&out, static_cast<uint32_t>(h));
   AppendHeaderBody(meta, created_ms, &out);
-  PutU32(&out, Crc32cMask(Crc32c(out.data(), out.size())));
-  PutU64(&out, meta.payload_bytes);
+  PutFixed32(&out, Crc32cMask(Crc32c(out.data(), out.size())));
+  PutFixed64(&out, meta.payload_bytes);
   return out;
 }
 
 uint32_t PayloadCrc(uint64_t payload_len, std::span<const uint8_t> payload) {
   uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(payload_len >> (8 * i));
+  EncodeFixed64(len, payload_len);
   uint32_t crc = Crc32cExtend(Crc32c(len, sizeof len), payload.data(), payload.size());
   return Crc32cMask(crc);
 }
@@ -150,13 +134,13 @@ Result<uint32_t> DecodePrefix(std::span<const uint8_t> prefix) {
     return Status::Corruption("file of " + std::to_string(prefix.size()) +
                               " bytes is shorter than the record prefix");
   }
-  uint32_t magic = GetU32(prefix.data());
+  uint32_t magic = DecodeFixed32(prefix.data());
   if (magic != kRecordMagic) return Status::Corruption("bad magic");
-  uint16_t version = GetU16(prefix.data() + 4);
+  uint16_t version = DecodeFixed16(prefix.data() + 4);
   if (version != kRecordVersion) {
     return Status::NotSupported("unsupported record version " + std::to_string(version));
   }
-  uint32_t h = GetU32(prefix.data() + 8);
+  uint32_t h = DecodeFixed32(prefix.data() + 8);
   if (h < kHeaderFixedBytes || h > HeaderBodyBytes(kMaxTokensPerRecord)) {
     return Status::Corruption("implausible header length " + std::to_string(h));
   }
@@ -170,12 +154,12 @@ Result<DecodedFront> DecodeRecordFront(std::span<const uint8_t> front, uint64_t 
                               std::to_string(kPrefixBytes + h + 12) + " bytes");
   }
   const uint8_t* p = front.data();
-  uint32_t stored = Crc32cUnmask(GetU32(p + kPrefixBytes + h));
+  uint32_t stored = Crc32cUnmask(DecodeFixed32(p + kPrefixBytes + h));
   if (stored != Crc32c(p, kPrefixBytes + h)) return Status::Corruption("header checksum mismatch");
   DecodedFront out;
   PREFIXD_ASSIGN_OR_RETURN(out.meta, DecodeHeaderBody(front.subspan(kPrefixBytes, h),
                                                       &out.created_ms));
-  out.meta.payload_bytes = GetU64(p + kPrefixBytes + h + 4);
+  out.meta.payload_bytes = DecodeFixed64(p + kPrefixBytes + h + 4);
   uint64_t expected = RecordFileBytes(out.meta);
   if (out.meta.payload_bytes > file_bytes || expected != file_bytes) {
     return Status::Corruption("file size " + std::to_string(file_bytes) + " != 28 + " +

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "store/index_log.h"
+#include "util/coding.h"
 #include "store/store_test_util.h"
 
 namespace prefixd::store {
@@ -12,7 +13,7 @@ std::vector<uint8_t> WholeFile(const RecordMeta& meta, const std::vector<uint8_t
   std::vector<uint8_t> f = EncodeRecordFront(meta, 1234);
   f.insert(f.end(), payload.begin(), payload.end());
   uint32_t crc = PayloadCrc(payload.size(), payload);
-  for (int i = 0; i < 4; ++i) f.push_back(static_cast<uint8_t>(crc >> (8 * i)));
+  PutFixed32(&f, crc);
   return f;
 }
 

@@ -33,6 +33,16 @@ class TempDir {
   std::string path_;
 };
 
+// A store in `dir` with `quota` bytes; `env` nullptr: the real file system.
+inline Result<std::unique_ptr<DiskStore>> OpenStore(const std::string& dir, Env* env = nullptr,
+                                                    uint64_t quota = 1 << 30) {
+  DiskStore::Options o;
+  o.dir = dir;
+  o.quota_bytes = quota;
+  o.env = env;
+  return DiskStore::Open(o);
+}
+
 inline Digest DomainOf(int d) { return Sha256Of("domain-" + std::to_string(d)); }
 
 // Payload bytes of record `seed`: a cheap deterministic pseudo-random stream.

@@ -72,11 +72,6 @@ int64_t FaultEnv::mutating_ops() const {
   return ops_;
 }
 
-void FaultEnv::ResetCounters() {
-  std::lock_guard<std::mutex> lock(mu_);
-  ops_ = 0;
-}
-
 void FaultEnv::FailNthOp(Op op, int64_t k, Status status) {
   std::lock_guard<std::mutex> lock(mu_);
   nth_faults_[static_cast<size_t>(op)] = NthFault{k, std::move(status)};

@@ -1,10 +1,10 @@
-#include "cli/flags.h"
+#include "util/flags.h"
 
 #include <cerrno>
 #include <cstdlib>
 #include <sstream>
 
-namespace prefixd::cli {
+namespace prefixd {
 
 namespace {
 
@@ -120,4 +120,4 @@ std::string Flags::Help() const {
   return os.str();
 }
 
-}  // namespace prefixd::cli
+}  // namespace prefixd

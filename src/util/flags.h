@@ -1,15 +1,17 @@
-// A small flag parser shared by the subcommands: `--name value`, `--name=value`, `--switch`,
-// and `-x value` short aliases. Each subcommand declares its flags, then Parse() fills them and
-// Help() prints every flag with its description and default.
+// A small flag parser shared by the prefixd subcommands and the stand-alone bench programs:
+// `--name value`, `--name=value`, `--switch`, and `-x value` short aliases. Each command
+// declares its flags, then Parse() fills them and Help() prints every flag with its
+// description and default.
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "util/status.h"
 
-namespace prefixd::cli {
+namespace prefixd {
 
 class Flags {
  public:
@@ -52,8 +54,17 @@ class Flags {
 // prints the error and returns 2 on a bad flag, else returns body(). Subcommands' flags start
 // at argv[2], a stand-alone program's at argv[1].
 template <typename Body>
-int RunWithFlags(Flags& flags, int argc, char** argv, Body body, int first = 2);
+int RunWithFlags(Flags& flags, int argc, char** argv, Body body, int first = 2) {
+  Status st = flags.Parse(argc, argv, first);
+  if (flags.help_requested()) {
+    std::fputs(flags.Help().c_str(), stdout);
+    return 0;
+  }
+  if (!st.ok()) {
+    std::fprintf(stderr, "%s\n\n%s", st.message().c_str(), flags.Help().c_str());
+    return 2;
+  }
+  return body();
+}
 
-}  // namespace prefixd::cli
-
-#include "cli/flags_inl.h"
+}  // namespace prefixd
