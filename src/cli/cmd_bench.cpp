@@ -30,6 +30,7 @@ struct BenchArgs {
   std::string b_out;
   std::string b_md;
   bool no_warmup = false;
+  bool alternate = false;  // with b: each request to one server, in turn (a shared tier)
   // The agent trace.
   std::string trace;
   std::string trace_out;
@@ -115,7 +116,8 @@ json ResultsOf(const bench::ServerOptions& so, const BenchArgs& a, const bench::
                const Status& st) {
   const json meta = {{"label", so.label}, {"url", so.url}, {"server_cmd", so.server_cmd},
                      {"trace", a.trace}, {"long_session", a.long_session},
-                     {"side_by_side", !a.b.url.empty()}};
+                     {"side_by_side", !a.b.url.empty() && !a.alternate},
+                     {"alternating", a.alternate}};
   json r = bench::ResultsJson(meta, run.rows, run.restarted);
   if (!st.ok()) r["error"] = st.ToString();
   return r;
@@ -134,7 +136,8 @@ Status ReplayBoth(const BenchArgs& a, const std::vector<bench::TraceRequest>& tr
   bench::ServerUnderTest sa(a.server), sb(a.b);
   Status st = sa.Start();
   if (st.ok()) st = sb.Start();
-  if (st.ok()) st = bench::ReplaySideBySide(sa, sb, trace, run_a, run_b);
+  if (st.ok() && a.alternate) st = bench::ReplayAlternating(sa, sb, trace, run_a);
+  if (st.ok() && !a.alternate) st = bench::ReplaySideBySide(sa, sb, trace, run_a, run_b);
   sa.Stop();
   sb.Stop();
   return st;
@@ -148,7 +151,10 @@ Status RunReplay(const BenchArgs& a) {
     return Status::OK();
   }
   bench::Progress("%zu requests against %s (%s)%s", trace.size(), a.server.url.c_str(),
-                  a.server.label.c_str(), a.b.url.empty() ? "" : " and --b-url side by side");
+                  a.server.label.c_str(),
+                  a.b.url.empty()  ? ""
+                  : a.alternate    ? " and --b-url in turn"
+                                   : " and --b-url side by side");
   bench::ReplayRun run_a, run_b;
   Status st;
   if (a.b.url.empty()) {
@@ -160,7 +166,7 @@ Status RunReplay(const BenchArgs& a) {
     st = ReplayBoth(a, trace, &run_a, &run_b);
   }
   PREFIXD_RETURN_IF_ERROR(WriteResults(a.out, a.md, ResultsOf(a.server, a, run_a, st)));
-  if (!a.b.url.empty()) {
+  if (!a.b.url.empty() && !a.alternate) {
     PREFIXD_RETURN_IF_ERROR(WriteResults(a.b_out, a.b_md, ResultsOf(a.b, a, run_b, st)));
   }
   return st;
@@ -231,6 +237,9 @@ void ServerFlags(Flags& flags, BenchArgs& a) {
   flags.String("--b-server-log", &a.b.server_log, "with --b-url: the second server's output");
   flags.String("--b-out", &a.b_out, "with --b-url: the second server's results as JSON");
   flags.String("--b-md", &a.b_md, "with --b-url: the second server's results as Markdown");
+  flags.Bool("--alternate", &a.alternate,
+             "with --b-url: send each request to one of the two servers, in turn (servers "
+             "sharing a cache tier, docs/deployment.md); one report");
 }
 
 void TraceFlags(Flags& flags, BenchArgs& a) {

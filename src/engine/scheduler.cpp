@@ -12,10 +12,11 @@
 #include <thread>
 
 #include "cache/chain_hash.h"
-#include "cache/disk_tier.h"
 #include "cache/domain_registry.h"
 #include "cache/prefix_cache.h"
+#include "cache/tiered_cache.h"
 #include "store/disk_store.h"
+#include "store/redis_store.h"
 #include "engine/cache_io.h"
 #include "engine/codec_probe.h"
 #include "engine/context.h"
@@ -31,7 +32,8 @@ struct Scheduler::Impl {
   std::unique_ptr<Context> ctx;
   std::unique_ptr<cache::PrefixCache> cache;  // null with --no-cache
   std::unique_ptr<store::DiskStore> store;    // null without a cache dir
-  std::unique_ptr<cache::DiskTier> disk;
+  std::unique_ptr<store::RedisStore> remote;  // null without --remote-cache
+  std::unique_ptr<cache::TieredCache> tiers;
   std::unique_ptr<CacheIo> cache_io;
   DomainFingerprints fingerprints;
   StateMode state_mode = StateMode::kSliced;
@@ -58,6 +60,7 @@ struct Scheduler::Impl {
   void Run(std::promise<Status>& ready);
   Status Setup();
   Status SetupCache(const ContextOptions& copt);
+  Status OpenLowerTiers();
   void ReleaseContext();
   void Loop();
   bool Admit();
@@ -85,14 +88,15 @@ struct Scheduler::Impl {
   void Prefetch(Job& job);
 };
 
-// On the submitting thread: what the disk holds of this prompt's prefix goes into RAM before
-// the job queues, so the worker (which decodes every slot) never waits on disk reads for it.
-// If the RAM Tier drops it again before the job is admitted, the worker reads the disk itself.
+// On the submitting thread: what the disk and the shared tier hold of this prompt's prefix go
+// into RAM before the job queues, so the worker (which decodes every slot) never waits on disk
+// or network reads for it. If the RAM Tier drops it again before the job is admitted, the
+// worker reads the disk itself (never the network).
 void Scheduler::Impl::Prefetch(Job& job) {
-  if (!disk || !cache || job.request.prompt.tokens.size() < 2) return;
+  if (!tiers || !tiers->has_lower() || job.request.prompt.tokens.size() < 2) return;
   const auto& tokens = job.request.prompt.tokens;
   const auto t0 = Clock::now();
-  job.prefetch = PrefetchFromDisk(*cache, *disk, DomainFor(fingerprints, job.request.tenant_salt),
+  job.prefetch = engine::Prefetch(*tiers, DomainFor(fingerprints, job.request.tenant_salt),
                                   tokens, tokens.size() - 1);
   job.prefetch_ms = MillisSince(t0);
 }
@@ -199,18 +203,35 @@ Status Scheduler::Impl::SetupCache(const ContextOptions& copt) {
   co.has_rows = io.has_rows;
   co.needs_snapshot = io.needs_snapshot;
   cache = std::make_unique<cache::PrefixCache>(co);
+  PREFIXD_RETURN_IF_ERROR(OpenLowerTiers());
+  tiers = std::make_unique<cache::TieredCache>(
+      *cache, cache::TieredCache::Lower{store.get(), remote.get()});
+  cache_io = std::make_unique<CacheIo>(*ctx, *tiers, io, std::move(probe->shape));
+  return Status::OK();
+}
+
+// The disk tier (with a cache dir) and the shared tier (with a remote cache URL; Redis being
+// down is no error: the tier connects when it answers).
+Status Scheduler::Impl::OpenLowerTiers() {
+  const uint64_t queue_bytes = std::min<uint64_t>(options.ram_budget_bytes / 2, uint64_t(1) << 30);
   if (!options.cache_dir.empty()) {
     store::DiskStore::Options so;
     so.dir = options.cache_dir;
     so.quota_bytes = options.disk_quota_bytes;
     so.writer_queue_depth = 1024;
-    so.writer_queue_bytes = std::min<uint64_t>(options.ram_budget_bytes / 2, uint64_t(1) << 30);
+    so.writer_queue_bytes = queue_bytes;
     PREFIXD_ASSIGN_OR_RETURN(store, store::DiskStore::Open(so));
     std::fprintf(stderr, "prefixd: disk tier %s: %s\n", so.dir.c_str(),
                  store->GetStats().recovery.ToString().c_str());
-    disk = std::make_unique<cache::DiskTier>(*store, *cache);
   }
-  cache_io = std::make_unique<CacheIo>(*ctx, *cache, disk.get(), io, std::move(probe->shape));
+  if (!options.remote_cache_url.empty()) {
+    store::RedisStoreOptions ro;
+    ro.url = options.remote_cache_url;
+    ro.password = options.remote_cache_password;
+    ro.writer_queue_depth = 1024;
+    ro.writer_queue_bytes = queue_bytes;
+    PREFIXD_ASSIGN_OR_RETURN(remote, store::RedisStore::Open(ro));
+  }
   return Status::OK();
 }
 
@@ -265,6 +286,7 @@ EngineStats Scheduler::GetStats() const {
     s.bytes_by_tier["disk"] = ds.bytes;
     s.evictions_by_tier["disk"] = ds.evictions;
   }
+  if (impl_->remote) s.remote = impl_->remote->GetStats();
   return s;
 }
 
@@ -281,6 +303,7 @@ void Scheduler::FlushDisk() {
     impl_->idle_cv.wait(lock, [&] { return impl_->queue.empty() && impl_->stats.slots_busy == 0; });
   }
   if (impl_->store) impl_->store->Flush();
+  if (impl_->remote) impl_->remote->Flush();
 }
 
 void Scheduler::Impl::Loop() {
@@ -617,6 +640,7 @@ void Scheduler::Impl::CountRequest(const CompletionResult& r) {
   if (r.cache.tier == CacheTier::kSlot) stats.hits_slot++;
   if (r.cache.tier == CacheTier::kRam) stats.hits_ram++;
   if (r.cache.tier == CacheTier::kDisk) stats.hits_disk++;
+  if (r.cache.tier == CacheTier::kRemote) stats.hits_remote++;
   if (r.cache.tier == CacheTier::kNone) {
     stats.misses++;
     stats.misses_by_reason[r.cache.miss_reason.empty() ? "disabled" : r.cache.miss_reason]++;
