@@ -197,6 +197,25 @@ TEST(RedisStore, TinyMaxmemoryEvictsOldRecordsAsCleanMisses) {
   EXPECT_GT(info->evicted_keys, 0u);
 }
 
+TEST(RedisStore, AuthenticatesWithThePasswordAndIsDownWithAWrongOne) {
+  RedisTestServer redis;
+  redis.AddArgs({"--requirepass", "s3cret"});
+  ASSERT_TRUE(redis.Start());
+  RedisStoreOptions o;
+  o.url = redis.url();
+  o.password = "wrong";
+  auto bad = RedisStore::Open(o);
+  ASSERT_TRUE(bad.ok());
+  EXPECT_FALSE(ReadsBack(**bad, 1));
+  EXPECT_FALSE((*bad)->GetStats().up);
+  o.password = "s3cret";
+  auto good = RedisStore::Open(o);
+  ASSERT_TRUE(good.ok());
+  PutAndFlush(**good, 1);
+  EXPECT_TRUE(ReadsBack(**good, 1));
+  EXPECT_TRUE((*good)->GetStats().up);
+}
+
 TEST(RedisStore, AFullQueueDropsAndCounts) {
   RedisTestServer redis;
   ASSERT_TRUE(redis.Start());

@@ -61,6 +61,11 @@ class RedisTestServer {
   void Pause() { ::kill(pid_, SIGSTOP); }
   void Resume() { ::kill(pid_, SIGCONT); }
 
+  // More redis-server arguments (e.g. {"--requirepass", "pw"}); before Start().
+  void AddArgs(const std::vector<std::string>& args) {
+    extra_.insert(extra_.end(), args.begin(), args.end());
+  }
+
   int port() const { return port_; }
   std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
 
@@ -94,6 +99,7 @@ class RedisTestServer {
     if (!maxmemory_.empty()) {
       args.insert(args.end(), {"--maxmemory", maxmemory_, "--maxmemory-policy", "allkeys-lru"});
     }
+    args.insert(args.end(), extra_.begin(), extra_.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -104,7 +110,8 @@ class RedisTestServer {
   bool WaitReady() const {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (std::chrono::steady_clock::now() < deadline) {
-      if (Command({"PING"}) == "PONG") return true;
+      const std::string pong = Command({"PING"});
+      if (pong == "PONG" || pong.starts_with("ERR:NOAUTH")) return true;
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) return false;  // it exited
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -114,6 +121,7 @@ class RedisTestServer {
 
   TempDir dir_;
   std::string maxmemory_;
+  std::vector<std::string> extra_;
   int port_;
   pid_t pid_ = -1;
 };
