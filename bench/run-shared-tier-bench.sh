@@ -8,6 +8,7 @@
 # Writes $OUT/shared-tier-{restore.txt,alternating.json,alternating.md}. docs/bench.md explains.
 #
 # Usage: bench/run-shared-tier-bench.sh [--shape small] [--tokens 2048] [--reps 3] [--skip-restore]
+#        [--skip-trace]
 # Env: PREFIXD_BIN (default build/bin/prefixd), DISK_BENCH (default build/bin/prefixd_disk_bench),
 #      THREADS (default 2), OUT (default bench/results), WORK (default /tmp/prefixd-shared-tier)
 set -euo pipefail
@@ -22,6 +23,7 @@ SHAPE=small
 TOKENS=2048
 REPS=3
 SKIP_RESTORE=0
+SKIP_TRACE=0
 TRACE_ARGS=(--sessions 3 --turns 4 --system-tokens 1000 --tool-tokens 150 --max-tokens 8 --no-restart)
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -29,6 +31,7 @@ while [[ $# -gt 0 ]]; do
     --tokens) TOKENS="$2"; shift ;;
     --reps) REPS="$2"; shift ;;
     --skip-restore) SKIP_RESTORE=1 ;;
+    --skip-trace) SKIP_TRACE=1 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -73,6 +76,7 @@ if [[ "$SKIP_RESTORE" == 0 ]]; then
   } | tee "$OUT/shared-tier-restore.txt"
 fi
 
+[[ "$SKIP_TRACE" == 1 ]] && exit 0
 start_redis
 log "agent trace, two servers on one Redis, requests alternating"
 serve() {  # serve PORT NAME
