@@ -197,6 +197,20 @@ TEST(RedisStore, TinyMaxmemoryEvictsOldRecordsAsCleanMisses) {
   EXPECT_GT(info->evicted_keys, 0u);
 }
 
+TEST(RedisStore, AFullRedisRejectsPutsAndIsCountedNotFatal) {
+  RedisTestServer redis;
+  redis.AddArgs({"--maxmemory", "1mb", "--maxmemory-policy", "noeviction"});  // OOM errors
+  ASSERT_TRUE(redis.Start());
+  auto s = OpenStore(redis.url());
+  for (uint32_t i = 0; i < 8; ++i) PutAndFlush(*s, i, 256 << 10);
+  RedisStoreStats st = s->GetStats();
+  EXPECT_GT(st.put_fail_rejected, 0u);
+  EXPECT_EQ(st.puts_written + st.put_fail_rejected, 8u);
+  EXPECT_TRUE(st.up) << "an OOM answer is not an outage";
+  for (uint32_t i = 0; i < 8; ++i) ReadsBack(*s, i, 256 << 10);  // hits or clean misses
+  EXPECT_EQ(s->GetStats().get_corrupt, 0u);
+}
+
 TEST(RedisStore, AuthenticatesWithThePasswordAndIsDownWithAWrongOne) {
   RedisTestServer redis;
   redis.AddArgs({"--requirepass", "s3cret"});
