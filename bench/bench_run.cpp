@@ -14,7 +14,8 @@ json ResultsOf(const ReplayRunOptions& o, const ServerOptions& so, const ReplayR
                const Status& st) {
   const json meta = {{"label", so.label}, {"url", so.url}, {"server_cmd", so.server_cmd},
                      {"trace", o.trace_path}, {"long_session", o.long_session},
-                     {"side_by_side", o.b.has_value()}};
+                     {"side_by_side", o.b.has_value() && !o.alternate},
+                     {"alternating", o.alternate}};
   json r = ResultsJson(meta, run.rows, run.restarted);
   if (!st.ok()) r["error"] = st.ToString();
   return r;
@@ -36,13 +37,14 @@ Status ReplayOne(const ServerOptions& so, const std::vector<TraceRequest>& trace
   return st;
 }
 
-// Starts both servers, replays side by side, stops both.
-Status ReplayBoth(const ServerOptions& a, const ServerOptions& b,
+// Starts both servers, replays side by side (or in turn), stops both.
+Status ReplayBoth(const ServerOptions& a, const ServerOptions& b, bool alternate,
                   const std::vector<TraceRequest>& trace, ReplayRun* run_a, ReplayRun* run_b) {
   ServerUnderTest sa(a), sb(b);
   Status st = sa.Start();
   if (st.ok()) st = sb.Start();
-  if (st.ok()) st = ReplaySideBySide(sa, sb, trace, run_a, run_b);
+  if (st.ok() && alternate) st = ReplayAlternating(sa, sb, trace, run_a);
+  if (st.ok() && !alternate) st = ReplaySideBySide(sa, sb, trace, run_a, run_b);
   sa.Stop();
   sb.Stop();
   return st;
@@ -52,12 +54,12 @@ Status ReplayBoth(const ServerOptions& a, const ServerOptions& b,
 
 Status RunReplay(const ReplayRunOptions& options, const std::vector<TraceRequest>& trace) {
   ReplayRun run_a, run_b;
-  const Status st = options.b ? ReplayBoth(options.a.server, options.b->server, trace, &run_a,
-                                           &run_b)
+  const Status st = options.b ? ReplayBoth(options.a.server, options.b->server,
+                                           options.alternate, trace, &run_a, &run_b)
                               : ReplayOne(options.a.server, trace, &run_a);
   PREFIXD_RETURN_IF_ERROR(
       WriteResults(options.a, ResultsOf(options, options.a.server, run_a, st)));
-  if (options.b) {
+  if (options.b && !options.alternate) {
     PREFIXD_RETURN_IF_ERROR(
         WriteResults(*options.b, ResultsOf(options, options.b->server, run_b, st)));
   }

@@ -26,6 +26,8 @@ struct ReplayTarget {
 struct ReplayRunOptions {
   ReplayTarget a;
   std::optional<ReplayTarget> b;  // replayed side by side with `a` (ReplaySideBySide)
+  bool alternate = false;  // with b: each request to one server in turn (ReplayAlternating), one
+                           // set of results (a's)
   std::string trace_path;         // recorded in the results; "" for a generated trace
   bool long_session = false;      // recorded in the results
 };

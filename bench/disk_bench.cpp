@@ -8,6 +8,9 @@
 //     first generated token, on the restored cache vs with --no-cache (timed once per run).
 //  3. Restore throughput from RAM (issue 15): in the restarted Engine another prompt takes the
 //     only slot, then the first prompt comes back and restores from the RAM Tier.
+// With --remote-cache URL (issue 17) the prompt is written to the shared tier too, and every
+// restart is "another server": a new Engine on an empty cache dir and the same Redis, so its
+// prefix comes from the shared tier (columns "remote" instead of "disk").
 // Both restores are set against baselines measured in the same rep on the same bytes: memcpy
 // (RAM) and a plain sequential read() of the record files (disk). Repeated --reps times,
 // alternating, so machine noise hits both sides; the summary gives medians.
@@ -45,6 +48,7 @@ struct Args {
   int64_t block_size = kEngine.block_size;
   bool keep_cache = false;
   bool no_cold = false;
+  std::string remote_cache;  // the shared tier: each restart is another server on it
 };
 
 double Ms(Clock::time_point t0) {
@@ -89,6 +93,17 @@ engine::EngineOptions Options(const Args& a, const std::string& model, bool cach
   o.block_size = uint32_t(a.block_size);
   o.cache_enabled = cache;
   if (cache) o.cache_dir = a.work_dir + "/cache";
+  if (cache) o.remote_cache_url = a.remote_cache;
+  return o;
+}
+
+// The restart of each rep: the same cache dir, or with a shared tier another server (an empty
+// cache dir of its own, the same Redis).
+engine::EngineOptions RestartOptions(const Args& a, const std::string& model) {
+  engine::EngineOptions o = Options(a, model, true);
+  if (a.remote_cache.empty()) return o;
+  o.cache_dir = a.work_dir + "/cache-other-server";
+  fs::remove_all(o.cache_dir);
   return o;
 }
 
@@ -155,20 +170,23 @@ int Run(const Args& a) {
   std::printf("GB/s over the state bytes restored; memcpy and read() of the same bytes in the "
               "same rep. Disk: prefetch = reads into RAM on the request's thread, restore = on "
               "the worker (what other slots wait for)\n");
-  std::printf("rep  prompt cached  state_MB record_MB | disk: prefetch_ms+restore_ms  GB/s  "
+  std::printf("rep  prompt cached  state_MB record_MB | %s: prefetch_ms+restore_ms  GB/s  "
               "read_GB/s  ratio | ram: restore_ms  GB/s  memcpy_GB/s  ratio | ttft_restart_ms  "
-              "ttft_cold_ms  ratio  create_ms\n");
+              "ttft_cold_ms  ratio  create_ms\n",
+              a.remote_cache.empty() ? "disk" : "remote");
   std::vector<double> disk_ratio, ram_ratio, ttft_ratio;
   // The disk Tier is written once (a cold prefill with the cache on); every rep restarts on it.
   // With --keep-cache a cache dir written by an earlier run of the same settings is reused.
-  const bool have_cache = a.keep_cache && fs::exists(a.work_dir + "/cache/records") &&
+  const bool have_cache = a.keep_cache && a.remote_cache.empty() &&
+                          fs::exists(a.work_dir + "/cache/records") &&
                           RecordBytes(a.work_dir + "/cache") > 0;
-  double fill_ttft_ms = 0;
+  double fill_ttft_ms = 0, fill_request_ms = 0;
   if (!have_cache) {
     fs::remove_all(a.work_dir + "/cache");
     auto fill = TimeFirstToken(Options(a, model, true), messages);  // writes the disk tier
     if (!fill.ok()) return std::fprintf(stderr, "%s\n", fill.status().ToString().c_str()), 1;
     fill_ttft_ms = fill->ttft_ms;
+    fill_request_ms = fill->ttft_ms - fill->create_ms;
   }
   // The cold first token (--no-cache), once per run: on a small machine an 8K-token prefill
   // takes minutes.
@@ -180,14 +198,19 @@ int Run(const Args& a) {
     cold = std::move(*c);
   }
   const double cold_ms = cold ? cold->ttft_ms : fill_ttft_ms;
+  // The first token once the Engine is up (its request alone, no model load): what a server
+  // that is already running sees.
+  const double cold_request_ms = cold ? cold->ttft_ms - cold->create_ms : fill_request_ms;
+  std::vector<double> request_ratio;
   if (cold_ms == 0) std::printf("(no cold run: --no-cold and --keep-cache; ttft ratios are 0)\n");
   for (int64_t rep = 0; rep < a.reps; ++rep) {
-    auto warm = TimeFirstToken(Options(a, model, true), messages);  // the restart
+    auto warm = TimeFirstToken(RestartOptions(a, model), messages);  // the restart
     if (!warm.ok()) return std::fprintf(stderr, "%s\n", warm.status().ToString().c_str()), 1;
     uint64_t bytes = 0;
     const double read_bw = bench::PlainReadGBps(a.work_dir + "/cache/records", &bytes);
     auto ram = RamRestore(*warm->engine, messages, other);
     if (!ram.ok()) return std::fprintf(stderr, "%s\n", ram.status().ToString().c_str()), 1;
+    const engine::EngineStats es = warm->engine->GetStats();
     warm->engine.reset();
     const double memcpy_bw = bench::MemcpyGBps(ram->restored_bytes);
     const auto& u = warm->r.usage;
@@ -207,19 +230,29 @@ int Run(const Args& a) {
                 100 * disk_ratio.back(), ram->restore_ms, ram_bw, memcpy_bw,
                 100 * ram_ratio.back(), warm->ttft_ms, cold_ms, ttft_ratio.back(),
                 warm->create_ms);
-    if (warm->r.cache.tier != engine::CacheTier::kDisk) {
-      std::printf("     the restart restored from %s, not disk!\n",
-                  engine::CacheTierName(warm->r.cache.tier));
+    const auto want = a.remote_cache.empty() ? engine::CacheTier::kDisk : engine::CacheTier::kRemote;
+    if (warm->r.cache.tier != want) {
+      std::printf("     the restart restored from %s, not %s!\n",
+                  engine::CacheTierName(warm->r.cache.tier), engine::CacheTierName(want));
     }
     if (cold && warm->r.tokens != cold->r.tokens) std::printf("     output differs from cold!\n");
+    const double request_ms = warm->ttft_ms - warm->create_ms;
+    request_ratio.push_back(cold_request_ms > 0 ? request_ms / cold_request_ms : 0);
+    std::printf("     first token without Engine::Create: %.1f ms, cold %.1f ms (%.3f)", request_ms,
+                cold_request_ms, request_ratio.back());
+    if (es.remote) {
+      std::printf("; %.1f MB of records read from the shared tier", es.remote->bytes_read / 1048576.0);
+    }
+    std::printf("\n");
     if (rep == 0) PrintRecordSizes(a.work_dir + "/cache", a.block_size);
   }
   std::printf("\nmedians over %lld reps:\n", (long long)a.reps);
-  std::printf("restore from disk / plain sequential read: %.0f%% (target >= 50%%)\n",
-              100 * Median(disk_ratio));
+  std::printf("restore from %s / plain sequential read: %.0f%% (target >= 50%%)\n",
+              a.remote_cache.empty() ? "disk" : "the shared tier", 100 * Median(disk_ratio));
   std::printf("restore from RAM / memcpy: %.0f%% (target >= 50%%)\n", 100 * Median(ram_ratio));
   std::printf("restart-to-first-token / cold (--no-cache) first token: %.3f (target <= 0.05)\n",
               Median(ttft_ratio));
+  std::printf("first token without Engine::Create / cold's: %.3f\n", Median(request_ratio));
   return 0;
 }
 
@@ -238,5 +271,8 @@ int main(int argc, char** argv) {
   flags.Int("--block-size", &a.block_size, "cache block size");
   flags.Bool("--keep-cache", &a.keep_cache, "reuse the cache dir an earlier run wrote");
   flags.Bool("--no-cold", &a.no_cold, "skip the --no-cache first token (use the fill's)");
+  flags.String("--remote-cache", &a.remote_cache,
+               "redis://HOST:PORT: each restart is another server (empty cache dir) restoring "
+               "from this shared tier");
   return RunWithFlags(flags, argc, argv, [&] { return Run(a); }, 1);
 }

@@ -186,11 +186,12 @@ void LogRow(const RequestResult& m, size_t n, const std::string& label) {
 
 namespace {
 
-// One server's side of a replay: its run and the token ids of every earlier prompt it saw.
+// One server's side of a replay: its run and the token ids of every earlier prompt it saw
+// (shared by both servers when they alternate: reusable is then what either one saw).
 struct ReplaySide {
   ServerUnderTest& server;
   ReplayRun* run;
-  std::vector<std::vector<int64_t>> seen;
+  std::vector<std::vector<int64_t>>* seen;
 };
 
 Status ApplyRestart(ReplaySide& side, const TraceRequest& t, RequestResult* m) {
@@ -223,9 +224,9 @@ Status Step(ReplaySide& side, const std::vector<TraceRequest>& trace, size_t i) 
   }
   PREFIXD_RETURN_IF_ERROR(Send(side.server.endpoint(), t, model, &m));
   if (tokens.ok()) {
-    m.reusable = std::min(LongestSharedPrefix(side.seen, *tokens),
+    m.reusable = std::min(LongestSharedPrefix(*side.seen, *tokens),
                           std::max<int64_t>(m.prompt - 1, 0));
-    side.seen.push_back(std::move(*tokens));
+    side.seen->push_back(std::move(*tokens));
   }
   LogRow(m, trace.size(), side.server.options().label);
   side.run->rows.push_back(m);
@@ -235,7 +236,8 @@ Status Step(ReplaySide& side, const std::vector<TraceRequest>& trace, size_t i) 
 }  // namespace
 
 Status Replay(ServerUnderTest& server, const std::vector<TraceRequest>& trace, ReplayRun* run) {
-  ReplaySide side{server, run, {}};
+  std::vector<std::vector<int64_t>> seen;
+  ReplaySide side{server, run, &seen};
   for (size_t i = 0; i < trace.size(); ++i) PREFIXD_RETURN_IF_ERROR(Step(side, trace, i));
   return Status::OK();
 }
@@ -243,12 +245,23 @@ Status Replay(ServerUnderTest& server, const std::vector<TraceRequest>& trace, R
 Status ReplaySideBySide(ServerUnderTest& a, ServerUnderTest& b,
                         const std::vector<TraceRequest>& trace, ReplayRun* run_a,
                         ReplayRun* run_b) {
-  ReplaySide sa{a, run_a, {}}, sb{b, run_b, {}};
+  std::vector<std::vector<int64_t>> seen_a, seen_b;
+  ReplaySide sa{a, run_a, &seen_a}, sb{b, run_b, &seen_b};
   for (size_t i = 0; i < trace.size(); ++i) {
     ReplaySide& first = i % 2 == 0 ? sa : sb;
     ReplaySide& second = i % 2 == 0 ? sb : sa;
     PREFIXD_RETURN_IF_ERROR(Step(first, trace, i));
     PREFIXD_RETURN_IF_ERROR(Step(second, trace, i));
+  }
+  return Status::OK();
+}
+
+Status ReplayAlternating(ServerUnderTest& a, ServerUnderTest& b,
+                         const std::vector<TraceRequest>& trace, ReplayRun* run) {
+  std::vector<std::vector<int64_t>> seen;
+  ReplaySide sa{a, run, &seen}, sb{b, run, &seen};
+  for (size_t i = 0; i < trace.size(); ++i) {
+    PREFIXD_RETURN_IF_ERROR(Step(i % 2 == 0 ? sa : sb, trace, i));
   }
   return Status::OK();
 }

@@ -93,6 +93,12 @@ Status ReplaySideBySide(ServerUnderTest& a, ServerUnderTest& b,
                         const std::vector<TraceRequest>& trace, ReplayRun* run_a,
                         ReplayRun* run_b);
 
+// Replays `trace` against two servers that share a cache tier (docs/deployment.md): request i
+// goes to `a` when i is even, else to `b`, as a load balancer without session affinity would
+// send them. One run; `reusable` counts what either server saw before.
+Status ReplayAlternating(ServerUnderTest& a, ServerUnderTest& b,
+                         const std::vector<TraceRequest>& trace, ReplayRun* run);
+
 // The results file: {"label", "url", "server_cmd", "trace", "restarted", "requests": [...],
 // "totals": {...}, "from_restart": {...} | null}. `meta` gives label, url, server_cmd, trace.
 nlohmann::json ResultsJson(const nlohmann::json& meta, const std::vector<RequestResult>& rows,

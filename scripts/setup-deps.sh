@@ -10,6 +10,8 @@ PACKAGES=(
   nlohmann-json3-dev    # JSON for the HTTP server
   nodejs npm            # fetching llama.cpp's source package; end-to-end tests with `openai`
   curl
+  libhiredis-dev        # client of the shared cache tier (Redis, --remote-cache)
+  redis-server          # the shared tier's tests start one on a loopback port
   python3               # bench scripts (bench/load_test.py, the bench smoke tests)
   chromium              # the web page's browser test (tests/e2e/web_page.test.js, headless)
 )

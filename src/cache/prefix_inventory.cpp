@@ -1,10 +1,10 @@
 // Listing and evicting whole prefix trees (prefix_inventory.h): PrefixCache's side walks the
-// trie under the lock; DiskTier's side groups the store's records by following their parents.
+// trie under the lock; the disk side groups the store's records by following their parents.
 #include <algorithm>
 #include <unordered_map>
 
 #include "cache/cache_impl.h"
-#include "cache/disk_tier.h"
+#include "cache/prefix_inventory.h"
 
 namespace prefixd::cache {
 namespace {
@@ -113,8 +113,8 @@ size_t PrefixCache::EvictPrefix(const Digest& domain, const ChainHash& root) {
   return evicted;
 }
 
-std::vector<PrefixSummary> DiskTier::ListPrefixes() {
-  std::vector<store::RecordMeta> records = store_.List();
+std::vector<PrefixSummary> ListStorePrefixes(store::DiskStore& store, size_t block_size) {
+  std::vector<store::RecordMeta> records = store.List();
   std::vector<PrefixSummary> out;
   std::unordered_map<ChainHash, size_t, DigestHash> by_root;
   RecordRoots roots(records);
@@ -127,7 +127,7 @@ std::vector<PrefixSummary> DiskTier::ListPrefixes() {
     s.bytes += store::RecordFileBytes(m);
     s.used_unix_ms = std::max(s.used_unix_ms, m.last_access_unix_ms);
     if (m.kind == store::RecordKind::kBlockRows) ++s.blocks;
-    if (m.kind == store::RecordKind::kTail || m.position % opts_.block_size != 0) {
+    if (m.kind == store::RecordKind::kTail || m.position % block_size != 0) {
       ++s.tails;
     } else if (m.kind == store::RecordKind::kSnapshot) {
       ++s.snapshots;
@@ -136,13 +136,13 @@ std::vector<PrefixSummary> DiskTier::ListPrefixes() {
   return out;
 }
 
-size_t DiskTier::RemovePrefix(const Digest& domain, const ChainHash& root) {
-  std::vector<store::RecordMeta> records = store_.List(domain);
+size_t RemoveStorePrefix(store::DiskStore& store, const Digest& domain, const ChainHash& root) {
+  std::vector<store::RecordMeta> records = store.List(domain);
   RecordRoots roots(records);
   size_t removed = 0;
   for (const store::RecordMeta& m : records) {
     if (roots.RootOf(m) != root) continue;
-    if (store_.Remove(m.key, m.kind).ok()) ++removed;
+    if (store.Remove(m.key, m.kind).ok()) ++removed;
   }
   return removed;
 }

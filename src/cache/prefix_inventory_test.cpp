@@ -1,4 +1,4 @@
-// Listing and evicting whole prefix trees: PrefixCache (RAM) and DiskTier (disk records).
+// Listing and evicting whole prefix trees: PrefixCache (RAM) and the disk records.
 #include "cache/prefix_inventory.h"
 
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "cache/cache_test_util.h"
-#include "cache/disk_tier.h"
+#include "cache/store_tier.h"
 #include "cache/prefix_cache.h"
 
 namespace prefixd::cache {
@@ -115,7 +115,7 @@ class DiskInventoryTest : public ::testing::Test {
     auto s = store::DiskStore::Open(so);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(*s);
-    disk_ = std::make_unique<DiskTier>(*store_, ram_);
+    disk_ = std::make_unique<StoreTier>(*store_, ram_);
   }
   void TearDown() override {
     disk_.reset();
@@ -134,14 +134,14 @@ class DiskInventoryTest : public ::testing::Test {
   std::filesystem::path dir_;
   PrefixCache ram_{Hybrid()};
   std::unique_ptr<store::DiskStore> store_;
-  std::unique_ptr<DiskTier> disk_;
+  std::unique_ptr<StoreTier> disk_;
 };
 
 TEST_F(DiskInventoryTest, GroupsRecordsByTreeAndRemovesOne) {
   auto a = Iota(13), b = Iota(9, 100);
   Spill(kDomain, a, 3);
   Spill(kDomain, b, 2);
-  std::vector<PrefixSummary> list = disk_->ListPrefixes();
+  std::vector<PrefixSummary> list = ListStorePrefixes(*store_, kB);
   ASSERT_EQ(list.size(), 2u);
   const ChainHash root_a = NextChainHash(kDomain, First(a, kB));
   const PrefixSummary* ta = Find(list, root_a);
@@ -152,9 +152,9 @@ TEST_F(DiskInventoryTest, GroupsRecordsByTreeAndRemovesOne) {
   EXPECT_GT(ta->bytes, 3 * 10 + 7 + 2u);  // record files: headers and checksums too
   EXPECT_GT(ta->used_unix_ms, 0u);
 
-  EXPECT_EQ(disk_->RemovePrefix(kOther, root_a), 0u);
-  EXPECT_EQ(disk_->RemovePrefix(kDomain, root_a), 5u);
-  list = disk_->ListPrefixes();
+  EXPECT_EQ(RemoveStorePrefix(*store_, kOther, root_a), 0u);
+  EXPECT_EQ(RemoveStorePrefix(*store_, kDomain, root_a), 5u);
+  list = ListStorePrefixes(*store_, kB);
   ASSERT_EQ(list.size(), 1u);
   EXPECT_EQ(list[0].root, NextChainHash(kDomain, First(b, kB)));
 }

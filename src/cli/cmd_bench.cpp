@@ -39,6 +39,7 @@ struct BenchArgs {
   std::string b_out;
   std::string b_md;
   bool no_warmup = false;
+  bool alternate = false;  // with b: each request to one server, in turn (a shared tier)
   // The agent trace; the defaults are the options structs' (bench/trace.h, bench/decode.h).
   std::string trace;
   std::string trace_out;
@@ -122,10 +123,14 @@ Status RunReplay(const BenchArgs& a) {
     return Status::OK();
   }
   bench::Progress("%zu requests against %s (%s)%s", trace.size(), a.server.url.c_str(),
-                  a.server.label.c_str(), a.b.url.empty() ? "" : " and --b-url side by side");
+                  a.server.label.c_str(),
+                  a.b.url.empty()  ? ""
+                  : a.alternate    ? " and --b-url in turn"
+                                   : " and --b-url side by side");
   bench::ReplayRunOptions o;
   o.a = {a.server, a.out, a.md};
   if (!a.b.url.empty()) o.b = bench::ReplayTarget{a.b, a.b_out, a.b_md};
+  o.alternate = a.alternate;
   o.trace_path = a.trace;
   o.long_session = a.long_session;
   return bench::RunReplay(o, trace);
@@ -191,6 +196,9 @@ void ServerFlags(Flags& flags, BenchArgs& a) {
   flags.String("--b-server-log", &a.b.server_log, "with --b-url: the second server's output");
   flags.String("--b-out", &a.b_out, "with --b-url: the second server's results as JSON");
   flags.String("--b-md", &a.b_md, "with --b-url: the second server's results as Markdown");
+  flags.Bool("--alternate", &a.alternate,
+             "with --b-url: send each request to one of the two servers, in turn (servers "
+             "sharing a cache tier, docs/deployment.md); one report");
 }
 
 void TraceFlags(Flags& flags, BenchArgs& a) {

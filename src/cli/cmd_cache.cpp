@@ -1,4 +1,5 @@
-// `prefixd cache ls|stats|verify|gc|clear --cache-dir D [filters]`: inspect and manage a disk
+// `prefixd cache ls|stats|verify|gc|clear --cache-dir D [filters]` (stats also, or only, with
+// --remote-cache URL: the shared tier): inspect and manage a disk
 // cache directory through store::DiskStore. The store locks the directory, so these commands
 // refuse to run while a server has it open ("cache dir D is in use by pid N").
 #include <cctype>
@@ -15,6 +16,8 @@
 #include "cache/domain_registry.h"
 #include "cache/fingerprint.h"
 #include "store/disk_store.h"
+#include "store/redis_store.h"
+#include "cli/remote_flags.h"
 #include "util/flags.h"
 
 namespace prefixd::cli {
@@ -34,6 +37,7 @@ struct CacheFlags {
   int64_t max_age_days = 0; // gc: drop records not used for this many days
   bool all = false;         // clear: everything
   bool missing_models = false;  // gc: drop domains whose model file is gone or changed
+  RemoteCacheFlags remote;      // stats: the shared tier too
 };
 
 // Which records a command applies to: a domain hex prefix, or (from --model) a set of
@@ -179,7 +183,33 @@ int CmdClear(DiskStore& store, const DomainFilter& filter) {
   return RemoveWhere(store, [&](const RecordMeta& m) { return filter.Matches(m); });
 }
 
+// The shared tier as Redis reports it (with --remote-cache).
+int CmdRemoteStats(const RemoteCacheFlags& remote) {
+  Result<std::string> password = remote.Password();
+  if (!password.ok()) return Fail(password.status());
+  store::RedisStoreOptions o;
+  o.url = remote.url;
+  o.password = *password;
+  o.read_connections = 1;
+  Result<std::unique_ptr<store::RedisStore>> rs = store::RedisStore::Open(o);
+  if (!rs.ok()) return Fail(rs.status());
+  Result<store::RedisServerInfo> info = (*rs)->ServerInfo();
+  if (!info.ok()) return Fail(info.status());
+  std::printf("shared tier:  %s (redis %s)\nkeys:         %llu\nused memory:  %llu\n"
+              "maxmemory:    %llu%s\npolicy:       %s\nevicted keys: %llu\n",
+              (*rs)->name().c_str(), info->version.c_str(),
+              static_cast<unsigned long long>(info->keys),
+              static_cast<unsigned long long>(info->used_memory),
+              static_cast<unsigned long long>(info->maxmemory),
+              info->maxmemory == 0 ? " (unbounded: set one, docs/deployment.md)" : "",
+              info->maxmemory_policy.c_str(), static_cast<unsigned long long>(info->evicted_keys));
+  return 0;
+}
+
 int RunAction(const std::string& action, const CacheFlags& f) {
+  if (action == "stats" && !f.remote.url.empty()) {
+    if (int rc = CmdRemoteStats(f.remote); rc != 0 || f.cache_dir.empty()) return rc;
+  }
   if (f.cache_dir.empty()) return Fail(Status::InvalidArgument("--cache-dir is required"));
   Result<DomainFilter> filter = MakeFilter(f);
   if (!filter.ok()) return Fail(filter.status());
@@ -228,6 +258,7 @@ int CmdCache(int argc, char** argv) {
   flags.Bool("--all", &f.all, "clear: delete every record");
   flags.Bool("--missing-models", &f.missing_models,
              "gc: drop the records of models whose file is gone or changed");
+  f.remote.Declare(flags);  // stats only: what the shared tier holds
   if (!known) {
     if (action == "-h" || action == "--help") {
       std::fputs(flags.Help().c_str(), stdout);
@@ -239,7 +270,7 @@ int CmdCache(int argc, char** argv) {
   }
   // The action's flags start at argv[3].
   return RunWithFlags(flags, argc, argv, [&] {
-    if (f.cache_dir.empty()) {
+    if (f.cache_dir.empty() && (action != "stats" || f.remote.url.empty())) {
       std::fprintf(stderr, "--cache-dir is required\n\n%s", flags.Help().c_str());
       return 2;
     }

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/remote_flags.h"
 #include "engine/engine.h"
 #include "engine/pinned_assets.h"
 #include "server/auth.h"
@@ -65,6 +66,7 @@ struct ServeArgs {
   std::string api_key_file;
   std::string admin_key_file;
   std::string chat_template;  // NAME of a pinned template or a .jinja file; "" : the model's
+  RemoteCacheFlags remote;
 };
 
 // "123", "64K", "512M", "2G", "1T" (powers of 1024; a trailing "B"/"iB" is allowed).
@@ -137,6 +139,10 @@ Result<engine::EngineOptions> EngineOptionsOf(const ServeArgs& a) {
   if (eo.cache_dir == "none" || a.no_cache) eo.cache_dir = "";
   PREFIXD_ASSIGN_OR_RETURN(eo.ram_budget_bytes, ParseBytes("--ram-budget", a.ram_budget));
   PREFIXD_ASSIGN_OR_RETURN(eo.disk_quota_bytes, ParseBytes("--disk-quota", a.disk_quota));
+  if (!a.no_cache) {
+    eo.remote_cache_url = a.remote.url;
+    PREFIXD_ASSIGN_OR_RETURN(eo.remote_cache_password, a.remote.Password());
+  }
   eo.block_size = uint32_t(a.block_size);
   eo.n_slots = uint32_t(a.slots);
   eo.n_ctx_per_slot = uint32_t(a.ctx);
@@ -213,6 +219,8 @@ int Serve(const ServeArgs& a) {
                            .Add("slots", (long long)eo->n_slots)
                            .Add("ctx", (long long)engine_ptr->n_ctx_per_slot())
                            .Add("cache_dir", eo->cache_dir.empty() ? "none" : eo->cache_dir)
+                           .Add("remote_cache", eo->remote_cache_url.empty() ? "none"
+                                                                             : eo->remote_cache_url)
                            .Add("api_keys", (*auth)->enabled() ? "on" : "off")
                            .Add("admin_keys", (*auth)->has_admin_keys() ? "on" : "off"));
   std::atomic<bool> signalled{false};
@@ -265,6 +273,7 @@ int CmdServe(int argc, char** argv) {
   flags.String("--chat-template", &a.chat_template,
                "chat template replacing the model's: a .jinja file, or the NAME of one the "
                "pinned llama.cpp ships (models/templates/NAME.jinja, e.g. Qwen3.5-4B)");
+  a.remote.Declare(flags);
   flags.String("--api-key-file", &a.api_key_file,
                "file with one API key per line; requests must send one (default: no keys)");
   flags.String("--admin-key-file", &a.admin_key_file,

@@ -69,27 +69,21 @@ std::vector<CapturePoint> PlanCaptures(const Prompt& prompt, int32_t restored, i
   return points;
 }
 
-PrefetchResult PrefetchFromDisk(cache::PrefixCache& ram, cache::DiskTier& disk,
-                                const Digest& domain, std::span<const Token> tokens,
-                                size_t max_len) {
-  PrefetchResult r;
-  cache::PrefixCache::Match m = ram.Lookup(domain, tokens, max_len);
-  r.ram_tokens = m.n_tokens;
-  if (m.n_tokens < max_len) r.disk_tokens = disk.Promote(domain, tokens, max_len, m);
-  return r;
+PrefetchResult Prefetch(cache::TieredCache& cache, const Digest& domain,
+                        std::span<const Token> tokens, size_t max_len) {
+  const cache::TieredCache::Promoted p = cache.Promote(domain, tokens, max_len);
+  return {p.ram, p.disk, p.remote};
 }
 
 struct CacheIo::Impl {
   Context& ctx;
-  cache::PrefixCache& cache;
-  cache::DiskTier* disk;
+  cache::TieredCache& cache;
   CacheIoOptions options;
   std::optional<StateShape> shape;  // kSliced: what the codec probe learned
   StatePieces pieces;  // the state a restore sets, as pieces of the payloads; reused
 
-  Impl(Context& c, cache::PrefixCache& pc, cache::DiskTier* d, const CacheIoOptions& o,
-       std::optional<StateShape> s)
-      : ctx(c), cache(pc), disk(d), options(o), shape(std::move(s)) {}
+  Impl(Context& c, cache::TieredCache& tc, const CacheIoOptions& o, std::optional<StateShape> s)
+      : ctx(c), cache(tc), options(o), shape(std::move(s)) {}
 
   bool whole() const { return options.mode == StateMode::kWhole; }
   // What a Snapshot holds: the partial state, or in kWhole the whole state.
@@ -110,9 +104,9 @@ struct CacheIo::Impl {
                                         CacheTier* tier);
 };
 
-CacheIo::CacheIo(Context& ctx, cache::PrefixCache& cache, cache::DiskTier* disk,
-                 const CacheIoOptions& options, std::optional<StateShape> shape)
-    : impl_(std::make_unique<Impl>(ctx, cache, disk, options, std::move(shape))) {}
+CacheIo::CacheIo(Context& ctx, cache::TieredCache& cache, const CacheIoOptions& options,
+                 std::optional<StateShape> shape)
+    : impl_(std::make_unique<Impl>(ctx, cache, options, std::move(shape))) {}
 CacheIo::~CacheIo() = default;
 
 Status CacheIo::Impl::RestoreMatch(Slot& slot, const cache::PrefixCache::Match& m) {
@@ -193,23 +187,28 @@ Status CacheIo::Impl::CheckEndsAt(Slot& slot, size_t p) {
                             std::to_string(int64_t(p) - 1));
 }
 
-// The longest restorable prefix in the cache tiers: RAM, then disk (promoted into RAM).
+namespace {
+
+// The tier a prefetch read a prefix of `n` tokens from (kRam: it was in RAM already).
+CacheTier PrefetchedTier(const PrefetchResult& pre, size_t n) {
+  const size_t local = std::max(pre.ram_tokens, pre.disk_tokens);
+  if (pre.remote_tokens > local && n > local) return CacheTier::kRemote;
+  if (pre.disk_tokens > pre.ram_tokens && n > pre.ram_tokens) return CacheTier::kDisk;
+  return CacheTier::kRam;
+}
+
+}  // namespace
+
+// The longest restorable prefix in the local tiers (RAM, then disk, promoted into RAM). Bytes
+// the prefetch read into RAM for this request count for the tier they came from.
 cache::PrefixCache::Match CacheIo::Impl::LookupTiers(const Slot& slot, size_t max_len,
                                                       size_t good_enough, CacheTier* tier) {
   const auto& tokens = slot.job->request.prompt.tokens;
-  cache::PrefixCache::Match m = cache.Lookup(slot.domain, tokens, max_len);
-  // Bytes the prefetch read from disk into RAM for this request still count as a disk hit.
-  const PrefetchResult& pre = slot.job->prefetch;
-  *tier = pre.disk_tokens > pre.ram_tokens && m.n_tokens > pre.ram_tokens ? CacheTier::kDisk
-                                                                           : CacheTier::kRam;
-  const size_t floor = std::max(m.n_tokens, good_enough);
-  if (disk && floor < max_len && disk->Promote(slot.domain, tokens, max_len, m) > floor) {
-    size_t diverged = m.diverged_at;
-    m = cache.Lookup(slot.domain, tokens, max_len);
-    m.diverged_at = std::max(m.diverged_at, diverged);
-    *tier = CacheTier::kDisk;
-  }
-  return m;
+  cache::TieredCache::Found f =
+      cache.Lookup(slot.domain, tokens, max_len, good_enough, cache::Reach::kLocal);
+  *tier = f.tier == cache::Tier::kDisk ? CacheTier::kDisk
+                                       : PrefetchedTier(slot.job->prefetch, f.match.n_tokens);
+  return std::move(f.match);
 }
 
 // Three ways, cheapest first: keep what the slot holds (0 bytes); set only a Snapshot's
@@ -311,10 +310,7 @@ Status CacheIo::Impl::PublishRange(Slot& slot, std::span<const Token> tokens, in
     PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> r, EncodeRows(*parsed, k * B, (k + 1) * B));
     rows.push_back(MakePayload(std::move(r)));
   }
-  if (!rows.empty()) {
-    cache.InsertBlocks(slot.domain, tokens, size_t(first), rows);
-    if (disk) disk->SpillBlocks(slot.domain, tokens, size_t(first), rows);
-  }
+  if (!rows.empty()) cache.InsertBlocks(slot.domain, tokens, size_t(first), rows);
   rows.clear();  // the cache may evict what nobody else holds
   // Snapshots and Tails, after the Blocks they depend on.
   for (PendingSnapshot& s : slot.pending) {
@@ -327,7 +323,6 @@ Status CacheIo::Impl::PublishRange(Slot& slot, std::span<const Token> tokens, in
     if (!snap && !tail) continue;
     std::span<const Token> prefix = tokens.first(size_t(s.pos));
     cache.InsertSnapshot(slot.domain, prefix, s.kind, snap, tail);
-    if (disk) disk->SpillSnapshot(slot.domain, prefix, s.kind, snap, tail);
   }
   slot.pending.clear();
   return Status::OK();

@@ -8,8 +8,8 @@
 #include <optional>
 #include <vector>
 
-#include "cache/disk_tier.h"
 #include "cache/prefix_cache.h"
+#include "cache/tiered_cache.h"
 #include "engine/context.h"
 #include "engine/job.h"
 #include "engine/state_codec.h"
@@ -32,17 +32,18 @@ struct CacheIoOptions {
 
 class CacheIo {
  public:
-  // REQUIRES: ctx, cache and disk (null: no disk tier) outlive this object; `shape` (what the
-  // codec probe learned, see codec_probe.h) is set when options.mode is kSliced.
-  CacheIo(Context& ctx, cache::PrefixCache& cache, cache::DiskTier* disk,
-          const CacheIoOptions& options, std::optional<StateShape> shape);
+  // REQUIRES: ctx and cache outlive this object; `shape` (what the codec probe learned, see
+  // codec_probe.h) is set when options.mode is kSliced.
+  CacheIo(Context& ctx, cache::TieredCache& cache, const CacheIoOptions& options,
+          std::optional<StateShape> shape);
   ~CacheIo();
   // Gives slot.seq the longest prefix of slot.job's prompt it can, cheapest way first: (1) keep
   // what the sequence holds (slot.held: all of it when it is a prefix of the prompt, or for
   // pure attention any prefix, the rows after it cut): 0 bytes, tier kSlot; (2) when the
   // sequence holds the rows of a cached prefix [0, P) but no state valid at P, set only the
   // Snapshot's partial and cut the rows after P; (3) otherwise assemble the whole prefix from
-  // the tiers (RAM, then disk). Sets slot.restored / slot.pos and slot.result.cache, clears
+  // the local tiers (TieredCache: RAM, then disk; the shared tier was read into RAM by
+  // Prefetch before the request queued). Sets slot.restored / slot.pos and slot.result.cache, clears
   // slot.held, then plans slot.captures. Any failed check leaves slot.seq empty (cold).
   void Restore(Slot& slot);
   // Runs after the prefill chunk that ended at `point.pos`: takes the Snapshot there.
@@ -62,12 +63,12 @@ class CacheIo {
   std::unique_ptr<Impl> impl_;
 };
 
-// Reads into `ram` what the disk Tier can add to the longest prefix of tokens[0, max_len) that
-// `ram` holds (DiskTier::Promote). Any thread: the scheduler calls it on the submitting thread,
-// so a prefix on disk is read before the request queues and the worker, which decodes every
-// slot, restores it from RAM instead of waiting on the disk (issue 15). Returns the restorable
-// length the disk offered (0: nothing beyond RAM) and the one RAM held before.
-PrefetchResult PrefetchFromDisk(cache::PrefixCache& ram, cache::DiskTier& disk, const Digest& domain,
+// Reads into RAM what the disk and the shared tier can add to the longest prefix of
+// tokens[0, max_len) that RAM holds (TieredCache::Promote). Any thread: the scheduler calls it
+// on the submitting thread, so a prefix on disk or in the shared tier is read before the
+// request queues and the worker, which decodes every slot, restores it from RAM instead of
+// waiting on the disk or the network (issue 15). Returns what each tier offered.
+PrefetchResult Prefetch(cache::TieredCache& cache, const Digest& domain,
                         std::span<const Token> tokens, size_t max_len);
 
 // Plans where a prefill must end chunks: the prompt's capture points, the branch point, and

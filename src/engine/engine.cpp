@@ -19,6 +19,7 @@ const char* CacheTierName(CacheTier tier) {
     case CacheTier::kSlot: return "slot";
     case CacheTier::kRam: return "ram";
     case CacheTier::kDisk: return "disk";
+    case CacheTier::kRemote: return "remote";
   }
   return "none";
 }

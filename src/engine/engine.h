@@ -2,9 +2,10 @@
 //
 // A request's way through (DESIGN.md): mark capture points (memoized: only new messages are
 // rendered), pick the Slot that holds the longest prefix of the prompt (a session continuing
-// keeps it: nothing restored), else restore the longest restorable prefix (RAM tier, then disk),
-// prefill the rest in chunks that end exactly at capture points (taking snapshots there and
-// slicing the new blocks from one ranged read of the new rows), generate, publish. Any failed check drops the entry and prefills cold.
+// keeps it: nothing restored), else restore the longest restorable prefix (RAM tier, then disk,
+// then the shared tier), prefill the rest in chunks that end exactly at capture points (taking
+// snapshots there and slicing the new blocks from one ranged read of the new rows), generate,
+// publish. Any failed check drops the entry and prefills cold.
 //
 // Thread-safety: every public method may be called from any thread. Complete() blocks the
 // calling thread until its request finishes; requests run concurrently on n_slots slots with
@@ -16,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,7 @@
 #include "engine/chat_template.h"
 #include "engine/sampler.h"
 #include "engine/types.h"
+#include "store/redis_store.h"
 #include "util/status.h"
 
 namespace prefixd::engine {
@@ -32,6 +35,8 @@ namespace prefixd::engine {
 struct EngineOptions {
   std::string model_path;
   std::string cache_dir;             // "" = no disk tier
+  std::string remote_cache_url;      // "" = no shared tier; else redis://HOST:PORT[/DB]
+  std::string remote_cache_password; // AUTH for the shared tier ("" = none)
   uint64_t ram_budget_bytes = 2ull << 30;
   uint64_t disk_quota_bytes = 20ull << 30;
   uint32_t block_size = 256;
@@ -94,8 +99,9 @@ enum class CacheTier {
   kSlot,  // the slot's sequence already held it: nothing restored
   kRam,   // the RAM tier (a Snapshot may have been set into a slot that kept its rows)
   kDisk,  // the disk tier
+  kRemote,  // the shared tier (Redis), read before the request queued
 };
-// "none", "slot", "ram", "disk": the names logs, metrics and JSON use.
+// "none", "slot", "ram", "disk", "remote": the names logs, metrics and JSON use.
 const char* CacheTierName(CacheTier tier);
 
 // Why a request reused nothing (CacheTier::kNone).
@@ -222,6 +228,7 @@ struct EngineStats {
   uint64_t hits_slot = 0;  // the slot held the prefix: 0 bytes restored
   uint64_t hits_ram = 0;
   uint64_t hits_disk = 0;
+  uint64_t hits_remote = 0;
   uint64_t restored_bytes = 0;  // state bytes set into sequences by restores
   uint64_t misses = 0;
   std::map<CacheMiss, uint64_t> misses_by_reason;
@@ -240,6 +247,7 @@ struct EngineStats {
   uint64_t disk_records = 0;
   std::map<std::string, uint64_t> disk_records_by_kind;  // "rows", "snap", "tail"
   std::vector<SlotView> slots;    // one per slot
+  std::optional<store::RedisStoreStats> remote;  // set when serving with a shared tier
 };
 
 class Engine {
@@ -284,7 +292,8 @@ class Engine {
   // slots forget their sequences before the next request (as after ClearCache), so nothing
   // evicted is reused. NotFound when no tier holds it.
   Result<PrefixEviction> EvictCachedPrefix(const std::string& domain, const std::string& root);
-  // Waits until everything published so far is written to the disk tier.
+  // Waits until everything published so far is written to the disk and the shared tier (or
+  // dropped there).
   void FlushCache();
 
  private:

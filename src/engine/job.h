@@ -22,18 +22,19 @@ inline double MillisSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// What the disk prefetch found (cache_io.h, PrefetchFromDisk): the restorable prefix RAM held
-// and the one the disk added to it (0: nothing).
+// What the prefetch found (cache_io.h, Prefetch): the restorable prefix RAM held and the ones
+// the disk and the shared tier added to it (0: nothing).
 struct PrefetchResult {
   size_t ram_tokens = 0;
   size_t disk_tokens = 0;
+  size_t remote_tokens = 0;
 };
 
 struct Job {
   CompletionRequest request;
   std::promise<Result<CompletionResult>> done;
   Clock::time_point submitted = Clock::now();
-  double prefetch_ms = 0;  // disk reads on the submitting thread (Usage::prefetch_ms)
+  double prefetch_ms = 0;  // tier reads on the submitting thread (Usage::prefetch_ms)
   PrefetchResult prefetch;
 };
 

@@ -11,10 +11,11 @@
 #include <thread>
 
 #include "cache/chain_hash.h"
-#include "cache/disk_tier.h"
 #include "cache/domain_registry.h"
 #include "cache/prefix_cache.h"
+#include "cache/tiered_cache.h"
 #include "store/disk_store.h"
+#include "store/redis_store.h"
 #include "engine/cache_io.h"
 #include "engine/codec_probe.h"
 #include "engine/context.h"
@@ -32,7 +33,8 @@ struct Scheduler::Impl {
   std::unique_ptr<Context> ctx;
   std::unique_ptr<cache::PrefixCache> cache;  // null with --no-cache
   std::unique_ptr<store::DiskStore> store;    // null without a cache dir
-  std::unique_ptr<cache::DiskTier> disk;
+  std::unique_ptr<store::RedisStore> remote;  // null without --remote-cache
+  std::unique_ptr<cache::TieredCache> tiers;
   std::unique_ptr<CacheIo> cache_io;
   DomainFingerprints fingerprints;
   StateMode state_mode = StateMode::kSliced;
@@ -60,6 +62,7 @@ struct Scheduler::Impl {
   void Run(std::promise<Status>& ready);
   Status Setup();
   Status SetupCache(const ContextOptions& copt);
+  Status OpenLowerTiers();
   void ReleaseContext();
   void Loop();
   bool Admit();
@@ -88,14 +91,15 @@ struct Scheduler::Impl {
   void Prefetch(Job& job);
 };
 
-// On the submitting thread: what the disk holds of this prompt's prefix goes into RAM before
-// the job queues, so the worker (which decodes every slot) never waits on disk reads for it.
-// If the RAM Tier drops it again before the job is admitted, the worker reads the disk itself.
+// On the submitting thread: what the disk and the shared tier hold of this prompt's prefix go
+// into RAM before the job queues, so the worker (which decodes every slot) never waits on disk
+// or network reads for it. If the RAM Tier drops it again before the job is admitted, the
+// worker reads the disk itself (never the network).
 void Scheduler::Impl::Prefetch(Job& job) {
-  if (!disk || !cache || job.request.prompt.tokens.size() < 2) return;
+  if (!tiers || !tiers->has_lower() || job.request.prompt.tokens.size() < 2) return;
   const auto& tokens = job.request.prompt.tokens;
   const auto t0 = Clock::now();
-  job.prefetch = PrefetchFromDisk(*cache, *disk, DomainFor(fingerprints, job.request.tenant_salt),
+  job.prefetch = engine::Prefetch(*tiers, DomainFor(fingerprints, job.request.tenant_salt),
                                   tokens, tokens.size() - 1);
   job.prefetch_ms = MillisSince(t0);
 }
@@ -206,18 +210,35 @@ Status Scheduler::Impl::SetupCache(const ContextOptions& copt) {
   co.has_rows = io.has_rows;
   co.needs_snapshot = io.needs_snapshot;
   cache = std::make_unique<cache::PrefixCache>(co);
+  PREFIXD_RETURN_IF_ERROR(OpenLowerTiers());
+  tiers = std::make_unique<cache::TieredCache>(
+      *cache, cache::TieredCache::Lower{store.get(), remote.get()});
+  cache_io = std::make_unique<CacheIo>(*ctx, *tiers, io, std::move(probe->shape));
+  return Status::OK();
+}
+
+// The disk tier (with a cache dir) and the shared tier (with a remote cache URL; Redis being
+// down is no error: the tier connects when it answers).
+Status Scheduler::Impl::OpenLowerTiers() {
+  const uint64_t queue_bytes = std::min<uint64_t>(options.ram_budget_bytes / 2, uint64_t(1) << 30);
   if (!options.cache_dir.empty()) {
     store::DiskStore::Options so;
     so.dir = options.cache_dir;
     so.quota_bytes = options.disk_quota_bytes;
     so.writer_queue_depth = 1024;
-    so.writer_queue_bytes = std::min<uint64_t>(options.ram_budget_bytes / 2, uint64_t(1) << 30);
+    so.writer_queue_bytes = queue_bytes;
     PREFIXD_ASSIGN_OR_RETURN(store, store::DiskStore::Open(so));
     Logf(LogLevel::kInfo, "disk tier %s: %s", so.dir.c_str(),
          store->GetStats().recovery.ToString().c_str());
-    disk = std::make_unique<cache::DiskTier>(*store, *cache);
   }
-  cache_io = std::make_unique<CacheIo>(*ctx, *cache, disk.get(), io, std::move(probe->shape));
+  if (!options.remote_cache_url.empty()) {
+    store::RedisStoreOptions ro;
+    ro.url = options.remote_cache_url;
+    ro.password = options.remote_cache_password;
+    ro.writer_queue_depth = 1024;
+    ro.writer_queue_bytes = queue_bytes;
+    PREFIXD_ASSIGN_OR_RETURN(remote, store::RedisStore::Open(ro));
+  }
   return Status::OK();
 }
 
@@ -282,6 +303,7 @@ EngineStats Scheduler::GetStats() const {
     s.disk_records = ds.records;
     s.disk_records_by_kind = ds.records_by_kind;
   }
+  if (impl_->remote) s.remote = impl_->remote->GetStats();
   return s;
 }
 
@@ -289,7 +311,7 @@ std::vector<CachedPrefix> Scheduler::ListCachedPrefixes(const std::string* tenan
   if (!impl_->cache) return {};
   std::vector<cache::PrefixSummary> ram = impl_->cache->ListPrefixes();
   std::vector<cache::PrefixSummary> disk;
-  if (impl_->disk) disk = impl_->disk->ListPrefixes();
+  if (impl_->store) disk = cache::ListStorePrefixes(*impl_->store, impl_->options.block_size);
   if (tenant_salt == nullptr) return MergePrefixes(ram, disk, nullptr);
   const Digest domain = DomainFor(impl_->fingerprints, *tenant_salt);
   return MergePrefixes(ram, disk, &domain);
@@ -299,12 +321,17 @@ Result<PrefixEviction> Scheduler::EvictCachedPrefix(const std::string& domain,
                                                     const std::string& root) {
   std::optional<cache::PrefixSummary> found;
   if (impl_->cache) found = FindPrefix(impl_->cache->ListPrefixes(), domain, root);
-  if (!found && impl_->disk) found = FindPrefix(impl_->disk->ListPrefixes(), domain, root);
+  if (!found && impl_->store) {
+    found = FindPrefix(cache::ListStorePrefixes(*impl_->store, impl_->options.block_size), domain,
+                       root);
+  }
   if (!found) return Status::NotFound("no cached prefix " + domain + "/" + root);
   impl_->clear_epoch++;  // the slots holding it forget it (as after ClearCache)
   PrefixEviction out;
   out.ram_entries = impl_->cache->EvictPrefix(found->domain, found->root);
-  if (impl_->disk) out.disk_records = impl_->disk->RemovePrefix(found->domain, found->root);
+  if (impl_->store) {
+    out.disk_records = cache::RemoveStorePrefix(*impl_->store, found->domain, found->root);
+  }
   return out;
 }
 
@@ -321,6 +348,7 @@ void Scheduler::FlushDisk() {
     impl_->idle_cv.wait(lock, [&] { return impl_->queue.empty() && impl_->stats.slots_busy == 0; });
   }
   if (impl_->store) impl_->store->Flush();
+  if (impl_->remote) impl_->remote->Flush();
 }
 
 void Scheduler::Impl::Loop() {
@@ -677,6 +705,7 @@ void Scheduler::Impl::CountRequest(const CompletionResult& r) {
   if (r.cache.tier == CacheTier::kSlot) stats.hits_slot++;
   if (r.cache.tier == CacheTier::kRam) stats.hits_ram++;
   if (r.cache.tier == CacheTier::kDisk) stats.hits_disk++;
+  if (r.cache.tier == CacheTier::kRemote) stats.hits_remote++;
   if (r.cache.tier == CacheTier::kNone) {
     stats.misses++;
     stats.misses_by_reason[r.cache.miss == CacheMiss::kNotMissed ? CacheMiss::kDisabled

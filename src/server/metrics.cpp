@@ -53,6 +53,30 @@ void ByLabel(const char* name, const char* type, const char* help, const char* k
   for (const auto& [k, v] : values) Sample(name, Label(key, k), double(v), out);
 }
 
+// The shared tier (--remote-cache): its state and what it did, by outcome.
+void RenderRemote(const store::RedisStoreStats& r, std::string* out) {
+  Gauge("prefixd_remote_up", "1 when the shared tier (Redis) answered last, else 0.",
+        r.up ? 1 : 0, out);
+  Counter("prefixd_remote_down_total", "Times the shared tier became unreachable.", r.downs, out);
+  Gauge("prefixd_remote_queue_depth", "Records waiting to be written to the shared tier.",
+        double(r.queue_depth), out);
+  ByLabel("prefixd_remote_puts_total", "counter", "Records sent to the shared tier, by outcome.",
+          "outcome",
+          {{"written", r.puts_written}, {"queue_full", r.put_drop_queue_full},
+           {"down", r.put_drop_down}, {"rejected", r.put_fail_rejected},
+           {"io_error", r.put_fail_io}},
+          out);
+  ByLabel("prefixd_remote_gets_total", "counter", "Record reads from the shared tier, by outcome.",
+          "outcome",
+          {{"hit", r.get_hits}, {"not_found", r.get_not_found}, {"corrupt", r.get_corrupt},
+           {"error", r.get_errors}},
+          out);
+  Counter("prefixd_remote_skipped_down_total",
+          "Shared-tier reads and lookups not sent because it was down.", r.skipped_down, out);
+  ByLabel("prefixd_remote_bytes_total", "counter", "Record bytes moved to and from the shared tier.",
+          "direction", {{"written", r.bytes_written}, {"read", r.bytes_read}}, out);
+}
+
 void RenderEngine(const engine::EngineStats& s, std::string* out) {
   Counter("prefixd_completions_total", "Completions the engine ran.", s.requests, out);
   Counter("prefixd_prompt_tokens_total", "Prompt tokens of all completions.", s.prompt_tokens,
@@ -63,7 +87,10 @@ void RenderEngine(const engine::EngineStats& s, std::string* out) {
           s.evaluated_tokens, out);
   Counter("prefixd_generated_tokens_total", "Tokens generated.", s.generated_tokens, out);
   ByLabel("prefixd_cache_hits_total", "counter", "Completions that restored a prefix, by tier.",
-          "tier", {{"slot", s.hits_slot}, {"ram", s.hits_ram}, {"disk", s.hits_disk}}, out);
+          "tier",
+          {{"slot", s.hits_slot}, {"ram", s.hits_ram}, {"disk", s.hits_disk},
+           {"remote", s.hits_remote}},
+          out);
   Counter("prefixd_restored_bytes_total",
           "State bytes set into sequences by restores (0 when a slot already held the prefix).",
           s.restored_bytes, out);
@@ -76,6 +103,7 @@ void RenderEngine(const engine::EngineStats& s, std::string* out) {
           engine::CountsByName(s.evictions_by_tier, engine::CacheTierName), out);
   Gauge("prefixd_slots_busy", "Slots running a request now.", s.slots_busy, out);
   Gauge("prefixd_queue_depth", "Requests waiting for a slot now.", s.queue_depth, out);
+  if (s.remote) RenderRemote(*s.remote, out);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "store/record.h"
+#include "store/record_store.h"
 #include "util/env.h"
 #include "util/status.h"
 
@@ -79,19 +80,13 @@ struct Stats {
   RecoveryReport recovery;
 };
 
-// A verified record: its header as read from the file, and its payload.
-struct Record {
-  RecordMeta meta;
-  std::vector<uint8_t> payload;
-};
-
 struct VerifyReport {
   uint64_t checked = 0;
   uint64_t bad = 0;                 // quarantined
   std::vector<std::string> problems;  // "<name>: <reason>"
 };
 
-class DiskStore {
+class DiskStore : public RecordStore {
  public:
   struct Options {
     std::string dir;                // created if missing
@@ -107,7 +102,7 @@ class DiskStore {
   static Result<std::unique_ptr<DiskStore>> Open(const Options& options);
 
   // Waits for queued puts to be written, saves last-access times, releases the lock.
-  virtual ~DiskStore() = default;
+  ~DiskStore() override = default;
 
   // Queues `payload` for writing behind the caller. Returns false (and counts it) when the
   // queue is full or the record has more than kMaxTokensPerRecord tokens. A record with the
@@ -115,22 +110,22 @@ class DiskStore {
   // read-only dir, I/O) are counted and drop the record.
   // `meta.payload_bytes` and `meta.last_access_unix_ms` are set by the store.
   // REQUIRES: payload != nullptr.
-  virtual bool PutAsync(RecordMeta meta, std::shared_ptr<const std::vector<uint8_t>> payload) = 0;
+  bool PutAsync(RecordMeta meta, std::shared_ptr<const std::vector<uint8_t>> payload) override = 0;
 
   // Reads and verifies the record; NotFound, Corruption (the record is quarantined) or IOError.
   // Marks the record as used for LRU.
   virtual Result<std::vector<uint8_t>> Get(const Key& key, RecordKind kind) = 0;
   // As Get, returning the header read from the file too (for the caller to compare tokens).
-  virtual Result<Record> Read(const Key& key, RecordKind kind) = 0;
+  Result<Record> Read(const Key& key, RecordKind kind) override = 0;
 
   // True when (key, kind) is published (index only, no I/O; the file may still turn out bad
   // when read).
-  virtual bool Contains(const Key& key, RecordKind kind) = 0;
+  bool Contains(const Key& key, RecordKind kind) override = 0;
   // The published records, optionally of one domain, most recently used last.
   virtual std::vector<RecordMeta> List(std::optional<prefixd::Digest> domain = {}) = 0;
 
   // Deletes a record (also a queued one). NotFound when there is none.
-  virtual Status Remove(const Key& key, RecordKind kind) = 0;
+  Status Remove(const Key& key, RecordKind kind) override = 0;
   // Deletes every record (of `domain`, when given), queued ones included.
   virtual Status Clear(std::optional<prefixd::Digest> domain) = 0;
   // Waits until every put queued before the call is written (or failed), then saves

@@ -169,4 +169,25 @@ Result<DecodedFront> DecodeRecordFront(std::span<const uint8_t> front, uint64_t 
   return out;
 }
 
+std::vector<uint8_t> EncodeRecord(RecordMeta meta, uint64_t created_ms,
+                                  std::span<const uint8_t> payload) {
+  meta.payload_bytes = payload.size();
+  std::vector<uint8_t> out = EncodeRecordFront(meta, created_ms);
+  out.reserve(out.size() + payload.size() + 4);
+  out.insert(out.end(), payload.begin(), payload.end());
+  PutFixed32(&out, PayloadCrc(payload.size(), payload));
+  return out;
+}
+
+Result<Record> DecodeRecord(std::span<const uint8_t> bytes) {
+  PREFIXD_ASSIGN_OR_RETURN(uint32_t h, DecodePrefix(bytes));
+  PREFIXD_ASSIGN_OR_RETURN(DecodedFront front, DecodeRecordFront(bytes, bytes.size()));
+  const size_t start = kPrefixBytes + h + 12, n = front.meta.payload_bytes;
+  std::span<const uint8_t> payload = bytes.subspan(start, n);
+  if (DecodeFixed32(bytes.data() + start + n) != PayloadCrc(n, payload)) {
+    return Status::Corruption("payload checksum mismatch");
+  }
+  return Record{std::move(front.meta), std::vector<uint8_t>(payload.begin(), payload.end())};
+}
+
 }  // namespace prefixd::store

@@ -88,4 +88,18 @@ struct DecodedFront {
 // kPrefixBytes + H + 12 bytes of a file whose total size is `file_bytes`.
 Result<DecodedFront> DecodeRecordFront(std::span<const uint8_t> front, uint64_t file_bytes);
 
+// A verified record: its header as read from the file, and its payload.
+struct Record {
+  RecordMeta meta;
+  std::vector<uint8_t> payload;
+};
+
+// A whole record (front, payload, payload crc) in one buffer: what the shared tier stores as a
+// value, byte for byte a record file. Sets meta.payload_bytes from the payload.
+std::vector<uint8_t> EncodeRecord(RecordMeta meta, uint64_t created_ms,
+                                  std::span<const uint8_t> payload);
+// Decodes and verifies a whole record held in one buffer (both checksums, every size), naming
+// what is wrong as a record file's decoder does.
+Result<Record> DecodeRecord(std::span<const uint8_t> bytes);
+
 }  // namespace prefixd::store

@@ -62,6 +62,25 @@ TEST(RecordFormat, DecoderNamesWhatIsWrong) {
             std::string::npos);
 }
 
+TEST(RecordFormat, WholeRecordInOneBufferRoundTripsAndNamesDamage) {
+  RecordMeta m = testing::MetaFor(3);
+  const std::vector<uint8_t> payload = {1, 2, 3, 4, 5};
+  std::vector<uint8_t> bytes = EncodeRecord(m, 1234, payload);
+  m.payload_bytes = payload.size();
+  EXPECT_EQ(bytes, WholeFile(m, payload));
+  auto rec = DecodeRecord(bytes);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->meta, m);
+  EXPECT_EQ(rec->payload, payload);
+  std::vector<uint8_t> bad = bytes;
+  bad[bad.size() - 6] ^= 1;  // inside the payload
+  EXPECT_NE(DecodeRecord(bad).status().ToString().find("payload checksum"), std::string::npos);
+  bad.assign(bytes.begin(), bytes.end() - 1);
+  EXPECT_NE(DecodeRecord(bad).status().ToString().find("file size"), std::string::npos);
+  EXPECT_NE(DecodeRecord(std::vector<uint8_t>(5, 'x')).status().ToString().find("shorter"),
+            std::string::npos);
+}
+
 TEST(RecordFormat, FileNames) {
   RecordId id{testing::MetaFor(2).key, RecordKind::kSnapshot};
   std::string name = RecordFileName(id);

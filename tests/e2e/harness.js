@@ -5,6 +5,7 @@
 // PREFIXD_E2E_LOG=1 prints each server's log when it stops.
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
@@ -106,6 +107,59 @@ export function metric(page, sample) {
     if (line.startsWith(sample + ' ')) return Number(line.slice(sample.length + 1));
   }
   return undefined;
+}
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+// redis-cli against a test Redis; returns its stdout (trimmed). Bounded by a 5 s timeout.
+export function redisCli(port, args, input) {
+  return execFileSync('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args],
+    { input, timeout: 5000, encoding: 'utf8' }).trim();
+}
+
+// Starts a real redis-server on a free loopback port (or `port`), persistence off, in its own
+// temp dir; resolves once it answers PING (at most 10 s). `kill()` is kill -9; `restart()`
+// starts an empty one on the same port; `stop()` kills it and removes its dir.
+export async function startRedis({ maxmemory = '', port = 0 } = {}) {
+  const redis = { port: port || await freePort(), dir: tempDir('redis'), proc: null };
+  redis.url = `redis://127.0.0.1:${redis.port}`;
+  redis.start = async () => {
+    const args = ['--port', String(redis.port), '--bind', '127.0.0.1', '--save', '',
+      '--appendonly', 'no', '--dir', redis.dir, '--daemonize', 'no', '--loglevel', 'warning'];
+    if (maxmemory) args.push('--maxmemory', maxmemory, '--maxmemory-policy', 'allkeys-lru');
+    const proc = spawn('redis-server', args, { stdio: 'ignore' });
+    live.add(proc);
+    proc.exited = false;
+    proc.on('exit', () => { proc.exited = true; live.delete(proc); });
+    redis.proc = proc;
+    const deadline = Date.now() + 10000;
+    for (;;) {
+      try { if (redisCli(redis.port, ['PING']) === 'PONG') return; } catch { /* not yet */ }
+      if (proc.exited || Date.now() > deadline) throw new Error('redis-server did not start');
+      await sleep(50);
+    }
+  };
+  redis.kill = async () => {
+    const proc = redis.proc;
+    if (!proc || proc.exited) return;
+    proc.kill('SIGKILL');
+    for (let i = 0; i < 100 && !proc.exited; i++) await sleep(20);
+  };
+  redis.restart = async () => { await redis.kill(); await redis.start(); };
+  redis.stop = async () => { await redis.kill(); rmSync(redis.dir, { recursive: true, force: true }); };
+  redis.cli = (args, input) => redisCli(redis.port, args, input);
+  await redis.start();
+  return redis;
 }
 
 export { sleep };

@@ -1,19 +1,21 @@
-// DiskTier: joins the RAM Tier (PrefixCache) to the persistent disk store.
+// StoreTier: joins the RAM Tier (PrefixCache) to one store of records below it: the disk
+// (store::DiskStore) or the shared tier (store::RedisStore). The order of the tiers is
+// TieredCache's (tiered_cache.h); this class moves records between one store and RAM.
 //
-// Writes: everything the engine publishes to RAM is also queued to disk behind the request
-// (write-through, written by the store's writer thread), so a RAM eviction loses nothing that
-// the disk still holds, and a restart finds it. Records (docs/disk-format.md):
+// Records (docs/disk-format.md), the same in every store:
 //   Block k      key h_k, kind kBlockRows, payload = rows (empty for a placeholder when the
 //                model has no rows), tokens = the Block's tokens
 //   Snapshot at a Block end: key h_k, kind kSnapshot
 //   Tail [kB,P)  key TailKey(h_{k-1}, tail tokens), kind kTail (rows; empty without rows)
 //   Snapshot at a Tail end: key TailKey(...), kind kSnapshot
 // Block-boundary Snapshots (large for recurrent models, and only there to make restores dense)
-// go to disk only at every kDiskBoundaryEvery-th Block; every other kind always does.
+// are spilled only at every kBoundaryEvery-th Block; every other kind always is.
 // Reads: Promote() continues the walk where the RAM match stopped (Match::chain / n_blocks),
-// finds the longest prefix the disk can restore, reads and verifies those records (checksums in
-// the store; the stored tokens against the request here) and inserts them into RAM. The
-// engine then looks up RAM again. A record that fails any check is dropped, never served.
+// finds the longest prefix the store can restore (asking about one Block level at a time with
+// ContainsAll: one round trip each for a remote store), reads and verifies those records
+// (checksums in the store; the stored tokens against the request here) and inserts them into
+// RAM, and into `copy_to` when given. The caller then looks up RAM again. A record that fails
+// any check is dropped, never served; a record gone between the walk and the read is a miss.
 //
 // Thread-safety: as the store and the PrefixCache (both internally synchronized).
 #pragma once
@@ -22,45 +24,42 @@
 #include <vector>
 
 #include "cache/prefix_cache.h"
-#include "store/disk_store.h"
+#include "store/record_store.h"
 
 namespace prefixd::cache {
 
-class DiskTier {
+class StoreTier {
  public:
-  static constexpr size_t kDiskBoundaryEvery = 4;
+  static constexpr size_t kBoundaryEvery = 4;
 
-  // REQUIRES: store and ram outlive this object.
-  DiskTier(store::DiskStore& store, PrefixCache& ram);
+  // REQUIRES: store, ram and copy_to (null: none) outlive this object.
+  StoreTier(store::RecordStore& store, PrefixCache& ram, store::RecordStore* copy_to = nullptr);
 
   void SpillBlocks(const Digest& domain, std::span<const Token> tokens, size_t first_block,
                    std::span<const PayloadRef> rows);
   void SpillSnapshot(const Digest& domain, std::span<const Token> prefix_tokens,
                      SnapshotKind kind, const PayloadRef& snapshot, const PayloadRef& tail_rows);
 
-  // Promotes into RAM what the disk can restore beyond `ram_match` for tokens[0, max_len).
-  // Returns the restorable length the disk offered (0: nothing beyond RAM).
+  // Promotes into RAM what the store can restore beyond `ram_match` for tokens[0, max_len).
+  // Returns the restorable length the store offered (0: nothing beyond RAM).
   size_t Promote(const Digest& domain, std::span<const Token> tokens, size_t max_len,
                  const PrefixCache::Match& ram_match);
-
-  store::DiskStore& store() { return store_; }
-
-  // The records on disk grouped by prefix tree (prefix_inventory.h), found by following each
-  // record's parent up to its domain. O(records); reads no file.
-  std::vector<PrefixSummary> ListPrefixes();
-  // Removes every record of the prefix tree `root` of `domain`. Returns the records removed.
-  size_t RemovePrefix(const Digest& domain, const ChainHash& root);
 
  private:
   struct Walk;
   void Put(store::RecordMeta meta, const PayloadRef& payload);
+  size_t ReachableBlocks(const std::vector<ChainHash>& chain, size_t from);
+  Walk FindAtLevel(const Digest& domain, std::span<const Token> tokens,
+                   const std::vector<ChainHash>& chain, size_t k, size_t max_len,
+                   size_t ram_tokens);
   bool Load(const Digest& domain, std::span<const Token> tokens,
             const std::vector<ChainHash>& chain, size_t first, const Walk& best);
   PayloadRef ReadVerified(const Digest& key, store::RecordKind kind,
                           std::span<const Token> expected_tokens);
 
-  store::DiskStore& store_;
+  store::RecordStore& store_;
   PrefixCache& ram_;
+  store::RecordStore* copy_to_;
   const PrefixCache::Options& opts_;
 };
 

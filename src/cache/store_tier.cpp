@@ -1,4 +1,4 @@
-#include "cache/disk_tier.h"
+#include "cache/store_tier.h"
 
 #include <algorithm>
 
@@ -22,14 +22,14 @@ std::shared_ptr<const std::vector<uint8_t>> StoreBytes(const PayloadRef& p) {
 
 }  // namespace
 
-DiskTier::DiskTier(store::DiskStore& store, PrefixCache& ram)
-    : store_(store), ram_(ram), opts_(ram.options()) {}
+StoreTier::StoreTier(store::RecordStore& store, PrefixCache& ram, store::RecordStore* copy_to)
+    : store_(store), ram_(ram), copy_to_(copy_to), opts_(ram.options()) {}
 
-void DiskTier::Put(RecordMeta meta, const PayloadRef& payload) {
+void StoreTier::Put(RecordMeta meta, const PayloadRef& payload) {
   store_.PutAsync(std::move(meta), StoreBytes(payload ? payload : EmptyPayload()));
 }
 
-void DiskTier::SpillBlocks(const Digest& domain, std::span<const Token> tokens,
+void StoreTier::SpillBlocks(const Digest& domain, std::span<const Token> tokens,
                            size_t first_block, std::span<const PayloadRef> rows) {
   const size_t B = opts_.block_size;
   std::vector<ChainHash> chain = ChainHashes(domain, tokens.first((first_block + rows.size()) * B), B);
@@ -47,12 +47,12 @@ void DiskTier::SpillBlocks(const Digest& domain, std::span<const Token> tokens,
   }
 }
 
-void DiskTier::SpillSnapshot(const Digest& domain, std::span<const Token> prefix,
+void StoreTier::SpillSnapshot(const Digest& domain, std::span<const Token> prefix,
                              SnapshotKind kind, const PayloadRef& snapshot,
                              const PayloadRef& tail_rows) {
   const size_t B = opts_.block_size, p = prefix.size(), k = p / B;
-  if (kind == SnapshotKind::kBlockBoundary && p % B == 0 && k % kDiskBoundaryEvery != 0) {
-    return;  // the rows of this Block still go to disk
+  if (kind == SnapshotKind::kBlockBoundary && p % B == 0 && k % kBoundaryEvery != 0) {
+    return;  // the rows of this Block still go to the store
   }
   std::vector<ChainHash> chain = ChainHashes(domain, prefix.first(k * B), B);
   const ChainHash parent = k == 0 ? domain : chain[k - 1];
@@ -78,7 +78,7 @@ void DiskTier::SpillSnapshot(const Digest& domain, std::span<const Token> prefix
   }
 }
 
-PayloadRef DiskTier::ReadVerified(const Digest& key, RecordKind kind,
+PayloadRef StoreTier::ReadVerified(const Digest& key, RecordKind kind,
                                   std::span<const Token> expected) {
   auto rec = store_.Read(key, kind);
   if (!rec.ok()) return nullptr;
@@ -89,42 +89,63 @@ PayloadRef DiskTier::ReadVerified(const Digest& key, RecordKind kind,
   }
   auto p = std::make_shared<Payload>();
   p->bytes = std::move(rec->payload);
+  if (copy_to_ != nullptr) copy_to_->PutAsync(std::move(rec->meta), StoreBytes(p));
   return p;
 }
 
-// The longest restore end P in (ram.n_tokens, max_len] the disk holds, searched from the
-// deepest reachable Block down: Tails after Block k (longest first), then the end of Block k.
-struct DiskTier::Walk {
+// A restore end P in (ram.n_tokens, max_len] the store holds: a Tail after Block k (longest
+// first) or the end of Block k.
+struct StoreTier::Walk {
   size_t end = 0;
   Digest key{};
   bool is_tail = false;
 };
 
-size_t DiskTier::Promote(const Digest& domain, std::span<const Token> tokens, size_t max_len,
-                         const PrefixCache::Match& ram) {
-  const size_t B = opts_.block_size;
-  const std::vector<ChainHash> chain = ChainHashes(domain, tokens, B);
-  size_t n_blocks = ram.n_blocks;  // Blocks reachable in RAM, then on disk (index only)
-  while (n_blocks < chain.size() && store_.Contains(chain[n_blocks], RecordKind::kBlockRows)) {
-    ++n_blocks;
+// Blocks from[, ...) whose rows the store holds without a gap: the Blocks reachable below RAM.
+size_t StoreTier::ReachableBlocks(const std::vector<ChainHash>& chain, size_t from) {
+  std::vector<store::RecordId> ids;
+  for (size_t k = from; k < chain.size(); ++k) ids.push_back({chain[k], RecordKind::kBlockRows});
+  const std::vector<bool> have = store_.ContainsAll(ids);
+  size_t n = from;
+  while (n - from < have.size() && have[n - from]) ++n;
+  return n;
+}
+
+// The longest restore end the store holds at Block level k, asked in one ContainsAll.
+StoreTier::Walk StoreTier::FindAtLevel(const Digest& domain, std::span<const Token> tokens,
+                                       const std::vector<ChainHash>& chain, size_t k,
+                                       size_t max_len, size_t ram_tokens) {
+  const size_t B = opts_.block_size, base = k * B;
+  if (base > max_len || base + B <= ram_tokens) return {};
+  const Digest parent = k == 0 ? domain : chain[k - 1];
+  std::vector<Walk> candidates;
+  for (size_t len = std::min(B - 1, max_len - base); len > 0 && base + len > ram_tokens; --len) {
+    candidates.push_back({base + len, TailKey(parent, tokens.subspan(base, len)), true});
   }
-  auto parent_of = [&](size_t k) { return k == 0 ? domain : chain[k - 1]; };
+  if (k > 0 && base > ram_tokens) candidates.push_back({base, chain[k - 1], false});
+  std::vector<store::RecordId> ids;
+  for (const Walk& c : candidates) {
+    if (c.is_tail && opts_.has_rows) ids.push_back({c.key, RecordKind::kTail});
+    if (opts_.needs_snapshot) ids.push_back({c.key, RecordKind::kSnapshot});
+  }
+  const std::vector<bool> have = store_.ContainsAll(ids);
+  size_t i = 0;
+  for (const Walk& c : candidates) {
+    bool whole = true;
+    if (c.is_tail && opts_.has_rows) whole = have[i++] && whole;
+    if (opts_.needs_snapshot) whole = have[i++] && whole;
+    if (whole) return c;
+  }
+  return {};
+}
+
+size_t StoreTier::Promote(const Digest& domain, std::span<const Token> tokens, size_t max_len,
+                          const PrefixCache::Match& ram) {
+  const std::vector<ChainHash> chain = ChainHashes(domain, tokens, opts_.block_size);
+  const size_t n_blocks = ReachableBlocks(chain, ram.n_blocks);
   Walk best;
   for (size_t k = n_blocks + 1; k-- > 0 && best.end == 0;) {
-    const size_t base = k * B;
-    if (base + 1 > max_len + 1 || base + B <= ram.n_tokens) continue;
-    for (size_t len = std::min(B - 1, max_len - base); len > 0 && base + len > ram.n_tokens; --len) {
-      Digest key = TailKey(parent_of(k), tokens.subspan(base, len));
-      if ((!opts_.has_rows || store_.Contains(key, RecordKind::kTail)) &&
-          (!opts_.needs_snapshot || store_.Contains(key, RecordKind::kSnapshot))) {
-        best = {base + len, key, true};
-        break;
-      }
-    }
-    if (best.end == 0 && k > 0 && base > ram.n_tokens &&
-        (!opts_.needs_snapshot || store_.Contains(chain[k - 1], RecordKind::kSnapshot))) {
-      best = {base, chain[k - 1], false};
-    }
+    best = FindAtLevel(domain, tokens, chain, k, max_len, ram.n_tokens);
   }
   if (best.end <= ram.n_tokens) return 0;
   return Load(domain, tokens, chain, ram.n_blocks, best) ? best.end : 0;
@@ -132,7 +153,7 @@ size_t DiskTier::Promote(const Digest& domain, std::span<const Token> tokens, si
 
 // Reads and verifies Blocks [first, best.end / B) and the Snapshot / Tail at best.end, and
 // inserts them into RAM, Blocks first.
-bool DiskTier::Load(const Digest& domain, std::span<const Token> tokens,
+bool StoreTier::Load(const Digest& domain, std::span<const Token> tokens,
                     const std::vector<ChainHash>& chain, size_t first, const Walk& best) {
   const size_t B = opts_.block_size, last = best.end / B;
   std::vector<PayloadRef> rows;

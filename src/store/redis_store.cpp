@@ -1,0 +1,322 @@
+#include "store/redis_store.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "store/redis_link.h"
+#include "store/remote_health.h"
+
+namespace prefixd::store {
+
+namespace {
+
+uint64_t NowMs() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count());
+}
+
+std::string_view View(const std::vector<uint8_t>& b) {
+  return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
+
+bool IsError(const Reply& r) { return r->type == REDIS_REPLY_ERROR; }
+
+// A read connection of the pool; `mu` is held for one call.
+struct PooledLink {
+  std::mutex mu;
+  RedisLink link;
+  PooledLink(const RedisLinkOptions& o, RemoteHealth& h) : link(o, h) {}
+};
+
+struct PutJob {
+  RecordMeta meta;
+  std::shared_ptr<const std::vector<uint8_t>> payload;
+};
+
+class RedisStoreImpl final : public RedisStore {
+ public:
+  RedisStoreImpl(const RedisStoreOptions& o, const RedisAddress& a)
+      : options_(o),
+        name_(a.ToString()),
+        health_(name_, BackoffOptions{}),
+        writer_link_(LinkOptions(a), health_) {
+    for (size_t i = 0; i < std::max<size_t>(o.read_connections, 1); ++i) {
+      pool_.push_back(std::make_unique<PooledLink>(LinkOptions(a), health_));
+    }
+    writer_ = std::thread([this] { WriterLoop(); });
+  }
+  ~RedisStoreImpl() override;
+
+  bool PutAsync(RecordMeta meta, std::shared_ptr<const std::vector<uint8_t>> payload) override;
+  Result<Record> Read(const Key& key, RecordKind kind) override;
+  bool Contains(const Key& key, RecordKind kind) override;
+  std::vector<bool> ContainsAll(std::span<const RecordId> ids) override;
+  Status Remove(const Key& key, RecordKind kind) override;
+  void Flush() override;
+  RedisStoreStats GetStats() override;
+  Result<RedisServerInfo> ServerInfo() override;
+  const std::string& name() const override { return name_; }
+
+  // Runs `commands` on a free read connection (or waits for one).
+  LinkOutcome RunRead(const std::vector<Command>& commands, std::vector<Reply>* replies);
+
+ private:
+  RedisLinkOptions LinkOptions(const RedisAddress& a) const {
+    RedisLinkOptions lo;
+    lo.address = a;
+    lo.password = options_.password;
+    lo.connect_timeout_ms = options_.connect_timeout_ms;
+    lo.command_timeout_ms = options_.command_timeout_ms;
+    return lo;
+  }
+  void WriterLoop();
+  void Write(const PutJob& job);
+  Result<Record> Verify(const RecordId& id, const redisReply& value);
+  Result<Record> Decode(const RecordId& id, LinkOutcome out, const std::vector<Reply>& replies);
+  template <typename F>
+  void Count(F f) {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    f(stats_);
+  }
+
+  const RedisStoreOptions options_;
+  const std::string name_;
+  RemoteHealth health_;
+  std::vector<std::unique_ptr<PooledLink>> pool_;
+  std::atomic<size_t> next_link_{0};
+
+  std::mutex stats_mu_;
+  RedisStoreStats stats_;
+
+  std::mutex mu_;  // guards the queue below
+  std::condition_variable cv_;
+  std::deque<PutJob> queue_;
+  uint64_t queued_bytes_ = 0;
+  uint64_t enqueued_ = 0, finished_ = 0;  // puts taken / written or dropped, for Flush
+  bool stopping_ = false;
+  RedisLink writer_link_;  // the writer thread's own connection
+  std::thread writer_;
+};
+
+RedisStoreImpl::~RedisStoreImpl() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  writer_.join();
+}
+
+bool RedisStoreImpl::PutAsync(RecordMeta meta, std::shared_ptr<const std::vector<uint8_t>> payload) {
+  const uint64_t bytes = payload->size();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const bool full = queue_.size() >= options_.writer_queue_depth ||
+                      (!queue_.empty() && queued_bytes_ + bytes > options_.writer_queue_bytes);
+    if (!full) {
+      queue_.push_back({std::move(meta), std::move(payload)});
+      queued_bytes_ += bytes;
+      enqueued_++;
+    }
+    if (full) {
+      Count([](RedisStoreStats& s) { s.put_drop_queue_full++; });
+      return false;
+    }
+  }
+  Count([](RedisStoreStats& s) { s.puts_accepted++; });
+  cv_.notify_all();
+  return true;
+}
+
+void RedisStoreImpl::WriterLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and everything queued was handled
+    PutJob job = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    Write(job);
+    lock.lock();
+    queued_bytes_ -= job.payload->size();
+    finished_++;
+    cv_.notify_all();
+  }
+}
+
+void RedisStoreImpl::Write(const PutJob& job) {
+  const std::vector<uint8_t> value = EncodeRecord(job.meta, NowMs(), *job.payload);
+  const std::string key = RedisKey(IdOf(job.meta));
+  std::vector<Reply> replies;
+  const LinkOutcome out = writer_link_.Run({{"SET", key, View(value)}}, &replies);
+  Count([&](RedisStoreStats& s) {
+    if (out == LinkOutcome::kDown) s.put_drop_down++;
+    if (out == LinkOutcome::kFailed) s.put_fail_io++;
+    if (out != LinkOutcome::kOk) return;
+    if (IsError(replies[0])) {
+      s.put_fail_rejected++;
+    } else {
+      s.puts_written++;
+      s.bytes_written += value.size();
+    }
+  });
+}
+
+void RedisStoreImpl::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t target = enqueued_;
+  cv_.wait(lock, [&] { return finished_ >= target; });
+}
+
+LinkOutcome RedisStoreImpl::RunRead(const std::vector<Command>& commands,
+                                    std::vector<Reply>* replies) {
+  for (auto& p : pool_) {
+    std::unique_lock<std::mutex> lock(p->mu, std::try_to_lock);
+    if (lock.owns_lock()) return p->link.Run(commands, replies);
+  }
+  PooledLink& p = *pool_[next_link_++ % pool_.size()];
+  std::lock_guard<std::mutex> lock(p.mu);
+  return p.link.Run(commands, replies);
+}
+
+Result<Record> RedisStoreImpl::Verify(const RecordId& id, const redisReply& value) {
+  auto rec = DecodeRecord({reinterpret_cast<const uint8_t*>(value.str), value.len});
+  if (rec.ok() && IdOf(rec->meta) != id) {
+    rec = Status::Corruption("the value holds another record's header");
+  }
+  return rec;
+}
+
+Result<Record> RedisStoreImpl::Read(const Key& key, RecordKind kind) {
+  const RecordId id{key, kind};
+  const std::string rkey = RedisKey(id);
+  std::vector<Reply> replies;
+  const LinkOutcome out = RunRead({{"GET", rkey}}, &replies);
+  Result<Record> rec = Decode(id, out, replies);
+  if (rec.status().IsCorruption()) Remove(key, kind);  // never served again
+  return rec;
+}
+
+// What a GET answered, verified and counted.
+Result<Record> RedisStoreImpl::Decode(const RecordId& id, LinkOutcome out,
+                                      const std::vector<Reply>& replies) {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_.gets++;
+  if (out == LinkOutcome::kDown) return stats_.skipped_down++, Status::IOError("shared tier down");
+  if (out == LinkOutcome::kFailed || IsError(replies[0])) {
+    stats_.get_errors++;
+    return Status::IOError("shared tier: GET failed");
+  }
+  const redisReply& r = *replies[0];
+  if (r.type == REDIS_REPLY_NIL) return stats_.get_not_found++, Status::NotFound(RedisKey(id));
+  Result<Record> rec = r.type == REDIS_REPLY_STRING ? Verify(id, r)
+                                                    : Status::Corruption("not a string");
+  if (!rec.ok()) {
+    stats_.get_corrupt++;
+    return Status::Corruption(RedisKey(id) + ": " + rec.status().message());
+  }
+  stats_.get_hits++;
+  stats_.bytes_read += r.len;
+  return rec;
+}
+
+bool RedisStoreImpl::Contains(const Key& key, RecordKind kind) {
+  const RecordId id{key, kind};
+  return ContainsAll({&id, 1})[0];
+}
+
+std::vector<bool> RedisStoreImpl::ContainsAll(std::span<const RecordId> ids) {
+  std::vector<bool> found(ids.size(), false);
+  if (ids.empty()) return found;
+  std::vector<std::string> keys;
+  keys.reserve(ids.size());
+  std::vector<Command> commands;
+  for (const RecordId& id : ids) keys.push_back(RedisKey(id));
+  for (const std::string& k : keys) commands.push_back({"EXISTS", k});
+  std::vector<Reply> replies;
+  const LinkOutcome out = RunRead(commands, &replies);
+  if (out != LinkOutcome::kOk) {
+    Count([&](RedisStoreStats& s) { (out == LinkOutcome::kDown ? s.skipped_down : s.get_errors)++; });
+    return found;
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    found[i] = replies[i]->type == REDIS_REPLY_INTEGER && replies[i]->integer == 1;
+  }
+  return found;
+}
+
+Status RedisStoreImpl::Remove(const Key& key, RecordKind kind) {
+  std::vector<Reply> replies;
+  if (RunRead({{"DEL", RedisKey({key, kind})}}, &replies) != LinkOutcome::kOk) {
+    return Status::IOError("shared tier: DEL failed");
+  }
+  if (replies[0]->type != REDIS_REPLY_INTEGER) return Status::IOError("shared tier: DEL refused");
+  return replies[0]->integer == 1 ? Status::OK() : Status::NotFound("no such record");
+}
+
+RedisStoreStats RedisStoreImpl::GetStats() {
+  RedisStoreStats s;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    s = stats_;
+  }
+  s.up = health_.up();
+  s.downs = health_.downs();
+  std::lock_guard<std::mutex> lock(mu_);
+  s.queue_depth = queue_.size();
+  return s;
+}
+
+// The value of "name:value" in an INFO reply ("" when absent).
+std::string InfoField(std::string_view info, std::string_view name) {
+  const std::string needle = "\n" + std::string(name) + ":";
+  size_t at = ("\n" + std::string(info)).find(needle);
+  if (at == std::string::npos) return "";
+  std::string_view rest = info.substr(at + needle.size() - 1);
+  return std::string(rest.substr(0, rest.find_first_of("\r\n")));
+}
+
+uint64_t InfoNumber(std::string_view info, std::string_view name) {
+  std::string v = InfoField(info, name);
+  return v.empty() ? 0 : std::strtoull(v.c_str(), nullptr, 10);
+}
+
+Result<RedisServerInfo> RedisStoreImpl::ServerInfo() {
+  std::vector<Reply> replies;
+  if (RunRead({{"INFO"}, {"DBSIZE"}}, &replies) != LinkOutcome::kOk) {
+    return Status::IOError("shared tier " + name_ + " does not answer");
+  }
+  if (replies[0]->type != REDIS_REPLY_STRING || replies[1]->type != REDIS_REPLY_INTEGER) {
+    return Status::IOError("shared tier " + name_ + ": INFO refused");
+  }
+  const std::string_view info(replies[0]->str, replies[0]->len);
+  RedisServerInfo i;
+  i.used_memory = InfoNumber(info, "used_memory");
+  i.maxmemory = InfoNumber(info, "maxmemory");
+  i.maxmemory_policy = InfoField(info, "maxmemory_policy");
+  i.evicted_keys = InfoNumber(info, "evicted_keys");
+  i.version = InfoField(info, "redis_version");
+  i.keys = uint64_t(replies[1]->integer);
+  return i;
+}
+
+}  // namespace
+
+std::string RedisKey(const RecordId& id) { return "pxd:1:" + RecordFileName(id); }
+
+Result<std::unique_ptr<RedisStore>> RedisStore::Open(const RedisStoreOptions& options) {
+  PREFIXD_ASSIGN_OR_RETURN(RedisAddress a, ParseRedisUrl(options.url));
+  auto store = std::make_unique<RedisStoreImpl>(options, a);
+  std::vector<Reply> replies;
+  store->RunRead({{"PING"}}, &replies);  // logs whether Redis is up at start
+  return std::unique_ptr<RedisStore>(std::move(store));
+}
+
+}  // namespace prefixd::store
