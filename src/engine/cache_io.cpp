@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "engine/prefill.h"
 #include "engine/state_codec.h"
 
 namespace prefixd::engine {
@@ -88,9 +89,10 @@ struct CacheIo::Impl {
   Result<std::vector<uint8_t>> TakeSnapshot(const Slot& slot) const {
     return ctx.GetState(slot.seq, whole() ? StatePart::kWhole : StatePart::kPartial);
   }
-  // Slices Blocks [from / B, n / B) of `tokens` (n = tokens.size(), all decoded in slot.seq)
-  // from one read of the rows [first Block, n) and publishes them, then slot.pending.
-  Status PublishRange(Slot& slot, std::span<const Token> tokens, int32_t from);
+  // Slices Blocks [from / B, blocks_end / B) of `tokens` (all decoded in slot.seq) from one
+  // read of the rows [first Block, n = tokens.size()) and publishes them, then slot.pending.
+  Status PublishRange(Slot& slot, std::span<const Token> tokens, int32_t from,
+                      int32_t blocks_end);
   Status RestoreMatch(Slot& slot, const cache::PrefixCache::Match& m);
   struct Held;
   Held HeldPrefix(const Slot& slot, size_t max_len) const;
@@ -100,6 +102,9 @@ struct CacheIo::Impl {
   Status CheckEndsAt(Slot& slot, size_t p);
   cache::PrefixCache::Match LookupTiers(const Slot& slot, size_t max_len, size_t good_enough,
                                         CacheTier* tier);
+  cache::PrefixCache::Match LookupExact(const Slot& slot, size_t max_len, size_t good_enough,
+                                        CacheTier* tier);
+  void FitCapturesToSchedule(Slot& slot) const;
 };
 
 CacheIo::CacheIo(Context& ctx, cache::PrefixCache& cache, cache::DiskTier* disk,
@@ -146,7 +151,11 @@ CacheIo::Impl::Held CacheIo::Impl::HeldPrefix(const Slot& slot, size_t max_len) 
   const auto& tokens = slot.job->request.prompt.tokens;
   const size_t n = std::min({slot.held.size(), tokens.size(), max_len});
   while (h.shared < n && slot.held[h.shared] == tokens[h.shared]) ++h.shared;
-  if (!options.needs_snapshot || h.shared == slot.held.size()) h.keep = h.shared;
+  // Pure attention keeps a prefix a cold run's schedule continues from exactly; a state valid
+  // only at its end is kept whole: it ends with an answer decoded one token at a time, which
+  // no schedule makes equal to a cold run (docs/architecture.md, "The chunk schedule").
+  if (!options.needs_snapshot) h.keep = size_t(ExactRestoreFloor(slot.chunk_ends, int32_t(h.shared)));
+  if (options.needs_snapshot && h.shared == slot.held.size()) h.keep = h.shared;
   return h;
 }
 
@@ -204,6 +213,36 @@ cache::PrefixCache::Match CacheIo::Impl::LookupTiers(const Slot& slot, size_t ma
   return m;
 }
 
+// The longest prefix in the tiers that a warm prefill continues from exactly as a cold run
+// (ExactRestoreFloor for rows, ExactRestorePoint for Snapshots, on the slot's chunk schedule):
+// a match that is not is looked up again, shorter.
+cache::PrefixCache::Match CacheIo::Impl::LookupExact(const Slot& slot, size_t max_len,
+                                                      size_t good_enough, CacheTier* tier) {
+  cache::PrefixCache::Match m = LookupTiers(slot, max_len, good_enough, tier);
+  const size_t diverged = m.diverged_at;
+  const auto& ends = slot.chunk_ends;
+  for (;;) {
+    const int32_t p = int32_t(m.n_tokens);
+    if (options.needs_snapshot ? ExactRestorePoint(ends, p) : ExactRestoreFloor(ends, p) == p) {
+      break;
+    }
+    const int32_t shorter = options.needs_snapshot ? p - 1 : ExactRestoreFloor(ends, p);
+    m = LookupTiers(slot, size_t(shorter), good_enough, tier);
+  }
+  m.diverged_at = std::max(m.diverged_at, diverged);
+  return m;
+}
+
+// Cuts the slot's schedule at each capture point that needs a Snapshot there, where that keeps
+// every call's class (SplitChunkAt); drops the points it cannot cut at (a branch point a few
+// tokens from a planned end): they would change how the rows around them compute.
+void CacheIo::Impl::FitCapturesToSchedule(Slot& slot) const {
+  if (!options.needs_snapshot) return;  // Tails are sliced from the rows anywhere
+  std::erase_if(slot.captures, [&](const CapturePoint& c) {
+    return !SplitChunkAt(slot.chunk_ends, c.pos);
+  });
+}
+
 // Three ways, cheapest first: keep what the slot holds (0 bytes); set only a Snapshot's
 // partial into a slot that holds its rows; assemble the whole prefix from the tiers.
 void CacheIo::Restore(Slot& slot) {
@@ -211,7 +250,7 @@ void CacheIo::Restore(Slot& slot) {
   const size_t max_len = prompt.tokens.size() - 1;
   const Impl::Held held = impl_->HeldPrefix(slot, max_len);
   CacheTier tier = CacheTier::kRam;
-  cache::PrefixCache::Match m = impl_->LookupTiers(slot, max_len, held.keep, &tier);
+  cache::PrefixCache::Match m = impl_->LookupExact(slot, max_len, held.keep, &tier);
   CacheOutcome& out = slot.result.cache;
   const size_t reusable = std::max(m.diverged_at, held.shared);
   out.reusable_tokens = int32_t(std::min(reusable, max_len));
@@ -242,12 +281,14 @@ void CacheIo::Restore(Slot& slot) {
   slot.held.clear();  // the sequence now holds the request's own state
   slot.pos = slot.restored;
   slot.captures = PlanCaptures(prompt, slot.restored, out.diverged_at, impl_->options);
+  impl_->FitCapturesToSchedule(slot);
   slot.next_capture = 0;
 }
 
 Status CacheIo::Capture(Slot& slot, const CapturePoint& point) {
   PendingSnapshot snap{point.pos, point.kind, {}};
   if (impl_->options.needs_snapshot) {
+    if (point.pos != slot.pos) return Status::Internal("capture point off the chunk schedule");
     PREFIXD_ASSIGN_OR_RETURN(snap.partial, impl_->TakeSnapshot(slot));
   }
   slot.pending.push_back(std::move(snap));
@@ -261,7 +302,13 @@ Status CacheIo::Publish(Slot& slot) {
   if (attention_only && tokens.size() % impl_->options.block_size != 0) {
     slot.pending.push_back({int32_t(tokens.size()), SnapshotKind::kGenerationEnd, {}});
   }
-  return impl_->PublishRange(slot, tokens, slot.restored);
+  // The rows of a last call shorter than a tile go into no Block: a longer prompt with the same
+  // tokens computes them in a longer call, in the last bits otherwise (ClassOf).
+  const int32_t n = int32_t(tokens.size());
+  const auto& ends = slot.chunk_ends;
+  const int32_t last = ends.size() > 1 ? ends[ends.size() - 2] : 0;
+  const int32_t blocks_end = ClassOf(n - last) == CallClass::kTiled ? n : last;
+  return impl_->PublishRange(slot, tokens, slot.restored, blocks_end);
 }
 
 Status CacheIo::PublishGeneration(Slot& slot, std::span<const Token> generated) {
@@ -277,10 +324,11 @@ Status CacheIo::PublishGeneration(Slot& slot, std::span<const Token> generated) 
     PREFIXD_ASSIGN_OR_RETURN(end.partial, impl_->TakeSnapshot(slot));
   }
   if (impl_->options.has_rows || impl_->options.needs_snapshot) slot.pending.push_back(std::move(end));
-  return impl_->PublishRange(slot, tokens, n);
+  return impl_->PublishRange(slot, tokens, n, int32_t(tokens.size()));
 }
 
-Status CacheIo::Impl::PublishRange(Slot& slot, std::span<const Token> tokens, int32_t from) {
+Status CacheIo::Impl::PublishRange(Slot& slot, std::span<const Token> tokens, int32_t from,
+                                   int32_t blocks_end) {
   const int32_t n = int32_t(tokens.size());
   const int32_t B = int32_t(options.block_size);
   // Blocks: every full Block from the one `from` falls in. Every row published (Blocks, and the
@@ -295,7 +343,7 @@ Status CacheIo::Impl::PublishRange(Slot& slot, std::span<const Token> tokens, in
     parsed = std::move(p);
   }
   std::vector<PayloadRef> rows;
-  for (int32_t k = first; (k + 1) * B <= n; ++k) {
+  for (int32_t k = first; (k + 1) * B <= blocks_end; ++k) {
     if (!options.has_rows) {
       rows.push_back(nullptr);
       continue;

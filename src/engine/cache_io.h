@@ -42,10 +42,15 @@ class CacheIo {
   // pure attention any prefix, the rows after it cut): 0 bytes, tier kSlot; (2) when the
   // sequence holds the rows of a cached prefix [0, P) but no state valid at P, set only the
   // Snapshot's partial and cut the rows after P; (3) otherwise assemble the whole prefix from
-  // the tiers (RAM, then disk). Sets slot.restored / slot.pos and slot.result.cache, clears
-  // slot.held, then plans slot.captures. Any failed check leaves slot.seq empty (cold).
+  // the tiers (RAM, then disk). A restore point is one the prompt's chunk schedule
+  // (slot.chunk_ends, planned before) continues from exactly as a cold run does
+  // (ExactRestoreFloor), except a held state valid only at its end. Sets slot.restored /
+  // slot.pos and slot.result.cache, clears slot.held, then plans slot.captures and cuts
+  // slot.chunk_ends at those that need a Snapshot (dropping those it cannot cut at).
+  // Any failed check leaves slot.seq empty (cold).
   void Restore(Slot& slot);
-  // Runs after the prefill chunk that ended at `point.pos`: takes the Snapshot there.
+  // Runs after the prefill call that ended at or after `point.pos` (exactly there when the
+  // point takes a Snapshot, else Internal): records the point and takes the Snapshot there.
   Status Capture(Slot& slot, const CapturePoint& point);
   // Runs once the prompt is fully decoded: slices the new Blocks from one ranged state read and
   // publishes them, then the Snapshots and Tails taken during prefill.
