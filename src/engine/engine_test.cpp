@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "engine/model.h"
+#include "engine/prefill.h"
 #include "engine/test_model.h"
 #include "engine/test_temp_dir.h"
 
@@ -73,15 +74,26 @@ size_t SharedPrefix(const std::vector<Token>& a, const std::vector<Token>& b) {
   return i;
 }
 
+// The test engines' chunk schedule of a prompt (Scheduler::PlanPrefill): cut at the capture
+// points and the spacing grid when the cache takes Snapshots, not at all for pure attention.
+std::vector<int32_t> PlanOf(const Prompt& p, bool snapshots) {
+  const int32_t n = int32_t(p.tokens.size());
+  std::vector<int32_t> cuts;
+  if (snapshots) cuts = PrefillCuts(n, p.capture_points, kSpacing);
+  return PlanChunks(n, cuts, kBatch, kBatch);
+}
+
 // What the cache has recorded so far, mirrored from the requests' outcomes: for every prompt
 // served, the positions where a restore may end.
 struct Reference {
   struct Served {
     std::vector<Token> tokens;
     std::set<int32_t> points;  // recorded restore points (all positions for pure attention)
+    bool generated = false;    // ends with an answer its slot may still hold
   };
   std::vector<Served> served;
   bool any_position = false;
+  size_t slots = 1;  // each slot holds the last answer it generated
 
   // Longest prefix shared with anything served, minus the token that must be evaluated.
   int32_t Reusable(const std::vector<Token>& t) const {
@@ -89,30 +101,54 @@ struct Reference {
     for (const Served& s : served) best = std::max(best, SharedPrefix(t, s.tokens));
     return int32_t(std::min(best, t.size() - 1));
   }
-  int32_t Expected(const std::vector<Token>& t) const {
+  // Restores go only where the prompt's schedule continues exactly as a cold run (rows:
+  // ExactRestoreFloor; Snapshots: ExactRestorePoint), except a slot's held answer, kept whole.
+  int32_t Expected(const Prompt& prompt) const {
+    const std::vector<Token>& t = prompt.tokens;
+    const std::vector<int32_t> plan = PlanOf(prompt, !any_position);
     const int32_t cap = int32_t(t.size()) - 1;
     int32_t best = 0;
-    for (const Served& s : served) {
-      int32_t shared = int32_t(std::min<size_t>(SharedPrefix(t, s.tokens), cap));
+    for (size_t i = 0; i < served.size(); ++i) {
+      const Served& s = served[i];
+      const size_t full = SharedPrefix(t, s.tokens);
+      const int32_t shared = int32_t(std::min<size_t>(full, cap));
       if (any_position) {
-        best = std::max(best, shared);
+        best = std::max(best, ExactRestoreFloor(plan, shared));
         continue;
       }
+      if (s.generated && full == s.tokens.size() && full <= size_t(cap) && Held(i)) {
+        best = std::max(best, int32_t(full));
+      }
       for (int32_t p : s.points) {
-        if (p <= shared) best = std::max(best, p);
+        if (p <= shared && ExactRestorePoint(plan, p)) best = std::max(best, p);
       }
     }
     return best;
+  }
+  // Whether served[i] is the last answer of one of the last `slots` answers.
+  bool Held(size_t i) const {
+    size_t later = 0;
+    for (size_t j = i + 1; j < served.size(); ++j) later += served[j].generated;
+    return later < slots;
   }
   void Record(const Prompt& p, const CompletionResult& r) {
     Served s{p.tokens, {}};
     const int32_t n = int32_t(p.tokens.size());
     const int32_t restored = r.usage.cached_tokens;
+    std::vector<int32_t> plan = PlanOf(p, !any_position);
+    // The branch point where it keeps every call's class (CacheIo::Restore).
+    const bool branch = SplitChunkAt(plan, r.cache.diverged_at);
+    // A last call shorter than a tile publishes no Block of its rows: nothing after its start
+    // has its Blocks (CacheIo::Publish).
+    const int32_t last = plan.size() > 1 ? plan[plan.size() - 2] : 0;
+    const int32_t settled =
+        ClassOf(n - last) == CallClass::kTiled || n / int32_t(kBlock) * int32_t(kBlock) <= last
+            ? n : last;
     auto add = [&](int32_t pos) {
-      if (pos > restored && pos <= n) s.points.insert(pos);
+      if (pos > restored && pos <= settled) s.points.insert(pos);
     };
     for (int32_t c : p.capture_points) add(c);
-    add(r.cache.diverged_at);
+    if (branch) add(r.cache.diverged_at);
     add(n);  // the prompt's end
     for (int32_t b = kSpacing; b <= n; b += kSpacing) add(b);
     served.push_back(std::move(s));
@@ -120,7 +156,8 @@ struct Reference {
     // finish was sampled, never decoded).
     size_t decoded = r.tokens.size() - (r.finish_reason == "length" ? 1 : 0);
     if (decoded == 0) return;
-    Served g{p.tokens, {int32_t(n + decoded)}};
+    Served g{p.tokens, {}, true};
+    if (settled == n) g.points.insert(int32_t(n + decoded));
     g.tokens.insert(g.tokens.end(), r.tokens.begin(), r.tokens.begin() + decoded);
     served.push_back(std::move(g));
   }
@@ -173,7 +210,7 @@ class EngineCacheTest : public ::testing::TestWithParam<std::string> {
     CompletionRequest req;
     req.prompt = prompt;
     req.max_tokens = max_tokens;
-    const int32_t expected = ref_.Expected(prompt.tokens);
+    const int32_t expected = ref_.Expected(prompt);
     const int32_t reusable = ref_.Reusable(prompt.tokens);
     auto with = on_->Complete(req);
     auto without = off_->Complete(req);
@@ -283,7 +320,7 @@ TEST_P(EngineCacheTest, RestartReusesFromDisk) {
   msgs.push_back(Msg("user", "Show me where."));
   auto prompt = on_->PrepareChat(Chat(msgs), "", true);
   ASSERT_TRUE(prompt.ok());
-  const int32_t expected = ref_.Expected(prompt->tokens);
+  const int32_t expected = ref_.Expected(*prompt);
   ASSERT_GT(expected, 0);
   CompletionRequest req;
   req.prompt = *prompt;
@@ -432,6 +469,7 @@ TEST_P(EngineCacheTest, SessionContinuingOnItsSlotRestoresNothing) {
 TEST_P(EngineCacheTest, SessionsAlternatingBetweenSlots) {
   on_ = MakeEngine(GetParam(), true, "", 2);
   ASSERT_TRUE(on_);
+  ref_.slots = 2;
   std::vector<Prompt> sessions;
   for (const char* topic : {"hashing", "sockets and timeouts"}) {
     auto p = on_->PrepareText(std::string("<|im_start|>user\nSession about ") + topic +

@@ -184,10 +184,11 @@ Status Scheduler::Impl::SetupCache(const ContextOptions& copt) {
   chunking_invariant = probe->chunking_invariant;
   if (!chunking_invariant) {
     std::fprintf(stderr, "prefixd: note: with these settings the model's logits depend on how a "
-                         "prompt is cut into prefill chunks (flash attention on CPU computes "
-                         "micro-batches of more than 32 rows in tiles), so output after a "
-                         "restored prefix can differ from a cold run in the last bits; "
-                         "--no-flash-attn makes it exact (docs/state-codec.md)\n");
+                         "prompt is cut into prefill calls (flash attention on CPU computes 64 "
+                         "rows or more in tiles); every prompt is prefilled by the same calls "
+                         "with the cache on or off, so restores do not change the output, except "
+                         "a session's answer reused as it was decoded (docs/architecture.md, "
+                         "\"The chunk schedule\")\n");
   }
   const bool whole = state_mode == StateMode::kWhole;
   if (whole && options.whole_state) {
