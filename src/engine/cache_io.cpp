@@ -154,7 +154,9 @@ CacheIo::Impl::Held CacheIo::Impl::HeldPrefix(const Slot& slot, size_t max_len) 
   // Pure attention keeps a prefix a cold run's schedule continues from exactly; a state valid
   // only at its end is kept whole: it ends with an answer decoded one token at a time, which
   // no schedule makes equal to a cold run (docs/architecture.md, "The chunk schedule").
-  if (!options.needs_snapshot) h.keep = size_t(ExactRestoreFloor(slot.chunk_ends, int32_t(h.shared)));
+  if (!options.needs_snapshot) {
+    h.keep = size_t(ExactRestoreFloor(slot.chunk_ends, int32_t(h.shared), options.tiled_from));
+  }
   if (options.needs_snapshot && h.shared == slot.held.size()) h.keep = h.shared;
   return h;
 }
@@ -221,12 +223,14 @@ cache::PrefixCache::Match CacheIo::Impl::LookupExact(const Slot& slot, size_t ma
   cache::PrefixCache::Match m = LookupTiers(slot, max_len, good_enough, tier);
   const size_t diverged = m.diverged_at;
   const auto& ends = slot.chunk_ends;
+  const int32_t t = options.tiled_from;
   for (;;) {
     const int32_t p = int32_t(m.n_tokens);
-    if (options.needs_snapshot ? ExactRestorePoint(ends, p) : ExactRestoreFloor(ends, p) == p) {
+    if (options.needs_snapshot ? ExactRestorePoint(ends, p, t)
+                               : ExactRestoreFloor(ends, p, t) == p) {
       break;
     }
-    const int32_t shorter = options.needs_snapshot ? p - 1 : ExactRestoreFloor(ends, p);
+    const int32_t shorter = options.needs_snapshot ? p - 1 : ExactRestoreFloor(ends, p, t);
     m = LookupTiers(slot, size_t(shorter), good_enough, tier);
   }
   m.diverged_at = std::max(m.diverged_at, diverged);
@@ -239,7 +243,7 @@ cache::PrefixCache::Match CacheIo::Impl::LookupExact(const Slot& slot, size_t ma
 void CacheIo::Impl::FitCapturesToSchedule(Slot& slot) const {
   if (!options.needs_snapshot) return;  // Tails are sliced from the rows anywhere
   std::erase_if(slot.captures, [&](const CapturePoint& c) {
-    return !SplitChunkAt(slot.chunk_ends, c.pos);
+    return !SplitChunkAt(slot.chunk_ends, c.pos, options.tiled_from);
   });
 }
 
@@ -307,7 +311,8 @@ Status CacheIo::Publish(Slot& slot) {
   const int32_t n = int32_t(tokens.size());
   const auto& ends = slot.chunk_ends;
   const int32_t last = ends.size() > 1 ? ends[ends.size() - 2] : 0;
-  const int32_t blocks_end = ClassOf(n - last) == CallClass::kTiled ? n : last;
+  const int32_t blocks_end =
+      ClassOf(n - last, impl_->options.tiled_from) == CallClass::kTiled ? n : last;
   return impl_->PublishRange(slot, tokens, slot.restored, blocks_end);
 }
 

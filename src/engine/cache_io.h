@@ -12,6 +12,7 @@
 #include "cache/prefix_cache.h"
 #include "engine/context.h"
 #include "engine/job.h"
+#include "engine/prefill.h"
 #include "engine/state_codec.h"
 
 namespace prefixd::engine {
@@ -25,6 +26,9 @@ struct CacheIoOptions {
   uint32_t snapshot_spacing = 2048;
   bool has_rows = true;
   bool needs_snapshot = false;
+  // The fewest rows a prefill call computes like any longer call (TiledFrom): where restores
+  // may start so that the prompt's chunk schedule goes on as in a cold run.
+  int32_t tiled_from = kMinCallRows;
   // kWhole: a Snapshot is the whole state at its position (has_rows false, needs_snapshot
   // true); restores set it as it is. kSliced needs the shape the codec probe learned.
   StateMode mode = StateMode::kSliced;

@@ -23,6 +23,7 @@ namespace {
 constexpr uint32_t kBlock = 32;
 constexpr int32_t kBatch = 256;
 constexpr int32_t kSpacing = kBatch;  // boundary Snapshots: the batch rounded down to Blocks
+constexpr int32_t kTiledFrom = TiledFrom(true);  // the engines run flash attention
 
 std::string ModelPath(const std::string& arch) {
   static std::map<std::string, std::string> made;
@@ -94,6 +95,7 @@ struct Reference {
   std::vector<Served> served;
   bool any_position = false;
   size_t slots = 1;  // each slot holds the last answer it generated
+  bool has_rows = true;  // false: Blocks are placeholders, created where a Snapshot needs them
 
   // Longest prefix shared with anything served, minus the token that must be evaluated.
   int32_t Reusable(const std::vector<Token>& t) const {
@@ -113,14 +115,14 @@ struct Reference {
       const size_t full = SharedPrefix(t, s.tokens);
       const int32_t shared = int32_t(std::min<size_t>(full, cap));
       if (any_position) {
-        best = std::max(best, ExactRestoreFloor(plan, shared));
+        best = std::max(best, ExactRestoreFloor(plan, shared, kTiledFrom));
         continue;
       }
       if (s.generated && full == s.tokens.size() && full <= size_t(cap) && Held(i)) {
         best = std::max(best, int32_t(full));
       }
       for (int32_t p : s.points) {
-        if (p <= shared && ExactRestorePoint(plan, p)) best = std::max(best, p);
+        if (p <= shared && ExactRestorePoint(plan, p, kTiledFrom)) best = std::max(best, p);
       }
     }
     return best;
@@ -137,13 +139,13 @@ struct Reference {
     const int32_t restored = r.usage.cached_tokens;
     std::vector<int32_t> plan = PlanOf(p, !any_position);
     // The branch point where it keeps every call's class (CacheIo::Restore).
-    const bool branch = SplitChunkAt(plan, r.cache.diverged_at);
+    const bool branch = SplitChunkAt(plan, r.cache.diverged_at, kTiledFrom);
     // A last call shorter than a tile publishes no Block of its rows: nothing after its start
     // has its Blocks (CacheIo::Publish).
     const int32_t last = plan.size() > 1 ? plan[plan.size() - 2] : 0;
-    const int32_t settled =
-        ClassOf(n - last) == CallClass::kTiled || n / int32_t(kBlock) * int32_t(kBlock) <= last
-            ? n : last;
+    const bool tiled = ClassOf(n - last, kTiledFrom) == CallClass::kTiled;
+    const bool straddles = has_rows && n / int32_t(kBlock) * int32_t(kBlock) > last;
+    const int32_t settled = tiled || !straddles ? n : last;
     auto add = [&](int32_t pos) {
       if (pos > restored && pos <= settled) s.points.insert(pos);
     };
@@ -186,6 +188,7 @@ class EngineCacheTest : public ::testing::TestWithParam<std::string> {
     off_ = MakeEngine(GetParam(), false);
     ASSERT_TRUE(on_ && off_);
     ref_.any_position = !NeedsSnapshot();  // pure attention: any position restores
+    ref_.has_rows = HasRows();
     if (WholeOf(GetParam())) {
       auto stats = on_->GetStats();
       EXPECT_TRUE(stats.cache_on && stats.state_mode == StateMode::kWhole);

@@ -1,12 +1,12 @@
 // Issue 16: the cache must not change the answer. Long prompts (8K tokens and more), raw text
-// and chat, flash attention on and off: with the cache on — cold, an exact repeat, a prompt
-// that parts at a message, a prompt that goes on after the first — the greedy tokens and the
-// log-probabilities of every vocabulary token at each of them (the last prompt token's logits
-// minus their log-sum-exp, then the decoded tokens') equal, bit for bit, those with the cache
-// off. They do because a prompt is prefilled by the same calls either way (PlanChunks,
-// docs/architecture.md "The chunk schedule").
+// and chat, flash attention on and off: with the cache on — cold, an exact repeat, a next turn
+// that goes on after the first prompt, and an edit inside one of its messages — the greedy
+// tokens and the log-probabilities of every vocabulary token at each of them (the last prompt
+// token's logits minus their log-sum-exp, then the decoded tokens') equal, bit for bit, those
+// with the cache off. They do because a prompt is prefilled by the same calls either way
+// (PlanChunks, docs/architecture.md "The chunk schedule").
 //
-// The default run covers kSample (about two minutes on 2 busy cores); PREFIXD_EXACT_SWEEP=all runs every
+// The default run covers kSample (90 s of CPU on 2 cores); PREFIXD_EXACT_SWEEP=all runs every
 // test-model arch, or a comma-separated list of archs (docs/test-models.md).
 #include <gtest/gtest.h>
 
@@ -52,7 +52,9 @@ std::vector<std::string> SweepArchs(const char* env) {
 
 std::vector<Case> Cases() {
   const char* env = std::getenv("PREFIXD_EXACT_SWEEP");
-  if (env == nullptr || *env == '\0') return std::vector<Case>(std::begin(kSample), std::end(kSample));
+  if (env == nullptr || *env == '\0') {
+    return std::vector<Case>(std::begin(kSample), std::end(kSample));
+  }
   std::vector<Case> cases;
   for (const std::string& arch : SweepArchs(env)) {
     for (bool fa : {true, false}) {
@@ -178,6 +180,16 @@ TEST_P(ExactnessTest, CacheOnEqualsCacheOffOnLongPrompts) {
   longer.push_back({"assistant", "a short answer"});
   longer.push_back({"user", "and the next question about the cache"});
   const Prompt b = Prepare(*on, longer);
+  // Parts from a inside a long message of its second half (an edit): the restore ends inside
+  // a planned call.
+  auto edited = msgs;
+  size_t longest = msgs.size() / 2;
+  for (size_t i = longest; i < msgs.size(); ++i) {
+    if (msgs[i].second.size() > msgs[longest].second.size()) longest = i;
+  }
+  edited[longest].second.resize(edited[longest].second.size() / 2);
+  edited[longest].second += " edited";
+  const Prompt c = Prepare(*on, edited);
 
   const CompletionResult a_off = Run(*off, a);
   const CompletionResult a_cold = Run(*on, a);
@@ -189,6 +201,9 @@ TEST_P(ExactnessTest, CacheOnEqualsCacheOffOnLongPrompts) {
   const CompletionResult b_warm = Run(*on, b);
   EXPECT_GT(b_warm.usage.cached_tokens, int32_t(a.tokens.size()) / 2);
   ExpectSame(b_warm, Run(*off, b), "next turn");
+  const CompletionResult c_warm = Run(*on, c);
+  EXPECT_GT(c_warm.usage.cached_tokens, 0);
+  ExpectSame(c_warm, Run(*off, c), "edit inside a message");
 }
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {

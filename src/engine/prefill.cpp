@@ -15,8 +15,8 @@ int32_t NextChunkEnd(int32_t pos, int32_t limit, uint32_t n_batch, uint32_t n_ub
   return pos + (len - kMinCallRows) / kMinCallRows * kMinCallRows;
 }
 
-CallClass ClassOf(int32_t rows) {
-  if (rows >= kMinCallRows) return CallClass::kTiled;
+CallClass ClassOf(int32_t rows, int32_t tiled_from) {
+  if (rows >= tiled_from) return CallClass::kTiled;
   return rows >= 2 ? CallClass::kShort : CallClass::kSingle;
 }
 
@@ -54,9 +54,9 @@ int32_t NextPlannedEnd(std::span<const int32_t> ends, int32_t pos) {
 namespace {
 
 // The fewest rows a call of class `c` has.
-int32_t MinRows(CallClass c) {
+int32_t MinRows(CallClass c, int32_t tiled_from) {
   switch (c) {
-    case CallClass::kTiled: return kMinCallRows;
+    case CallClass::kTiled: return tiled_from;
     case CallClass::kShort: return 2;
     case CallClass::kSingle: return 1;
   }
@@ -71,22 +71,22 @@ std::pair<int32_t, int32_t> CallAt(std::span<const int32_t> ends, int32_t p) {
 
 }  // namespace
 
-int32_t ExactRestoreFloor(std::span<const int32_t> ends, int32_t p) {
+int32_t ExactRestoreFloor(std::span<const int32_t> ends, int32_t p, int32_t tiled_from) {
   if (p <= 0 || p >= ends.back()) return p;
   const auto [s, e] = CallAt(ends, p);
-  const int32_t q = p == s ? p : std::min(p, e - MinRows(ClassOf(e - s)));
-  return q < kMinCallRows ? 0 : q;
+  const int32_t q = p == s ? p : std::min(p, e - MinRows(ClassOf(e - s, tiled_from), tiled_from));
+  return q < tiled_from ? 0 : q;
 }
 
-bool ExactRestorePoint(std::span<const int32_t> ends, int32_t p) {
+bool ExactRestorePoint(std::span<const int32_t> ends, int32_t p, int32_t tiled_from) {
   if (p <= 0 || p >= ends.back()) return true;
   const auto [s, e] = CallAt(ends, p);
-  const CallClass c = ClassOf(e - s);
-  return p == s || (ClassOf(p - s) == c && ClassOf(e - p) == c);
+  const CallClass c = ClassOf(e - s, tiled_from);
+  return p == s || (ClassOf(p - s, tiled_from) == c && ClassOf(e - p, tiled_from) == c);
 }
 
-bool SplitChunkAt(std::vector<int32_t>& ends, int32_t q) {
-  if (q <= 0 || q >= ends.back() || !ExactRestorePoint(ends, q)) return false;
+bool SplitChunkAt(std::vector<int32_t>& ends, int32_t q, int32_t tiled_from) {
+  if (q <= 0 || q > ends.back() || !ExactRestorePoint(ends, q, tiled_from)) return false;
   auto it = std::lower_bound(ends.begin(), ends.end(), q);
   if (*it != q) ends.insert(it, q);
   return true;

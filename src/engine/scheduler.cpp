@@ -204,6 +204,7 @@ Status Scheduler::Impl::SetupCache(const ContextOptions& copt) {
   io.snapshot_spacing = SnapshotSpacing(options);
   io.has_rows = !whole && LayoutHasRows(model.layout());
   io.needs_snapshot = whole || LayoutNeedsSnapshot(model.layout());
+  io.tiled_from = TiledFrom(options.flash_attn);
   io.mode = state_mode;
   cache::PrefixCache::Options co;
   co.block_size = options.block_size;
