@@ -307,12 +307,13 @@ Status CacheIo::Publish(Slot& slot) {
     slot.pending.push_back({int32_t(tokens.size()), SnapshotKind::kGenerationEnd, {}});
   }
   // The rows of a last call shorter than a tile go into no Block: a longer prompt with the same
-  // tokens computes them in a longer call, in the last bits otherwise (ClassOf).
+  // tokens computes them in a longer call, in the last bits otherwise (ClassOf). Placeholder
+  // Blocks (no rows) hold nothing computed.
   const int32_t n = int32_t(tokens.size());
   const auto& ends = slot.chunk_ends;
   const int32_t last = ends.size() > 1 ? ends[ends.size() - 2] : 0;
-  const int32_t blocks_end =
-      ClassOf(n - last, impl_->options.tiled_from) == CallClass::kTiled ? n : last;
+  const bool tiled = ClassOf(n - last, impl_->options.tiled_from) == CallClass::kTiled;
+  const int32_t blocks_end = tiled || !impl_->options.has_rows ? n : last;
   return impl_->PublishRange(slot, tokens, slot.restored, blocks_end);
 }
 

@@ -96,6 +96,7 @@ struct Reference {
   bool any_position = false;
   size_t slots = 1;  // each slot holds the last answer it generated
   bool has_rows = true;  // false: Blocks are placeholders, created where a Snapshot needs them
+  size_t held_from = 0;  // answers served before this one are held by no slot (a restart)
 
   // Longest prefix shared with anything served, minus the token that must be evaluated.
   int32_t Reusable(const std::vector<Token>& t) const {
@@ -127,8 +128,9 @@ struct Reference {
     }
     return best;
   }
-  // Whether served[i] is the last answer of one of the last `slots` answers.
+  // Whether a slot may still hold served[i]: one of the last `slots` answers since a restart.
   bool Held(size_t i) const {
+    if (i < held_from) return false;
     size_t later = 0;
     for (size_t j = i + 1; j < served.size(); ++j) later += served[j].generated;
     return later < slots;
@@ -317,6 +319,7 @@ TEST_P(EngineCacheTest, RestartReusesFromDisk) {
   Serve(Chat(msgs), "turn 2 before restart");
   on_->FlushCache();
   on_.reset();  // the restart: RAM is gone, the disk stays
+  ref_.held_from = ref_.served.size();
   on_ = MakeEngine(GetParam(), true, dir.string());
   ASSERT_TRUE(on_);
   msgs.push_back(Msg("assistant", "It reads blocks back from disk."));
@@ -439,7 +442,10 @@ TEST_P(EngineCacheTest, ConcurrentRequestsMatchSequential) {
 // decoded (its prompt and answer), so nothing is restored and only the new tokens are
 // evaluated, with output equal to a cold run.
 TEST_P(EngineCacheTest, SessionContinuingOnItsSlotRestoresNothing) {
-  auto first = on_->PrepareText("<|im_start|>user\nOpen the cache file and read it.<|im_end|>\n"
+  // Longer than two tiles, so that a pure-attention slot keeps its rows (ExactRestoreFloor).
+  std::string task = "Open the cache file and read it.";
+  for (int i = 0; i < 8; ++i) task += " Then list every function it defines and what it does.";
+  auto first = on_->PrepareText("<|im_start|>user\n" + task + "<|im_end|>\n"
                                 "<|im_start|>assistant\n");
   ASSERT_TRUE(first.ok());
   ServePrompt(*first, "turn 1");
@@ -475,8 +481,10 @@ TEST_P(EngineCacheTest, SessionsAlternatingBetweenSlots) {
   ref_.slots = 2;
   std::vector<Prompt> sessions;
   for (const char* topic : {"hashing", "sockets and timeouts"}) {
-    auto p = on_->PrepareText(std::string("<|im_start|>user\nSession about ") + topic +
-                              ".<|im_end|>\n<|im_start|>assistant\n");
+    // Longer than two tiles, so that a pure-attention slot keeps its rows (ExactRestoreFloor).
+    std::string text = std::string("Session about ") + topic + ".";
+    for (int i = 0; i < 8; ++i) text += " Explain it step by step with one example each time.";
+    auto p = on_->PrepareText("<|im_start|>user\n" + text + "<|im_end|>\n<|im_start|>assistant\n");
     ASSERT_TRUE(p.ok());
     sessions.push_back(*p);
   }
