@@ -48,7 +48,8 @@ class CacheIo {
   // Snapshot's partial and cut the rows after P; (3) otherwise assemble the whole prefix from
   // the tiers (RAM, then disk). A restore point is one the prompt's chunk schedule
   // (slot.chunk_ends, planned before) continues from exactly as a cold run does
-  // (ExactRestoreFloor), except a held state valid only at its end. Sets slot.restored /
+  // (ExactRestoreFloor for rows, ExactRestorePoint for Snapshots), except a held state valid
+  // only at its end. Sets slot.restored /
   // slot.pos and slot.result.cache, clears slot.held, then plans slot.captures and cuts
   // slot.chunk_ends at those that need a Snapshot (dropping those it cannot cut at).
   // Any failed check leaves slot.seq empty (cold).
