@@ -215,23 +215,21 @@ cache::PrefixCache::Match CacheIo::Impl::LookupTiers(const Slot& slot, size_t ma
   return m;
 }
 
-// The longest prefix in the tiers that a warm prefill continues from exactly as a cold run
-// (ExactRestoreFloor for rows, ExactRestorePoint for Snapshots, on the slot's chunk schedule):
-// a match that is not is looked up again, shorter.
+// The longest prefix in the tiers. For rows (pure attention), one a warm prefill continues from
+// exactly as a cold run (ExactRestoreFloor of the slot's chunk schedule): a match that is not is
+// looked up again, shorter. A Snapshot is taken where it is: one at another prompt's boundary
+// variant, a token or a few off this prompt's planned ends, continues in calls of another class
+// (last bits, docs/architecture.md), but falling back would lose the reuse issue 13 proves.
 cache::PrefixCache::Match CacheIo::Impl::LookupExact(const Slot& slot, size_t max_len,
                                                       size_t good_enough, CacheTier* tier) {
   cache::PrefixCache::Match m = LookupTiers(slot, max_len, good_enough, tier);
+  if (options.needs_snapshot) return m;
   const size_t diverged = m.diverged_at;
-  const auto& ends = slot.chunk_ends;
-  const int32_t t = options.tiled_from;
   for (;;) {
     const int32_t p = int32_t(m.n_tokens);
-    if (options.needs_snapshot ? ExactRestorePoint(ends, p, t)
-                               : ExactRestoreFloor(ends, p, t) == p) {
-      break;
-    }
-    const int32_t shorter = options.needs_snapshot ? p - 1 : ExactRestoreFloor(ends, p, t);
-    m = LookupTiers(slot, size_t(shorter), good_enough, tier);
+    const int32_t exact = ExactRestoreFloor(slot.chunk_ends, p, options.tiled_from);
+    if (exact == p) break;
+    m = LookupTiers(slot, size_t(exact), good_enough, tier);
   }
   m.diverged_at = std::max(m.diverged_at, diverged);
   return m;

@@ -46,10 +46,9 @@ class CacheIo {
   // pure attention any prefix, the rows after it cut): 0 bytes, tier kSlot; (2) when the
   // sequence holds the rows of a cached prefix [0, P) but no state valid at P, set only the
   // Snapshot's partial and cut the rows after P; (3) otherwise assemble the whole prefix from
-  // the tiers (RAM, then disk). A restore point is one the prompt's chunk schedule
-  // (slot.chunk_ends, planned before) continues from exactly as a cold run does
-  // (ExactRestoreFloor for rows, ExactRestorePoint for Snapshots), except a held state valid
-  // only at its end. Sets slot.restored /
+  // the tiers (RAM, then disk). A restore of rows (pure attention) ends where the prompt's
+  // chunk schedule (slot.chunk_ends, planned before) continues exactly as a cold run does
+  // (ExactRestoreFloor); a Snapshot is restored where it is. Sets slot.restored /
   // slot.pos and slot.result.cache, clears slot.held, then plans slot.captures and cuts
   // slot.chunk_ends at those that need a Snapshot (dropping those it cannot cut at).
   // Any failed check leaves slot.seq empty (cold).

@@ -104,8 +104,8 @@ struct Reference {
     for (const Served& s : served) best = std::max(best, SharedPrefix(t, s.tokens));
     return int32_t(std::min(best, t.size() - 1));
   }
-  // Restores go only where the prompt's schedule continues exactly as a cold run (rows:
-  // ExactRestoreFloor; Snapshots: ExactRestorePoint), except a slot's held answer, kept whole.
+  // Rows restore only where the prompt's schedule continues exactly as a cold run
+  // (ExactRestoreFloor); Snapshots where they are, a slot's held answer whole.
   int32_t Expected(const Prompt& prompt) const {
     const std::vector<Token>& t = prompt.tokens;
     const std::vector<int32_t> plan = PlanOf(prompt, !any_position);
@@ -123,7 +123,7 @@ struct Reference {
         best = std::max(best, int32_t(full));
       }
       for (int32_t p : s.points) {
-        if (p <= shared && ExactRestorePoint(plan, p, kTiledFrom)) best = std::max(best, p);
+        if (p <= shared) best = std::max(best, p);
       }
     }
     return best;
