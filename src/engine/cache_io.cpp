@@ -89,10 +89,9 @@ struct CacheIo::Impl {
   Result<std::vector<uint8_t>> TakeSnapshot(const Slot& slot) const {
     return ctx.GetState(slot.seq, whole() ? StatePart::kWhole : StatePart::kPartial);
   }
-  // Slices Blocks [from / B, blocks_end / B) of `tokens` (all decoded in slot.seq) from one
-  // read of the rows [first Block, n = tokens.size()) and publishes them, then slot.pending.
-  Status PublishRange(Slot& slot, std::span<const Token> tokens, int32_t from,
-                      int32_t blocks_end);
+  // Slices Blocks [from / B, n / B) of `tokens` (n = tokens.size(), all decoded in slot.seq)
+  // from one read of the rows [first Block, n) and publishes them, then slot.pending.
+  Status PublishRange(Slot& slot, std::span<const Token> tokens, int32_t from);
   Status RestoreMatch(Slot& slot, const cache::PrefixCache::Match& m);
   struct Held;
   Held HeldPrefix(const Slot& slot, size_t max_len) const;
@@ -304,15 +303,7 @@ Status CacheIo::Publish(Slot& slot) {
   if (attention_only && tokens.size() % impl_->options.block_size != 0) {
     slot.pending.push_back({int32_t(tokens.size()), SnapshotKind::kGenerationEnd, {}});
   }
-  // The rows of a last call shorter than a tile go into no Block: a longer prompt with the same
-  // tokens computes them in a longer call, in the last bits otherwise (ClassOf). Placeholder
-  // Blocks (no rows) hold nothing computed.
-  const int32_t n = int32_t(tokens.size());
-  const auto& ends = slot.chunk_ends;
-  const int32_t last = ends.size() > 1 ? ends[ends.size() - 2] : 0;
-  const bool tiled = ClassOf(n - last, impl_->options.tiled_from) == CallClass::kTiled;
-  const int32_t blocks_end = tiled || !impl_->options.has_rows ? n : last;
-  return impl_->PublishRange(slot, tokens, slot.restored, blocks_end);
+  return impl_->PublishRange(slot, tokens, slot.restored);
 }
 
 Status CacheIo::PublishGeneration(Slot& slot, std::span<const Token> generated) {
@@ -328,11 +319,10 @@ Status CacheIo::PublishGeneration(Slot& slot, std::span<const Token> generated) 
     PREFIXD_ASSIGN_OR_RETURN(end.partial, impl_->TakeSnapshot(slot));
   }
   if (impl_->options.has_rows || impl_->options.needs_snapshot) slot.pending.push_back(std::move(end));
-  return impl_->PublishRange(slot, tokens, n, int32_t(tokens.size()));
+  return impl_->PublishRange(slot, tokens, n);
 }
 
-Status CacheIo::Impl::PublishRange(Slot& slot, std::span<const Token> tokens, int32_t from,
-                                   int32_t blocks_end) {
+Status CacheIo::Impl::PublishRange(Slot& slot, std::span<const Token> tokens, int32_t from) {
   const int32_t n = int32_t(tokens.size());
   const int32_t B = int32_t(options.block_size);
   // Blocks: every full Block from the one `from` falls in. Every row published (Blocks, and the
@@ -347,7 +337,7 @@ Status CacheIo::Impl::PublishRange(Slot& slot, std::span<const Token> tokens, in
     parsed = std::move(p);
   }
   std::vector<PayloadRef> rows;
-  for (int32_t k = first; (k + 1) * B <= blocks_end; ++k) {
+  for (int32_t k = first; (k + 1) * B <= n; ++k) {
     if (!options.has_rows) {
       rows.push_back(nullptr);
       continue;

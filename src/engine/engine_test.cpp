@@ -95,7 +95,6 @@ struct Reference {
   std::vector<Served> served;
   bool any_position = false;
   size_t slots = 1;  // each slot holds the last answer it generated
-  bool has_rows = true;  // false: Blocks are placeholders, created where a Snapshot needs them
   size_t held_from = 0;  // answers served before this one are held by no slot (a restart)
 
   // Longest prefix shared with anything served, minus the token that must be evaluated.
@@ -142,14 +141,8 @@ struct Reference {
     std::vector<int32_t> plan = PlanOf(p, !any_position);
     // The branch point where it keeps every call's class (CacheIo::Restore).
     const bool branch = SplitChunkAt(plan, r.cache.diverged_at, kTiledFrom);
-    // A last call shorter than a tile publishes no Block of its rows: nothing after its start
-    // has its Blocks (CacheIo::Publish).
-    const int32_t last = plan.size() > 1 ? plan[plan.size() - 2] : 0;
-    const bool tiled = ClassOf(n - last, kTiledFrom) == CallClass::kTiled;
-    const bool straddles = has_rows && n / int32_t(kBlock) * int32_t(kBlock) > last;
-    const int32_t settled = tiled || !straddles ? n : last;
     auto add = [&](int32_t pos) {
-      if (pos > restored && pos <= settled) s.points.insert(pos);
+      if (pos > restored && pos <= n) s.points.insert(pos);
     };
     for (int32_t c : p.capture_points) add(c);
     if (branch) add(r.cache.diverged_at);
@@ -161,7 +154,7 @@ struct Reference {
     size_t decoded = r.tokens.size() - (r.finish_reason == "length" ? 1 : 0);
     if (decoded == 0) return;
     Served g{p.tokens, {}, true};
-    if (settled == n) g.points.insert(int32_t(n + decoded));
+    g.points.insert(int32_t(n + decoded));
     g.tokens.insert(g.tokens.end(), r.tokens.begin(), r.tokens.begin() + decoded);
     served.push_back(std::move(g));
   }
@@ -190,7 +183,6 @@ class EngineCacheTest : public ::testing::TestWithParam<std::string> {
     off_ = MakeEngine(GetParam(), false);
     ASSERT_TRUE(on_ && off_);
     ref_.any_position = !NeedsSnapshot();  // pure attention: any position restores
-    ref_.has_rows = HasRows();
     if (WholeOf(GetParam())) {
       auto stats = on_->GetStats();
       EXPECT_TRUE(stats.cache_on && stats.state_mode == StateMode::kWhole);
