@@ -23,11 +23,17 @@ void SortUnique(std::vector<int32_t>& v) {
   v.erase(std::unique(v.begin(), v.end()), v.end());
 }
 
-// offsets[k]: characters spelled by tokens [0, k).
-std::vector<size_t> TokenOffsets(const Model& model, std::span<const Token> full) {
+// offsets[k]: characters of `full_text` spelled by tokens [0, k). A first token whose piece
+// does not begin the text (the BOS the tokenizer adds, which templates leave out of the text:
+// gemma, llama-bpe vocabularies) spells nothing; the caller checks that the rest spells the
+// whole text.
+std::vector<size_t> TokenOffsets(const Model& model, std::span<const Token> full,
+                                 std::string_view full_text) {
   std::vector<size_t> offsets(full.size() + 1, 0);
   for (size_t k = 0; k < full.size(); ++k) {
-    offsets[k + 1] = offsets[k] + model.TokenPiece(full[k], true).size();
+    const std::string piece = model.TokenPiece(full[k], true);
+    const bool unspelled = k == 0 && !full_text.starts_with(piece);
+    offsets[k + 1] = offsets[k] + (unspelled ? 0 : piece.size());
   }
   return offsets;
 }
@@ -347,7 +353,7 @@ Result<std::vector<int32_t>> ChatCapturePoints(const Model& model, const ChatTem
                                                std::span<const Token> full) {
   PREFIXD_ASSIGN_OR_RETURN(std::vector<std::string> prefixes,
                            tmpl.RenderPrefixes(messages_json, options));
-  const std::vector<size_t> offsets = TokenOffsets(model, full);
+  const std::vector<size_t> offsets = TokenOffsets(model, full, full_text);
   if (offsets.back() != full_text.size()) return PointsByTokens(model, prefixes, full);
   std::vector<SharedChars> shared;
   for (const std::string& text : prefixes) {
@@ -365,7 +371,7 @@ Result<std::vector<int32_t>> ChatCapturePoints(const Model& model, const ChatTem
                                                std::span<const Token> full, RenderMemo& memo,
                                                CapturePointStats* stats) {
   if (stats) *stats = CapturePointStats{};
-  const std::vector<size_t> offsets = TokenOffsets(model, full);
+  const std::vector<size_t> offsets = TokenOffsets(model, full, full_text);
   if (offsets.back() != full_text.size()) {
     std::vector<std::string> prefixes = RenderAll(tmpl, chat);
     if (stats) stats->renders = prefixes.size();
