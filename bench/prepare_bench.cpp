@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -147,6 +148,8 @@ Result<Split> PrepareOnce(const engine::Model& model, const engine::ChatTemplate
   engine::ChatRenderOptions ro;
   ro.tools_json = c.tools_json;
   const std::string messages = c.messages.dump();
+  std::optional<engine::RenderReuseScope> reuse;  // as PrepareChat holds one
+  reuse.emplace();
   PREFIXD_ASSIGN_OR_RETURN(engine::ParsedChat chat,
                            Timed(&s.parse_ms, [&] { return tmpl.Parse(messages, ro); }));
   PREFIXD_ASSIGN_OR_RETURN(std::string text,
@@ -161,6 +164,7 @@ Result<Split> PrepareOnce(const engine::Model& model, const engine::ChatTemplate
   s.pieces_ms = TimePieces(model, tokens, text);
   s.tokens = tokens.size();
   s.points = points.size();
+  reuse.reset();
   if (reference) {
     s.ref_ms = 0;
     PREFIXD_ASSIGN_OR_RETURN(std::vector<int32_t> ref, Timed(&s.ref_ms, [&] {

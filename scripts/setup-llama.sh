@@ -36,7 +36,7 @@ stamp="$build/.prefixd-built"
 # exists, so a cached build made before test-llama-archs was a target (same stamp) gets it.
 patches=("$PATCH_DIR"/*.patch)
 patch_id="$(cat "${patches[@]}" | sha256sum | cut -c1-16)"
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$patch_id" && -x "$build/bin/test-llama-archs" ]]; then
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$patch_id" && -x "$build/bin/test-llama-archs" && -x "$build/bin/test-jinja" ]]; then
   echo "$build"
   exit 0
 fi
@@ -73,7 +73,8 @@ if ! patches_applied; then
     git -C "$src" apply "$p"
   done
 fi
-if ! patches_applied || ! grep -q llama_state_seq_get_data_range "$src/include/llama.h"; then
+if ! patches_applied || ! grep -q llama_state_seq_get_data_range "$src/include/llama.h" ||
+   ! grep -q common_chat_templates_apply_prompt_only "$src/common/chat.h"; then
   echo "setup-llama: the patches in $PATCH_DIR do not apply to llama.cpp $LLAMA_COMMIT" >&2
   exit 1
 fi
@@ -85,6 +86,12 @@ cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=ON \
   -DLLAMA_OPENSSL=OFF -DLLAMA_SUBPROCESS=OFF -DLLAMA_LLGUIDANCE=OFF \
   "${cmake_backend[@]}" >&2
-cmake --build "$build" -j "$JOBS" --target llama llama-common ggml test-llama-archs >&2
+cmake --build "$build" -j "$JOBS" --target llama llama-common ggml test-llama-archs test-jinja >&2
+# Patch 0002 changes how the Jinja engine runs, never what it renders: llama.cpp's own Jinja
+# tests must pass on the patched tree.
+if ! "$build/bin/test-jinja" >"$build/test-jinja.log" 2>&1; then
+  echo "setup-llama: llama.cpp's test-jinja fails on the patched tree (see $build/test-jinja.log)" >&2
+  exit 1
+fi
 echo "$patch_id" > "$stamp"
 echo "$build"

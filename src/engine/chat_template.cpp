@@ -29,6 +29,10 @@ const std::string& ParsedChat::message_json(size_t i) const { return impl_->mess
 const ChatRenderOptions& ParsedChat::options() const { return impl_->options; }
 const std::string& ParsedChat::render_date() const { return impl_->render_date; }
 
+RenderReuseScope::RenderReuseScope()
+    : scope_(std::make_unique<common_chat_render_memo_scope>()) {}
+RenderReuseScope::~RenderReuseScope() = default;
+
 ChatTemplate::ChatTemplate(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ChatTemplate::~ChatTemplate() = default;
 
@@ -118,6 +122,17 @@ Result<std::string> Apply(const common_chat_templates* t,
                           const common_chat_templates_inputs& inputs) {
   PREFIXD_ASSIGN_OR_RETURN(common_chat_params p, ApplyFull(t, inputs));
   return std::move(p.prompt);
+}
+
+// The prompt alone of a render without a generation prompt (patch 0003: one render instead of
+// three, no template analysis, no output parser).
+Result<std::string> ApplyPromptOnly(const common_chat_templates* t,
+                                    const common_chat_templates_inputs& inputs) {
+  try {
+    return common_chat_templates_apply_prompt_only(t, inputs);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("chat template failed: ") + e.what());
+  }
 }
 
 // The inputs with only the tool named `name` (the reply is constrained to call it).
@@ -248,7 +263,7 @@ Result<std::string> ChatTemplate::RenderPrefix(const ParsedChat& chat, size_t n_
     user.role = "user";
     part.messages.push_back(user);
   }
-  return Apply(impl_->templates.get(), part);
+  return ApplyPromptOnly(impl_->templates.get(), part);
 }
 
 namespace {

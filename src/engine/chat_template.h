@@ -14,6 +14,8 @@
 #include "util/hash.h"
 #include "util/status.h"
 
+struct common_chat_render_memo_scope;  // llama-common chat.h (patch 0003)
+
 namespace prefixd::engine {
 
 enum class ToolChoice : uint8_t { kAuto, kNone, kRequired };
@@ -75,6 +77,22 @@ class ParsedChat {
   struct Impl;
   explicit ParsedChat(std::shared_ptr<const Impl> impl);
   std::shared_ptr<const Impl> impl_;
+};
+
+// While one lives on a thread, identical renders on that thread (the same template, messages
+// and options) are made once (patch 0003, docs/llama-patches.md): PrepareChat holds one across
+// the full render, whose generation-prompt diff renders the conversation twice more, and the
+// capture points' prefix renders, one of which is that diff's render without a generation
+// prompt. Renders are dropped when the outermost scope ends. Not copyable.
+class RenderReuseScope {
+ public:
+  RenderReuseScope();
+  ~RenderReuseScope();
+  RenderReuseScope(const RenderReuseScope&) = delete;
+  RenderReuseScope& operator=(const RenderReuseScope&) = delete;
+
+ private:
+  std::unique_ptr<common_chat_render_memo_scope> scope_;
 };
 
 class ChatTemplate {

@@ -126,6 +126,7 @@ Result<Prompt> Engine::PrepareChat(const std::string& messages_json,
   if (!impl_->chat) return Status::InvalidArgument("this model has no chat template");
   Prompt prompt;
   Stopwatch watch;
+  RenderReuseScope reuse_renders;
   PREFIXD_ASSIGN_OR_RETURN(ParsedChat chat, impl_->chat->Parse(messages_json, options));
   prompt.times.parse_ms = watch.Lap();
   PREFIXD_ASSIGN_OR_RETURN(ChatRender render, impl_->chat->RenderWithOutput(chat));

@@ -1,0 +1,178 @@
+// Patch 0003 (docs/llama-patches.md): common_chat_templates_apply_prompt_only() gives exactly
+// the prompt common_chat_templates_apply() gives, for every chat template the pinned source
+// ships and every prefix render the capture points make (ChatTemplate::RenderPrefix): each
+// prefix of an agent conversation with tools, tool calls, tool results and reasoning, plain and
+// followed by each placeholder. A template that refuses a render refuses it both ways.
+// Also: patch 0002 (the Jinja engine without table copies) renders as the unpatched engine
+// does — checked here on what it must not change: the renders are compared with the full
+// apply's, which runs the same engine, so this test pins the prompt-only path; the engine's
+// own equality is llama.cpp's test-jinja, run by scripts/setup-llama.sh.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "chat.h"
+#include "engine/pinned_assets.h"
+#include "json.h"
+
+namespace prefixd::engine {
+namespace {
+
+const char* const kTools = R"([
+  {"type":"function","function":{"name":"read_file","description":"Read a file",
+   "parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}},
+  {"type":"function","function":{"name":"run","description":"Run a command",
+   "parameters":{"type":"object","properties":{"cmd":{"type":"string"}},"required":["cmd"]}}}])";
+
+const char* const kMessages = R"([
+  {"role":"system","content":"You are a coding agent."},
+  {"role":"user","content":"Fix the failing test in src/a.cpp."},
+  {"role":"assistant","content":"","reasoning_content":"I should read the file first.",
+   "tool_calls":[{"id":"call_1","type":"function",
+                  "function":{"name":"read_file","arguments":"{\"path\":\"src/a.cpp\"}"}}]},
+  {"role":"tool","tool_call_id":"call_1","content":"int main() { return 1; }"},
+  {"role":"assistant","content":"","reasoning_content":"It returns 1; run the test.",
+   "tool_calls":[{"id":"call_2","type":"function",
+                  "function":{"name":"run","arguments":"{\"cmd\":\"make test\"}"}}]},
+  {"role":"tool","tool_call_id":"call_2","content":"FAILED: a_test"},
+  {"role":"assistant","content":"main returns 1; it should return 0.",
+   "reasoning_content":"The fix is clear."},
+  {"role":"user","content":"Go ahead."},
+  {"role":"assistant","content":"","reasoning_content":"Edit and rerun.",
+   "tool_calls":[{"id":"call_3","type":"function",
+                  "function":{"name":"run","arguments":"{\"cmd\":\"make test\"}"}}]},
+  {"role":"tool","tool_call_id":"call_3","content":"PASSED"}])";
+
+// The placeholders RenderPrefix appends (chat_template.cpp), by variant.
+std::vector<std::vector<common_chat_msg>> Placeholders(const std::string& tool) {
+  common_chat_msg user;
+  user.role = "user";
+  common_chat_msg assistant;
+  assistant.role = "assistant";
+  common_chat_msg call = assistant;
+  call.tool_calls.push_back({tool, "{}", "call_0"});
+  call.reasoning_content = "Ok.";
+  common_chat_msg answer = assistant;
+  answer.content = "Ok.";
+  return {{}, {user}, {assistant, user}, {call}, {answer}};
+}
+
+struct Outcome {
+  bool ok = false;
+  std::string text;  // the prompt, or the error
+};
+
+template <typename F>
+Outcome RenderOutcome(F&& render) {
+  Outcome o;
+  try {
+    o.text = render();
+    o.ok = true;
+  } catch (const std::exception& e) {
+    o.text = e.what();
+  }
+  return o;
+}
+
+TEST(PromptOnlyTest, EqualsTheFullApplyForEveryPinnedTemplate) {
+  const std::vector<common_chat_msg> messages =
+      common_chat_msgs_parse_oaicompat(common_json::parse(kMessages));
+  const std::vector<common_chat_tool> tools =
+      common_chat_tools_parse_oaicompat(common_json::parse(kTools));
+  const std::vector<std::string> names = PinnedTemplateNames();
+  ASSERT_GE(names.size(), 60u);
+  int compared = 0, refused = 0;
+  for (const std::string& name : names) {
+    auto source = LoadTemplateSource(name);
+    ASSERT_TRUE(source.ok()) << name;
+    common_chat_templates_ptr tmpls;
+    try {
+      tmpls = common_chat_templates_init(nullptr, source.value(), "<s>", "</s>");
+    } catch (const std::exception& e) {
+      continue;  // a template the engine cannot parse is not served either
+    }
+    for (bool with_tools : {true, false}) {
+      common_chat_templates_inputs base;
+      base.use_jinja = true;
+      base.add_generation_prompt = false;
+      base.reasoning_format = COMMON_REASONING_FORMAT_DEEPSEEK;
+      if (with_tools) base.tools = tools;
+      for (const auto& tail : Placeholders("read_file")) {
+        for (size_t n = 1; n <= messages.size(); ++n) {
+          common_chat_templates_inputs in = base;
+          in.messages.assign(messages.begin(), messages.begin() + long(n));
+          in.messages.insert(in.messages.end(), tail.begin(), tail.end());
+          const Outcome full = RenderOutcome([&] { return common_chat_templates_apply(tmpls.get(), in).prompt; });
+          const Outcome only =
+              RenderOutcome([&] { return common_chat_templates_apply_prompt_only(tmpls.get(), in); });
+          if (!full.ok && full.text.find("Unable to generate parser") != std::string::npos) {
+            // The full apply failed making the reply's parser, which a prefix render does not
+            // need: the prompt-only render stands on its own.
+            continue;
+          }
+          ASSERT_EQ(full.ok, only.ok)
+              << name << " n=" << n << ": full: " << full.text << "\nprompt only: " << only.text;
+          if (!full.ok) {
+            ++refused;
+            continue;
+          }
+          ASSERT_EQ(full.text, only.text) << name << " n=" << n << " tools=" << with_tools;
+          ++compared;
+        }
+      }
+    }
+  }
+  std::printf("  %zu templates: %d renders equal, %d refused both ways\n", names.size(), compared,
+              refused);
+  EXPECT_GT(compared, 3000);
+}
+
+// Inside a common_chat_render_memo_scope (what PrepareChat holds), the full apply with a
+// generation prompt and the prompt-only render of the whole conversation give what they give
+// outside one: the prompt, the generation prompt and the parser, for every pinned template.
+TEST(PromptOnlyTest, RenderMemoScopeChangesNoResult) {
+  const std::vector<common_chat_msg> messages =
+      common_chat_msgs_parse_oaicompat(common_json::parse(kMessages));
+  const std::vector<common_chat_tool> tools =
+      common_chat_tools_parse_oaicompat(common_json::parse(kTools));
+  int compared = 0;
+  for (const std::string& name : PinnedTemplateNames()) {
+    auto source = LoadTemplateSource(name);
+    ASSERT_TRUE(source.ok()) << name;
+    common_chat_templates_ptr tmpls;
+    try {
+      tmpls = common_chat_templates_init(nullptr, source.value(), "<s>", "</s>");
+    } catch (const std::exception& e) {
+      continue;
+    }
+    common_chat_templates_inputs in;
+    in.use_jinja = true;
+    in.add_generation_prompt = true;
+    in.reasoning_format = COMMON_REASONING_FORMAT_DEEPSEEK;
+    in.tools = tools;
+    in.messages = messages;
+    common_chat_templates_inputs plain = in;
+    plain.add_generation_prompt = false;
+    common_chat_params outside;
+    std::string outside_plain;
+    try {
+      outside = common_chat_templates_apply(tmpls.get(), in);
+      outside_plain = common_chat_templates_apply_prompt_only(tmpls.get(), plain);
+    } catch (const std::exception& e) {
+      continue;  // a template that refuses this conversation
+    }
+    common_chat_render_memo_scope scope;
+    const common_chat_params inside = common_chat_templates_apply(tmpls.get(), in);
+    const std::string inside_plain = common_chat_templates_apply_prompt_only(tmpls.get(), plain);
+    EXPECT_EQ(outside.prompt, inside.prompt) << name;
+    EXPECT_EQ(outside.generation_prompt, inside.generation_prompt) << name;
+    EXPECT_EQ(outside.parser, inside.parser) << name;
+    EXPECT_EQ(outside_plain, inside_plain) << name;
+    ++compared;
+  }
+  EXPECT_GT(compared, 50);
+}
+
+}  // namespace
+}  // namespace prefixd::engine
