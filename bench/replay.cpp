@@ -88,7 +88,8 @@ json ToJson(const RequestResult& m) {
           {"prompt_eval_ms", m.prompt_eval_ms},
           {"model_ms", m.ModelMs()},
           {"outside_ms", m.OutsideMs()},
-          {"restarted_before", m.restarted}};
+          {"restarted_before", m.restarted},
+          {"output", m.output}};
 }
 
 json ChatBody(const TraceRequest& t, const std::string& model, int max_tokens, bool stream) {
@@ -130,6 +131,7 @@ void ReadServerNumbers(const StreamStats& s, RequestResult* m) {
   m->restore_ms = DoubleAt(s.timings, "restore_ms", -1);
   m->queue_ms = DoubleAt(s.timings, "queue_ms", -1);
   m->prompt_eval_ms = DoubleAt(s.timings, "prompt_eval_ms", -1);
+  m->output = s.output;
 }
 
 namespace {
@@ -166,8 +168,14 @@ Status Send(Endpoint& ep, const TraceRequest& t, const std::string& model, Reque
   m->total_ms = MillisBetween(sent, BenchClock::now());
   const StreamStats& s = sse.stats();
   if (status != 200 || !s.error.is_null() || s.usage.is_null()) {
+    // The server's own error event when it sent one (llama-server streams a failure as a
+    // `data: {"error": ...}` event after the first chunks), else the start of the body.
+    const std::string why = !s.error.is_null() ? "error event " + s.error.dump()
+                            : s.usage.is_null() && status == 200
+                                ? "the stream ended without usage; it began: " + s.raw_head
+                                : s.raw_head;
     return Status::IOError("chat request " + std::to_string(m->index) + ": HTTP " +
-                           std::to_string(status) + ": " + s.raw_head);
+                           std::to_string(status) + ": " + why);
   }
   m->ttft_ms = s.first_choice_ms.value_or(m->total_ms);
   ReadServerNumbers(s, m);

@@ -28,6 +28,7 @@ TEST(SseReaderTest, ReadsChoicesUsageAndTimingsAcrossChunkBoundaries) {
   ASSERT_TRUE(s.first_content_ms.has_value());
   EXPECT_LE(*s.first_choice_ms, *s.first_content_ms);
   EXPECT_EQ(s.content_events, 2);
+  EXPECT_EQ(s.output, "Hi there");
   EXPECT_EQ(s.usage["prompt_tokens"], 10);
   EXPECT_EQ(s.timings["prompt_ms"], 5.5);
   EXPECT_TRUE(s.error.is_null());

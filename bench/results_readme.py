@@ -16,16 +16,25 @@ def pct(v):
     return "n/a" if v is None else f"{100 * v:.1f}%"
 
 
-def headline_row(arch, h):
+def output_cell(check):
+    """The "output = cache off" cell from an <arch>-output-check.json (bench/output_check.py)."""
+    if check is None:
+        return ""
+    bad = check["differ"] + check["missing"]
+    return (f" {'equal' if not bad else 'DIFF'} ({check['equal']}/{check['requests']}) |")
+
+
+def headline_row(arch, h, check=None):
     return (f"| {arch} | {pct(h['reuse_ratio_a'])} | {pct(h['reuse_ratio_b'])} | "
             f"{pct(h['reuse_ratio_after_restart_a'])} | {pct(h['reuse_ratio_after_restart_b'])} | "
             f"{h['ttft_ms_mean_a'] / 1000:.2f} | {h['ttft_ms_mean_b'] / 1000:.2f} | "
-            f"{h['ttft_ratio_a_over_b']:.2f} |")
+            f"{h['ttft_ratio_a_over_b']:.2f} |{output_cell(check)}")
 
 
 HEADER = ("| family | reuse prefixd | reuse llama-server | after restart prefixd | "
           "after restart llama-server | mean TTFT prefixd (s) | mean TTFT llama-server (s) | "
           "TTFT ratio |\n|---|---:|---:|---:|---:|---:|---:|---:|")
+HEADER_CHECKED = HEADER.replace(" |\n|", " | prefixd output = cache off |\n|", 1) + "---|"
 
 
 def targets(arch, h):
@@ -59,13 +68,17 @@ def main():
     a = ap.parse_args()
 
     rows, target_rows, sections, notes = [], [], [], []
+    checked = False
     for arch in a.archs:
         path = os.path.join(a.out, f"{arch}.json")
         if not os.path.exists(path):
             notes.append(f"- {arch}: no results (the run did not finish)")
             continue
         h = json.load(open(path))["headline"]
-        rows.append(headline_row(arch, h))
+        check_path = os.path.join(a.out, f"{arch}-output-check.json")
+        check = json.load(open(check_path)) if os.path.exists(check_path) else None
+        checked = checked or check is not None
+        rows.append(headline_row(arch, h, check))
         target_rows += targets(arch, h)
         for n in h.get("notes", []):
             notes.append(f"- {arch}: {n}")
@@ -74,11 +87,16 @@ def main():
         sections.append(f"## {arch}\n\n{chart}{md.strip()}\n\nprefixd's request log lines: "
                         f"[{arch}-prefixd-requests.log]({arch}-prefixd-requests.log)\n")
 
+    header = HEADER_CHECKED if checked else HEADER
+    if checked:  # a row without a check gets an empty cell
+        rows = [r if r.count("|") == header.split("\n")[0].count("|") else r + " n/a |"
+                for r in rows]
     analysis = ("\nFindings, explanations of misses and oddities: [analysis.md](analysis.md).\n"
                 if os.path.exists(os.path.join(a.out, "analysis.md")) else "")
     text = f"""# prefixd vs llama-server on agent traces
 
-Both servers measured in the same run of `bench/run-vs-llama-server.sh`, one after the other, on
+Both servers measured in the same run of `bench/run-vs-llama-server.sh`, side by side (both
+running; each request of the trace sent to one and then to the other, the order alternating) on
 one machine ({platform.machine()}, {os.cpu_count()} CPU threads, shared with other work), with the
 same generated `{a.shape}` test model per family, the same trace (`prefixd bench {a.trace_args}`),
 2 slots, 8192 tokens of context per slot, 2 threads. llama-server is built from the same pinned
@@ -95,8 +113,11 @@ the whole script took {a.minutes} min.
   process and starts it again there (llama-server's cache lives in RAM only).
 - **TTFT**: client-measured time to the first streamed chunk; TTFT ratio = mean prefixd /
   mean llama-server.
+- **prefixd output = cache off** (with `--check-output`): the trace replayed once more against
+  `prefixd serve --no-cache`; equal when every greedy streamed answer (reasoning, content and
+  tool calls) is the same text as with the cache on (`bench/output_check.py`).
 
-{HEADER}
+{header}
 {chr(10).join(rows)}
 
 ## Targets
@@ -113,7 +134,7 @@ prompt.
 {chr(10).join(sections)}
 """
     open(os.path.join(a.out, "README.md"), "w").write(text)
-    open(os.path.join(a.out, "headline.md"), "w").write(HEADER + "\n" + "\n".join(rows) + "\n")
+    open(os.path.join(a.out, "headline.md"), "w").write(header + "\n" + "\n".join(rows) + "\n")
 
 
 if __name__ == "__main__":
