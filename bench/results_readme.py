@@ -24,16 +24,29 @@ def output_cell(check):
     return (f" {'equal' if not bad else 'DIFF'} ({check['equal']}/{check['requests']}) |")
 
 
-def headline_row(arch, h, check=None):
+def median_ttft_s(run):
+    """The median client TTFT of one server's requests, in seconds ("n/a" without any)."""
+    ttfts = sorted(r["ttft_ms"] for r in run.get("requests", []))
+    if not ttfts:
+        return "n/a"
+    mid = len(ttfts) // 2
+    med = ttfts[mid] if len(ttfts) % 2 else (ttfts[mid - 1] + ttfts[mid]) / 2
+    return f"{med / 1000:.2f}"
+
+
+def headline_row(arch, j, check=None):
+    h = j["headline"]
     return (f"| {arch} | {pct(h['reuse_ratio_a'])} | {pct(h['reuse_ratio_b'])} | "
             f"{pct(h['reuse_ratio_after_restart_a'])} | {pct(h['reuse_ratio_after_restart_b'])} | "
             f"{h['ttft_ms_mean_a'] / 1000:.2f} | {h['ttft_ms_mean_b'] / 1000:.2f} | "
-            f"{h['ttft_ratio_a_over_b']:.2f} |{output_cell(check)}")
+            f"{h['ttft_ratio_a_over_b']:.2f} | {median_ttft_s(j.get('a', {}))} | "
+            f"{median_ttft_s(j.get('b', {}))} |{output_cell(check)}")
 
 
 HEADER = ("| family | reuse prefixd | reuse llama-server | after restart prefixd | "
           "after restart llama-server | mean TTFT prefixd (s) | mean TTFT llama-server (s) | "
-          "TTFT ratio |\n|---|---:|---:|---:|---:|---:|---:|---:|")
+          "TTFT ratio | median TTFT prefixd (s) | median TTFT llama-server (s) |\n"
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 HEADER_CHECKED = HEADER.replace(" |\n|", " | prefixd output = cache off |\n|", 1) + "---|"
 
 
@@ -74,11 +87,18 @@ def main():
         if not os.path.exists(path):
             notes.append(f"- {arch}: no results (the run did not finish)")
             continue
-        h = json.load(open(path))["headline"]
+        j = json.load(open(path))
+        h = j["headline"]
         check_path = os.path.join(a.out, f"{arch}-output-check.json")
         check = json.load(open(check_path)) if os.path.exists(check_path) else None
         checked = checked or check is not None
-        rows.append(headline_row(arch, h, check))
+        rows.append(headline_row(arch, j, check))
+        rejected = [r["index"] for r in j.get("b", {}).get("requests", []) if r.get("answer_error")]
+        if rejected:
+            why = next(r["answer_error"] for r in j["b"]["requests"] if r.get("answer_error"))
+            notes.append(f"- {arch}: {j['b'].get('label', 'B')} rejected its own answer to "
+                         f"request(s) {rejected} after processing the prompt (\"{why}\"); their "
+                         f"cached / evaluated tokens come from its first chunk's timings")
         target_rows += targets(arch, h)
         for n in h.get("notes", []):
             notes.append(f"- {arch}: {n}")
@@ -112,7 +132,8 @@ the whole script took {a.minutes} min.
 - **after restart**: the same from the trace's restart marker on; the bench stops the server
   process and starts it again there (llama-server's cache lives in RAM only).
 - **TTFT**: client-measured time to the first streamed chunk; TTFT ratio = mean prefixd /
-  mean llama-server.
+  mean llama-server. On a loaded shared machine one request can take seconds longer than its
+  neighbours on either server; the median is the steadier figure.
 - **prefixd output = cache off** (with `--check-output`): the trace replayed once more against
   `prefixd serve --no-cache`; equal when every greedy streamed answer (reasoning, content and
   tool calls) is the same text as with the cache on (`bench/output_check.py`).
