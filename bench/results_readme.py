@@ -78,6 +78,8 @@ def main():
     ap.add_argument("--trace-args", default="")
     ap.add_argument("--minutes", default="?")
     ap.add_argument("--prefixd-build", default=None, help="what the prefixd binary was built from")
+    ap.add_argument("--command", action="append", default=[],
+                    help="a command that produced these results (repeatable; listed in the report)")
     a = ap.parse_args()
 
     rows, target_rows, sections, notes = [], [], [], []
@@ -107,6 +109,7 @@ def main():
         sections.append(f"## {arch}\n\n{chart}{md.strip()}\n\nprefixd's request log lines: "
                         f"[{arch}-prefixd-requests.log]({arch}-prefixd-requests.log)\n")
 
+    commands = ("\nRun:\n\n```sh\n" + "\n".join(a.command) + "\n```\n") if a.command else ""
     header = HEADER_CHECKED if checked else HEADER
     if checked:  # a row without a check gets an empty cell
         rows = [r if r.count("|") == header.split("\n")[0].count("|") else r + " n/a |"
@@ -151,7 +154,7 @@ the whole script took {a.minutes} min.
 prompt.
 {analysis}
 {chr(10).join(notes)}
-
+{commands}
 {chr(10).join(sections)}
 """
     open(os.path.join(a.out, "README.md"), "w").write(text)

@@ -36,6 +36,7 @@ LLAMA_SRC="$DEPS_DIR/llama.cpp-$LLAMA_COMMIT_SHORT/src"
 SERVER_BUILD="$DEPS_DIR/llama.cpp-$LLAMA_COMMIT_SHORT/build-server"
 JOBS="${PREFIXD_JOBS:-2}"
 THREADS="${THREADS:-2}"
+RUN_COMMAND="${OUT:+OUT=$OUT }bench/run-vs-llama-server.sh $*"  # for the report
 OUT="${OUT:-$here/bench/results}"
 WORK="${WORK:-/tmp/prefixd-vs-llama}"
 PREFIXD_BIN="${PREFIXD_BIN:-$here/build/bin/prefixd}"
@@ -208,7 +209,8 @@ for entry in $ARCHS; do
   done_archs+=("$arch")
   # the report after every family, so that an interrupted run still leaves one
   python3 "$here/bench/results_readme.py" "$OUT" "${done_archs[@]}" --shape "$SHAPE" \
-    --trace-args "$TRACE_ARGS" --minutes $(( ($(date +%s) - started) / 60 ))
+    --trace-args "$TRACE_ARGS" --minutes $(( ($(date +%s) - started) / 60 )) \
+    --command "$RUN_COMMAND"
   log "$arch done: $(sed -n 5,8p "$OUT/$arch.md" | tr '\n' ' ')"
 done
 log "done in $(( ($(date +%s) - started) / 60 )) min; report: $OUT/README.md"
