@@ -121,6 +121,19 @@ std::string ChoiceText(const json& choice) {
   return "";
 }
 
+// Appends what a chat chunk's delta (or a text completion's choice) adds to the answer.
+void AppendOutput(const json& choice, std::string* out) {
+  if (choice.contains("delta") && choice["delta"].is_object()) {
+    const json& d = choice["delta"];
+    for (const char* key : {"reasoning_content", "content"}) {
+      if (d.contains(key) && d[key].is_string()) *out += d[key].get<std::string>();
+    }
+    if (d.contains("tool_calls") && !d["tool_calls"].is_null()) *out += d["tool_calls"].dump();
+  } else if (choice.contains("text") && choice["text"].is_string()) {
+    *out += choice["text"].get<std::string>();
+  }
+}
+
 }  // namespace
 
 void SseReader::OnData(const json& j) {
@@ -129,6 +142,7 @@ void SseReader::OnData(const json& j) {
   if (j.contains("error")) stats_.error = j["error"];
   if (j.contains("choices") && j["choices"].is_array() && !j["choices"].empty()) {
     if (!stats_.first_choice_ms) stats_.first_choice_ms = now;
+    AppendOutput(j["choices"][0], &stats_.output);
     if (!ChoiceText(j["choices"][0]).empty()) {
       if (!stats_.first_content_ms) stats_.first_content_ms = now;
       stats_.last_content_ms = now;

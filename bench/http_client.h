@@ -56,6 +56,9 @@ struct StreamStats {
   std::optional<double> first_content_ms;  // first event with non-empty delta content
   std::optional<double> last_content_ms;   // last event with non-empty delta content
   int64_t content_events = 0;              // events with non-empty delta content
+  // What the answer said, for comparing two servers' (or cache on / off) outputs: every
+  // delta's reasoning_content, content and tool_calls (as JSON) in order of arrival.
+  std::string output;
   nlohmann::json usage, timings, error;    // the last "usage" / "timings" / "error" seen
   std::string raw_head;                    // the first bytes, for error messages
 };

@@ -88,7 +88,9 @@ json ToJson(const RequestResult& m) {
           {"prompt_eval_ms", m.prompt_eval_ms},
           {"model_ms", m.ModelMs()},
           {"outside_ms", m.OutsideMs()},
-          {"restarted_before", m.restarted}};
+          {"restarted_before", m.restarted},
+          {"output", m.output},
+          {"answer_error", m.answer_error}};
 }
 
 json ChatBody(const TraceRequest& t, const std::string& model, int max_tokens, bool stream) {
@@ -102,6 +104,9 @@ json ChatBody(const TraceRequest& t, const std::string& model, int max_tokens, b
   if (stream) {
     body["stream"] = true;
     body["stream_options"] = {{"include_usage", true}};
+    // llama-server then puts its timings (cache_n, prompt_n) in every chunk, the first one too:
+    // the prompt's numbers survive an answer its chat parser rejects (see Send).
+    body["timings_per_token"] = true;
   }
   return body;
 }
@@ -119,7 +124,8 @@ int64_t LongestSharedPrefix(const std::vector<std::vector<int64_t>>& earlier,
 }
 
 void ReadServerNumbers(const StreamStats& s, RequestResult* m) {
-  m->prompt = IntAt(s.usage, "prompt_tokens", 0);
+  m->prompt = IntAt(s.usage, "prompt_tokens",
+                    IntAt(s.timings, "cache_n", 0) + IntAt(s.timings, "prompt_n", 0));
   m->completion = IntAt(s.usage, "completion_tokens", 0);
   const json details = s.usage.is_object() && s.usage.contains("prompt_tokens_details")
                            ? s.usage["prompt_tokens_details"]
@@ -130,6 +136,7 @@ void ReadServerNumbers(const StreamStats& s, RequestResult* m) {
   m->restore_ms = DoubleAt(s.timings, "restore_ms", -1);
   m->queue_ms = DoubleAt(s.timings, "queue_ms", -1);
   m->prompt_eval_ms = DoubleAt(s.timings, "prompt_eval_ms", -1);
+  m->output = s.output;
 }
 
 namespace {
@@ -157,6 +164,14 @@ Result<std::vector<int64_t>> PromptTokens(Endpoint& ep, const TraceRequest& t,
   return out;
 }
 
+// An OpenAI error object's message, else the whole of it.
+std::string ErrorMessage(const json& error) {
+  if (error.is_object() && error.contains("message") && error["message"].is_string()) {
+    return error["message"].get<std::string>();
+  }
+  return error.dump();
+}
+
 Status Send(Endpoint& ep, const TraceRequest& t, const std::string& model, RequestResult* m) {
   const auto sent = BenchClock::now();
   SseReader sse(sent);
@@ -165,9 +180,27 @@ Status Send(Endpoint& ep, const TraceRequest& t, const std::string& model, Reque
                                 [&](const char* d, size_t n) { return sse.Feed(d, n); }));
   m->total_ms = MillisBetween(sent, BenchClock::now());
   const StreamStats& s = sse.stats();
-  if (status != 200 || !s.error.is_null() || s.usage.is_null()) {
+  // llama-server parses the answer with the template's own parser once it is generated; on a
+  // random-weight model that parse can fail (gpt-oss's harmony channels, DeepSeek-V3.2), and
+  // the stream then ends with an error event instead of the usage. The prompt was processed
+  // and cached all the same, and the first chunk's timings say how: keep the request, note why
+  // it has no answer.
+  const bool answer_rejected = status == 200 && !s.error.is_null() && s.usage.is_null() &&
+                               s.first_choice_ms && s.timings.is_object() &&
+                               s.timings.contains("prompt_n");
+  if (answer_rejected) {
+    m->answer_error = ErrorMessage(s.error);
+    Progress("request %zu: the server processed the prompt, then rejected its answer (%s); "
+             "prompt numbers from its timings", m->index, m->answer_error.c_str());
+  } else if (status != 200 || !s.error.is_null() || s.usage.is_null()) {
+    // The server's own error event when it sent one (llama-server streams a failure as a
+    // `data: {"error": ...}` event after the first chunks), else the start of the body.
+    const std::string why = !s.error.is_null() ? "error event " + s.error.dump()
+                            : s.usage.is_null() && status == 200
+                                ? "the stream ended without usage; it began: " + s.raw_head
+                                : s.raw_head;
     return Status::IOError("chat request " + std::to_string(m->index) + ": HTTP " +
-                           std::to_string(status) + ": " + s.raw_head);
+                           std::to_string(status) + ": " + why);
   }
   m->ttft_ms = s.first_choice_ms.value_or(m->total_ms);
   ReadServerNumbers(s, m);

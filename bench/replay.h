@@ -53,6 +53,8 @@ struct RequestResult {
   double queue_ms = -1;         // timings.queue_ms (prefixd); -1 when not reported
   double prompt_eval_ms = -1;   // timings.prompt_eval_ms (prefixd); -1 when not reported
   bool restarted = false;       // the server was restarted right before this request
+  std::string output;           // the streamed answer (StreamStats::output)
+  std::string answer_error;     // the server processed the prompt, then failed its answer: why
 
   // prompt_eval_ms when reported, else prompt_ms - max(restore_ms, 0); -1 when prompt_ms is
   // unknown.

@@ -28,6 +28,7 @@ TEST(SseReaderTest, ReadsChoicesUsageAndTimingsAcrossChunkBoundaries) {
   ASSERT_TRUE(s.first_content_ms.has_value());
   EXPECT_LE(*s.first_choice_ms, *s.first_content_ms);
   EXPECT_EQ(s.content_events, 2);
+  EXPECT_EQ(s.output, "Hi there");
   EXPECT_EQ(s.usage["prompt_tokens"], 10);
   EXPECT_EQ(s.timings["prompt_ms"], 5.5);
   EXPECT_TRUE(s.error.is_null());
@@ -64,6 +65,17 @@ TEST(ReplayTest, ServerNumbersFromPrefixdAndLlamaServerTimings) {
   EXPECT_EQ(k.cached, 512);
   EXPECT_EQ(k.restore_ms, -1);
   EXPECT_DOUBLE_EQ(k.OutsideMs(), 10);
+
+  // llama-server's chat parser rejected the answer: no usage, only the first chunk's timings
+  // (timings_per_token).
+  StreamStats rejected;
+  rejected.timings = {{"cache_n", 100}, {"prompt_n", 338}, {"prompt_ms", 50.0}};
+  rejected.error = {{"code", 500}, {"message", "does not match the expected peg-native format"}};
+  RequestResult r;
+  ReadServerNumbers(rejected, &r);
+  EXPECT_EQ(r.prompt, 438);
+  EXPECT_EQ(r.cached, 100);
+  EXPECT_EQ(r.evaluated, 338);
 
   RequestResult none;  // no timings at all
   none.ttft_ms = 5;

@@ -10,7 +10,12 @@
 #        qwen35@gemma-4+google-gemma-4-31B-it" (REAL_ROWS below); both servers get that file,
 #        so llama-server renders the same template (--jinja) with the same tokenizer.
 #        [--trace-args "--sessions 3 --turns 3 --system-tokens 1000 --tool-tokens 150"]
+#        [--check-output]: also replay the trace against prefixd serve --no-cache and compare
+#        prefixd's streamed answers request by request (greedy; bench/output_check.py): the
+#        report's "output = cache off" column. --real implies it.
+#        [--all-real]: the ten rows of issue 13 (ALL_REAL_ROWS), with --check-output.
 # Env: PREFIXD_BIN (default build/bin/prefixd), PREFIXD_JOBS (default 2), THREADS (default 2),
+#      LLAMA_SKIP_PARSING (templates llama-server runs with --skip-chat-parsing; see below),
 #      SLOTS (default 2), CTX (per slot, default 8192), OUT (default bench/results),
 #      WORK (default /tmp/prefixd-vs-llama), LLAMA_SERVER_EXTRA (more llama-server flags, e.g.
 #      "-fa off"; both servers use flash attention by default (llama-server: "auto", on for CPU;
@@ -31,14 +36,31 @@ LLAMA_SRC="$DEPS_DIR/llama.cpp-$LLAMA_COMMIT_SHORT/src"
 SERVER_BUILD="$DEPS_DIR/llama.cpp-$LLAMA_COMMIT_SHORT/build-server"
 JOBS="${PREFIXD_JOBS:-2}"
 THREADS="${THREADS:-2}"
+RUN_COMMAND="${OUT:+OUT=$OUT }bench/run-vs-llama-server.sh $*"  # for the report
 OUT="${OUT:-$here/bench/results}"
 WORK="${WORK:-/tmp/prefixd-vs-llama}"
 PREFIXD_BIN="${PREFIXD_BIN:-$here/build/bin/prefixd}"
 SHAPE=small
 # The rows with real tokenizers and templates (issue 13): --archs "$REAL_ROWS" or added to a list.
 REAL_ROWS="qwen35@qwen35+Qwen3.5-4B qwen35@qwen35+openai-gpt-oss-120b qwen35@gemma-4+google-gemma-4-31B-it"
+# The ten templates issue 13 names, all on the tiny hybrid qwen35 (docs/test-models.md).
+ALL_REAL_ROWS="$REAL_ROWS qwen35@qwen35+Qwen3-Coder qwen35@qwen35+NVIDIA-Nemotron-3-Nano-30B-A3B-BF16
+  qwen35@qwen35+ibm-granite-granite-4.0 qwen35@qwen35+LFM2.5-Instruct
+  qwen35@qwen35+deepseek-ai-DeepSeek-V3.2 qwen35@qwen35+GLM-4.7-Flash
+  qwen35@llama-bpe+meta-llama-Llama-3.1-8B-Instruct"
+# llama-server's response parser for gpt-oss (harmony channels) and DeepSeek-V3.2 rejects what a
+# random-weight model writes: the stream ends with `data: {"error":{"code":500,"message":"The
+# model produced output that does not match the expected peg-native format"}}` and no usage.
+# gpt-oss sends its first chunk before that, and the bench takes the prompt's numbers from that
+# chunk's timings (timings_per_token; the row's answer_error says so). DeepSeek-V3.2 can fail
+# before any chunk, so llama-server runs it with --skip-chat-parsing (a pure content parser);
+# its /apply-template renders all ten trace prompts identically with and without the flag
+# (checked; gemma-4's would change, so the flag is not applied more widely). On gpt-oss the
+# flag changed nothing measured (the same cached tokens on every request).
+LLAMA_SKIP_PARSING="${LLAMA_SKIP_PARSING-deepseek-ai-DeepSeek-V3.2}"
 ARCHS="llama qwen35 nemotron_h gemma3"
 ONLY_BUILD=0
+CHECK_OUTPUT=0
 TRACE_ARGS="--sessions 3 --turns 3 --system-tokens 1000 --tool-tokens 150 --max-tokens 8"
 SLOTS="${SLOTS:-2}"
 CTX="${CTX:-8192}"
@@ -47,7 +69,9 @@ while [[ $# -gt 0 ]]; do
     --only-build) ONLY_BUILD=1 ;;
     --shape) SHAPE="$2"; shift ;;
     --archs) ARCHS="$2"; shift ;;
-    --real) ARCHS="$ARCHS $REAL_ROWS" ;;
+    --real) ARCHS="$ARCHS $REAL_ROWS"; CHECK_OUTPUT=1 ;;
+    --all-real) ARCHS="$ALL_REAL_ROWS"; CHECK_OUTPUT=1 ;;
+    --check-output) CHECK_OUTPUT=1 ;;
     --trace-args) TRACE_ARGS="$2"; shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
@@ -89,6 +113,21 @@ trace="$WORK/trace.jsonl"
 "$PREFIXD_BIN" bench --trace-only --trace-out "$trace" $TRACE_ARGS
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# run_pair ARCH CMD_A PORT_A CMD_B PORT_B: replays the trace against prefixd (A) and llama-server
+# (B) side by side: both launched, each request sent to one and then the other, the order
+# alternating, so that load from other work on the machine hits both alike.
+run_pair() {
+  local arch="$1"
+  : > "$WORK/$arch-prefixd.log"; : > "$WORK/$arch-llama-server.log"
+  log "$arch: prefixd and llama-server side by side"
+  "$PREFIXD_BIN" bench --trace "$trace" --url "http://127.0.0.1:$3" --label prefixd \
+    --server-cmd "$2" --server-log "$WORK/$arch-prefixd.log" --out "$WORK/$arch-prefixd.json" \
+    --md "$WORK/$arch-prefixd.md" \
+    --b-url "http://127.0.0.1:$5" --b-label llama-server --b-server-cmd "$4" \
+    --b-server-log "$WORK/$arch-llama-server.log" --b-out "$WORK/$arch-llama-server.json" \
+    --b-md "$WORK/$arch-llama-server.md"
+}
 
 # run_one ARCH LABEL SERVER_CMD PORT: replays the trace against one server the bench launches.
 run_one() {
@@ -140,14 +179,26 @@ for entry in $ARCHS; do
   cache="$WORK/cache-$arch"
   rm -rf "$cache"
   port="$(free_port)"
-  run_one "$arch" prefixd "exec '$PREFIXD_BIN' serve -m '$model' --alias bench --port $port \
-    --cache-dir '$cache' --slots $SLOTS --ctx $CTX --threads $THREADS" "$port"
-  swa=()
-  case "$base_arch" in gemma3|gemma4|gpt-oss) swa=(--swa-full) ;; esac
-  port="$(free_port)"
-  run_one "$arch" llama-server "exec '$LLAMA_SERVER' -m '$model' --host 127.0.0.1 --port $port \
+  prefixd_cmd="exec '$PREFIXD_BIN' serve -m '$model' --alias bench --port $port \
+    --cache-dir '$cache' --slots $SLOTS --ctx $CTX --threads $THREADS"
+  ls_flags=()
+  case "$base_arch" in gemma3|gemma4|gpt-oss) ls_flags=(--swa-full) ;; esac
+  [[ -n "$template" && " $LLAMA_SKIP_PARSING " == *" $template "* ]] && ls_flags+=(--skip-chat-parsing)
+  port_b="$(free_port)"
+  llama_cmd="exec '$LLAMA_SERVER' -m '$model' --host 127.0.0.1 --port $port_b \
     -np $SLOTS -c $((SLOTS * CTX)) -t $THREADS --jinja --cache-ram 4096 --ctx-checkpoints 64 \
-    --checkpoint-min-step 0 ${swa[*]} ${LLAMA_SERVER_EXTRA:-}" "$port"
+    --checkpoint-min-step 0 ${ls_flags[*]:-} ${LLAMA_SERVER_EXTRA:-}"
+  run_pair "$arch" "$prefixd_cmd" "$port" "$llama_cmd" "$port_b"
+  if [[ "$CHECK_OUTPUT" == 1 ]]; then
+    rm -rf "$cache-off"
+    port="$(free_port)"
+    run_one "$arch" prefixd-no-cache "exec '$PREFIXD_BIN' serve -m '$model' --alias bench \
+      --port $port --no-cache --cache-dir '$cache-off' --slots $SLOTS --ctx $CTX \
+      --threads $THREADS" "$port"
+    python3 "$here/bench/output_check.py" "$WORK/$arch-prefixd.json" \
+      "$WORK/$arch-prefixd-no-cache.json" --out "$OUT/$arch-output-check.json" \
+      || log "$arch: prefixd's output differs from --no-cache (see $OUT/$arch-output-check.json)"
+  fi
   "$PREFIXD_BIN" bench --combine "$WORK/$arch-prefixd.json,$WORK/$arch-llama-server.json" \
     --title "$arch ($SHAPE test model): prefixd vs llama-server" \
     --out "$OUT/$arch.json" --md "$OUT/$arch.md" --tsv "$WORK/$arch.tsv" >/dev/null
@@ -158,7 +209,8 @@ for entry in $ARCHS; do
   done_archs+=("$arch")
   # the report after every family, so that an interrupted run still leaves one
   python3 "$here/bench/results_readme.py" "$OUT" "${done_archs[@]}" --shape "$SHAPE" \
-    --trace-args "$TRACE_ARGS" --minutes $(( ($(date +%s) - started) / 60 ))
+    --trace-args "$TRACE_ARGS" --minutes $(( ($(date +%s) - started) / 60 )) \
+    --command "$RUN_COMMAND"
   log "$arch done: $(sed -n 5,8p "$OUT/$arch.md" | tr '\n' ' ')"
 done
 log "done in $(( ($(date +%s) - started) / 60 )) min; report: $OUT/README.md"
