@@ -156,13 +156,18 @@ Result<bool> ChunkingInvariant(Context& ctx, int32_t seq) {
 
 }  // namespace
 
-Result<CodecProbe> ProbeStateCodec(Context& ctx, int32_t seq, bool force_whole) {
+Result<CodecProbe> ProbeStateCodec(Context& ctx, int32_t seq, const ProbeOptions& options) {
   const std::array<Token, kEnd> tokens = ProbeTokens(ctx.model());
   CodecProbe probe;
-  Result<bool> invariant = ChunkingInvariant(ctx, seq);
-  ctx.SeqClear(seq);  // also after a failed decode
-  probe.chunking_invariant = !invariant.ok() || *invariant;  // unknown: no note
-  if (force_whole) {
+  if (options.known_chunking_invariant) {
+    probe.chunking_invariant = *options.known_chunking_invariant;
+  } else {
+    Result<bool> invariant = ChunkingInvariant(ctx, seq);
+    ctx.SeqClear(seq);  // also after a failed decode
+    probe.chunking_invariant = !invariant.ok() || *invariant;  // unknown: no note
+    probe.chunking_measured = invariant.ok();
+  }
+  if (options.force_whole) {
     probe.mode = StateMode::kWhole;
     probe.why_whole = "whole-state snapshots were asked for";
   } else {

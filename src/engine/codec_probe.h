@@ -21,6 +21,7 @@ struct CodecProbe {
   // prefilled in other chunks — can change greedy output in the last bits. Correct states,
   // but not a cold run's exact output.
   bool chunking_invariant = true;
+  bool chunking_measured = false;  // false: the check failed to run (then no note) or was given
 };
 
 // Runs once at start, on the context's owning thread, using the (empty) sequence `seq`, which
@@ -32,8 +33,16 @@ struct CodecProbe {
 // at 3 into a sequence holding the rows of [0, 5) and cutting it at 3 gives the state at 3.
 // Any refusal gives kWhole with the reason (the caller logs it): each Snapshot is then a whole
 // state, whose round trip is checked too. `force_whole` skips the sliced probe.
-// Then checks chunking invariance (64 tokens: one chunk, then 37 + 27).
+// Then checks chunking invariance (64 tokens: one chunk, then 37 + 27) unless
+// `known_chunking_invariant` gives the answer an earlier start found (ChunkingMemo).
 // Returns an error only when not even whole states round-trip (the cache cannot be used).
-Result<CodecProbe> ProbeStateCodec(Context& ctx, int32_t seq, bool force_whole);
+struct ProbeOptions {
+  bool force_whole = false;
+  std::optional<bool> known_chunking_invariant;
+};
+Result<CodecProbe> ProbeStateCodec(Context& ctx, int32_t seq, const ProbeOptions& options);
+inline Result<CodecProbe> ProbeStateCodec(Context& ctx, int32_t seq, bool force_whole) {
+  return ProbeStateCodec(ctx, seq, ProbeOptions{force_whole, std::nullopt});
+}
 
 }  // namespace prefixd::engine

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <atomic>
 #include <future>
 #include <mutex>
@@ -12,11 +13,13 @@
 
 #include "cache/chain_hash.h"
 #include "cache/domain_registry.h"
+#include "cache/fingerprint.h"
 #include "cache/prefix_cache.h"
 #include "cache/tiered_cache.h"
 #include "store/disk_store.h"
 #include "store/redis_store.h"
 #include "engine/cache_io.h"
+#include "engine/chunking_memo.h"
 #include "engine/codec_probe.h"
 #include "engine/context.h"
 #include "engine/domain.h"
@@ -26,6 +29,33 @@
 #include "util/log.h"
 
 namespace prefixd::engine {
+
+namespace {
+
+// Where the chunking probe's answer for these settings is remembered, and the answer when an
+// earlier start found it (no cache dir: no memo, the probe runs).
+struct ChunkingMemoSlot {
+  std::string path;
+  std::optional<Digest> key;
+  std::optional<bool> known;
+};
+
+ChunkingMemoSlot FindChunkingMemo(const Model& model, const ContextOptions& copt,
+                                  const EngineOptions& options) {
+  ChunkingMemoSlot slot;
+  if (options.cache_dir.empty()) return slot;
+  std::error_code ec;
+  std::filesystem::create_directories(options.cache_dir, ec);
+  cache::FingerprintMemo fingerprints(options.cache_dir + "/fingerprints.tsv");
+  Result<Digest> model_digest = cache::FileFingerprint(model.path(), fingerprints);
+  if (!model_digest.ok()) return slot;
+  slot.path = options.cache_dir + "/chunking.tsv";
+  slot.key = ChunkingKey(*model_digest, copt, options.n_gpu_layers);
+  slot.known = LoadChunkingInvariant(slot.path, *slot.key);
+  return slot;
+}
+
+}  // namespace
 
 struct Scheduler::Impl {
   const Model& model;
@@ -174,7 +204,11 @@ Status Scheduler::Impl::Setup() {
 // Probes the state codec on this model (kWhole when it cannot slice the state), then builds
 // the tiers and CacheIo for that mode. Runs on this thread: the probe decodes.
 Status Scheduler::Impl::SetupCache(const ContextOptions& copt) {
-  Result<CodecProbe> probe = ProbeStateCodec(*ctx, 0, options.whole_state);
+  const ChunkingMemoSlot memo = FindChunkingMemo(model, copt, options);
+  ProbeOptions po;
+  po.force_whole = options.whole_state;
+  po.known_chunking_invariant = memo.known;
+  Result<CodecProbe> probe = ProbeStateCodec(*ctx, 0, po);
   if (!probe.ok()) {
     Logf(LogLevel::kWarning, "the prompt cache is off for this model: %s",
          probe.status().ToString().c_str());
@@ -182,6 +216,10 @@ Status Scheduler::Impl::SetupCache(const ContextOptions& copt) {
   }
   state_mode = probe->mode;
   chunking_invariant = probe->chunking_invariant;
+  if (probe->chunking_measured && memo.key) {
+    Status saved = SaveChunkingInvariant(memo.path, *memo.key, chunking_invariant);
+    if (!saved.ok()) Logf(LogLevel::kWarning, "chunking probe memo: %s", saved.ToString().c_str());
+  }
   if (!chunking_invariant) {
     Log(LogLevel::kInfo, "note: with these settings the model's logits depend on how a "
                          "prompt is cut into prefill chunks (flash attention on CPU computes "

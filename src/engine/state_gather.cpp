@@ -8,6 +8,7 @@
 #include "llama-io.h"
 #include "llama-memory.h"
 #include "util/log.h"
+#include "util/memcopy.h"
 
 namespace prefixd::engine {
 
@@ -29,9 +30,18 @@ class PieceReader : public llama_io_read_i {
     });
   }
 
+  // Host tensors (the CPU backend's) are written in place with streaming stores: the restored
+  // rows are read by the next decode, not now, and a restore's pieces are below the size from
+  // which memcpy streams by itself (issue 15). Others go through ggml_backend_tensor_set.
   void read_tensor(ggml_tensor* tensor, size_t offset, size_t size) override {
+    uint8_t* host = HostData(tensor, offset, size);
     Walk(size, [&](const uint8_t* p, size_t n) {
-      ggml_backend_tensor_set(tensor, p, offset, n);
+      if (host != nullptr) {
+        CopyStreaming(host, p, n);
+        host += n;
+      } else {
+        ggml_backend_tensor_set(tensor, p, offset, n);
+      }
       offset += n;
     });
   }
@@ -39,6 +49,19 @@ class PieceReader : public llama_io_read_i {
   size_t n_bytes() override { return n_read_; }
 
  private:
+  // Where [offset, offset + size) of a host tensor lies in memory; null for other buffers. The
+  // range is checked as ggml_backend_tensor_set checks it (there an abort, here a refusal).
+  static uint8_t* HostData(ggml_tensor* tensor, size_t offset, size_t size) {
+    if (tensor->data == nullptr || tensor->buffer == nullptr ||
+        !ggml_backend_buffer_is_host(tensor->buffer)) {
+      return nullptr;
+    }
+    if (offset > ggml_nbytes(tensor) || size > ggml_nbytes(tensor) - offset) {
+      throw std::runtime_error("tensor write out of bounds");
+    }
+    return static_cast<uint8_t*>(tensor->data) + offset;
+  }
+
   // Calls f(bytes, n) for the next `size` bytes, a piece at a time.
   template <typename F>
   void Walk(size_t size, F f) {

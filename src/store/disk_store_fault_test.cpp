@@ -209,6 +209,39 @@ TEST(DiskStoreFault, FlippedBitsOnDiskAreNeverServed) {
   EXPECT_EQ(st.quarantined, size);
 }
 
+// The payload is read and checked in slices of 256 KiB (the checksum trailer may straddle two):
+// payloads around the slice size round-trip, and a byte flipped at either side of a slice
+// boundary or in the trailer is never served.
+TEST(DiskStoreFault, FlipsAcrossPayloadReadSlicesAreNeverServed) {
+  constexpr size_t kSlice = size_t(256) << 10;
+  TempDir dir;
+  auto store = MustOpen(dir.path(), nullptr);
+  uint32_t seed = 20;
+  for (size_t n : {kSlice - 4, kSlice - 2, kSlice, kSlice + 1, 2 * kSlice + 3}) {
+    const RecordMeta meta = MetaFor(seed, 0, RecordKind::kBlockRows, 3);
+    store->PutAsync(meta, PayloadPtr(seed, n));
+    store->Flush();
+    auto got = store->Get(meta.key, meta.kind);
+    ASSERT_TRUE(got.ok()) << n << ": " << got.status().ToString();
+    EXPECT_EQ(*got, PayloadFor(seed, n)) << n;
+    const std::string path = PathOf(dir.path(), seed);
+    const uint64_t size = fs::file_size(path);
+    const uint64_t payload_at = size - n - 4;
+    for (uint64_t off : {payload_at, payload_at + kSlice - 1, payload_at + kSlice,
+                         size - 5, size - 4, size - 1}) {
+      if (off >= size) continue;
+      FlipByte(path, off);
+      auto bad = store->Get(meta.key, meta.kind);
+      ASSERT_FALSE(bad.ok()) << "served a " << n << "-byte payload with byte " << off << " flipped";
+      EXPECT_TRUE(bad.status().IsCorruption()) << bad.status().ToString();
+      store->PutAsync(meta, PayloadPtr(seed, n));
+      store->Flush();
+      ASSERT_TRUE(store->Get(meta.key, meta.kind).ok());
+    }
+    ++seed;
+  }
+}
+
 TEST(DiskStoreFault, FlippedBitsOnReadAreNeverServed) {
   TempDir dir;
   FaultEnv env;

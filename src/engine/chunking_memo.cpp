@@ -1,0 +1,82 @@
+#include "engine/chunking_memo.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "llama.h"
+
+namespace prefixd::engine {
+
+namespace {
+
+std::string Checksum(const std::string& body) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", Crc32cMask(Crc32c(body.data(), body.size())));
+  return buf;
+}
+
+// Every line of the memo that passes its checksum: key hex -> "0" or "1".
+std::map<std::string, std::string> ReadLines(const std::string& path) {
+  std::map<std::string, std::string> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    const size_t a = line.find('\t'), b = line.rfind('\t');
+    if (a == std::string::npos || b <= a) continue;
+    const std::string body = line.substr(0, b);
+    const std::string value = line.substr(a + 1, b - a - 1);
+    if (Checksum(body) != line.substr(b + 1) || (value != "0" && value != "1")) continue;
+    lines[line.substr(0, a)] = value;
+  }
+  return lines;
+}
+
+}  // namespace
+
+Digest ChunkingKey(const Digest& model_digest, const ContextOptions& ctx, int n_gpu_layers) {
+  Sha256 h;
+  h.Update("prefixd-chunking-probe");
+  h.Update(DigestHex(model_digest));
+  for (uint64_t v : {uint64_t(ctx.n_batch), uint64_t(ctx.n_ubatch), uint64_t(ctx.n_threads),
+                     uint64_t(ctx.n_threads_batch), uint64_t(ctx.flash_attn ? 1 : 0),
+                     uint64_t(int64_t(n_gpu_layers))}) {
+    h.UpdateU64(v);
+  }
+  h.Update(ctx.type_k);
+  h.Update("|");
+  h.Update(ctx.type_v);
+  h.Update("|");
+  h.Update(llama_print_system_info());
+  return h.Finish();
+}
+
+std::optional<bool> LoadChunkingInvariant(const std::string& path, const Digest& key) {
+  const auto lines = ReadLines(path);
+  auto it = lines.find(DigestHex(key));
+  if (it == lines.end()) return std::nullopt;
+  return it->second == "1";
+}
+
+Status SaveChunkingInvariant(const std::string& path, const Digest& key, bool invariant) {
+  auto lines = ReadLines(path);
+  lines[DigestHex(key)] = invariant ? "1" : "0";
+  std::ostringstream out;
+  for (const auto& [k, v] : lines) {
+    const std::string body = k + "\t" + v;
+    out << body << '\t' << Checksum(body) << '\n';
+  }
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << out.str();
+    if (!f.flush()) return Status::IOError("cannot write " + tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Status::IOError("cannot rename " + tmp + ": " + ec.message());
+  return Status::OK();
+}
+
+}  // namespace prefixd::engine

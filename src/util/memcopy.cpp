@@ -1,0 +1,41 @@
+#include "util/memcopy.h"
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
+namespace prefixd {
+
+void CopyStreaming(void* dst_v, const void* src_v, size_t n) {
+#if defined(__x86_64__)
+  constexpr size_t kStreamFrom = 4096;  // below: the stores' set-up outweighs them
+  if (n < kStreamFrom) {
+    std::memcpy(dst_v, src_v, n);
+    return;
+  }
+  auto* dst = static_cast<uint8_t*>(dst_v);
+  auto* src = static_cast<const uint8_t*>(src_v);
+  const size_t head = (64 - (uintptr_t(dst) & 63)) & 63;  // up to the next cache line
+  std::memcpy(dst, src, head);
+  dst += head, src += head, n -= head;
+  for (; n >= 64; n -= 64, dst += 64, src += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 32));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 48), d);
+  }
+  std::memcpy(dst, src, n);
+  _mm_sfence();
+#else
+  std::memcpy(dst_v, src_v, n);
+#endif
+}
+
+}  // namespace prefixd
