@@ -6,12 +6,23 @@
 // with the cache off. They do because a prompt is prefilled by the same calls either way
 // (PlanChunks, docs/architecture.md "The chunk schedule").
 //
-// The default run covers kSample (90 s of CPU on 2 cores); PREFIXD_EXACT_SWEEP=all runs every
-// test-model arch, or a comma-separated list of archs (docs/test-models.md).
+// One path is not bit-identical, and the test states and checks its tolerance instead: a
+// restore that sets a sliding-window Snapshot (iswa layouts: gemma3, gpt-oss, gemma4) into
+// the sequence after the window's ring of cells has wrapped (the next turn and the edit below).
+// llama.cpp's state format carries no cell indices, so the restored window is laid out
+// compactly from the cache head, while the cold run's ring holds the same rows at other cells
+// (a wrap point, freed holes); attention sums over cells in cell order (64-cell tiles, the
+// one-row KV split, SIMD lanes without flash attention), so the sums round differently.
+// There the greedy tokens must still be equal and every log-probability within
+// kSwaRestoreTolerance (docs/architecture.md, "What stays inexact").
+//
+// The default run covers kSample (about 3 min of CPU on 2 cores); PREFIXD_EXACT_SWEEP=all runs
+// every test-model arch, or a comma-separated list of archs (docs/test-models.md).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,12 +42,13 @@ struct Case {
   bool chat = true;
 };
 
-// The default sample: gemma3 (sliding-window attention, the arch issue 16 was seen on: restores
-// at Snapshots only) with flash attention on, raw and chat; llama (pure attention: restores at
-// any position) with flash attention on and off. gemma3 without flash attention is a known gap
-// (docs/architecture.md): PREFIXD_EXACT_SWEEP=gemma3 shows it.
+// The default sample, one arch per memory family with flash attention on: gemma3 (sliding-window
+// attention, the arch issue 16 was seen on) raw and chat, and without flash attention; llama
+// (pure attention: restores at any position) with flash attention on and off; qwen35 (hybrid:
+// attention and Gated DeltaNet, restores at Snapshots only).
 const Case kSample[] = {{"gemma3", true, false}, {"gemma3", true, true},
-                        {"llama", true, true}, {"llama", false, false}};
+                        {"gemma3", false, true}, {"llama", true, true},
+                        {"llama", false, false}, {"qwen35", true, true}};
 
 std::vector<std::string> SweepArchs(const char* env) {
   std::vector<std::string> archs;
@@ -130,6 +142,11 @@ std::string Json(const std::vector<std::pair<std::string, std::string>>& msgs) {
   return out + "]";
 }
 
+// The largest difference in a log-probability a sliding-window restore is allowed (the header):
+// measured up to 1.3e-4 on gemma3 tiny at 8K tokens (flash attention on and off); kept
+// about a decade above.
+constexpr float kSwaRestoreTolerance = 1e-3f;
+
 class ExactnessTest : public ::testing::TestWithParam<Case> {
  protected:
   Prompt Prepare(Engine& e, const std::vector<std::pair<std::string, std::string>>& msgs) {
@@ -164,6 +181,36 @@ class ExactnessTest : public ::testing::TestWithParam<Case> {
     return differ;
   }
 
+  // The largest difference of a log-probability (infinite when tokens or their order differ).
+  static float MaxDiff(const CompletionResult& on, const CompletionResult& off) {
+    if (on.logprobs.size() != off.logprobs.size()) return INFINITY;
+    float most = 0;
+    for (size_t i = 0; i < on.logprobs.size(); ++i) {
+      const auto& a = on.logprobs[i].top;
+      const auto& b = off.logprobs[i].top;
+      if (a.size() != b.size()) return INFINITY;
+      std::map<Token, float> by_token;
+      for (const auto& t : b) by_token[t.token] = t.logprob;
+      for (const auto& t : a) {
+        auto it = by_token.find(t.token);
+        if (it == by_token.end()) return INFINITY;
+        most = std::max(most, std::fabs(t.logprob - it->second));
+      }
+    }
+    return most;
+  }
+
+  // A sliding-window restore (the header): the same tokens, log-probabilities within the
+  // tolerance. Prints what differs, so the tolerance's margin stays visible.
+  static void ExpectClose(const CompletionResult& on, const CompletionResult& off,
+                          const std::string& what) {
+    EXPECT_EQ(on.tokens, off.tokens) << what;
+    const float diff = MaxDiff(on, off);
+    EXPECT_LE(diff, kSwaRestoreTolerance) << what;
+    std::printf("sliding-window restore (%s): %zu log-probabilities differ, at most by %g\n",
+                what.c_str(), Differing(on, off), double(diff));
+  }
+
   // The same tokens, and every log-probability of every step the same bits.
   static void ExpectSame(const CompletionResult& on, const CompletionResult& off,
                          const std::string& what) {
@@ -172,16 +219,18 @@ class ExactnessTest : public ::testing::TestWithParam<Case> {
   }
 };
 
-// KNOWN GAP, measured and not asserted (docs/architecture.md, "The chunk schedule"): on gemma3
-// (sliding-window attention) a restore at a boundary Snapshot inside a long message differs
-// from the cold run in the last bits, with flash attention on and off alike, so not by the
-// chunk schedule; the cause is not found yet. The other scenarios are exact on it.
-bool EditIsKnownGap(const std::string& arch) { return arch == "gemma3"; }
-
 TEST_P(ExactnessTest, CacheOnEqualsCacheOffOnLongPrompts) {
   auto on = MakeEngine(GetParam(), true);
   auto off = MakeEngine(GetParam(), false);
   ASSERT_TRUE(on && off);
+  // iswa layouts restore a sliding window's ring compactly (the header): a next turn or an
+  // edit restored at a Snapshot is checked against the tolerance.
+  const bool swa = on->GetStats().memory_layout.find("iswa") != std::string::npos;
+  auto expect_restored = [&](const CompletionResult& warm, const CompletionResult& cold,
+                             const std::string& what) {
+    if (swa) return ExpectClose(warm, cold, what);
+    ExpectSame(warm, cold, what);
+  };
   const auto msgs = Conversation(22, 11);
   const Prompt a = Prepare(*on, msgs);
   ASSERT_GE(a.tokens.size(), 8192u) << "the prompt must be long";
@@ -212,16 +261,39 @@ TEST_P(ExactnessTest, CacheOnEqualsCacheOffOnLongPrompts) {
   ExpectSame(a_warm, a_off, "exact repeat");
   const CompletionResult b_warm = Run(*on, b);
   EXPECT_GT(b_warm.usage.cached_tokens, int32_t(a.tokens.size()) / 2);
-  ExpectSame(b_warm, Run(*off, b), "next turn");
+  expect_restored(b_warm, Run(*off, b), "next turn");
   const CompletionResult c_warm = Run(*on, c);
   EXPECT_GT(c_warm.usage.cached_tokens, 0);
-  const CompletionResult c_off = Run(*off, c);
-  if (!EditIsKnownGap(GetParam().arch)) return ExpectSame(c_warm, c_off, "edit inside a message");
-  const size_t differ = Differing(c_warm, c_off);
-  RecordProperty("edit_differing_logprobs", int(differ));
-  std::printf("known gap: edit inside a message restored at %d: %zu log-probabilities differ, "
-              "tokens %s\n", c_warm.usage.cached_tokens, differ,
-              c_warm.tokens == c_off.tokens ? "equal" : "differ");
+  expect_restored(c_warm, Run(*off, c), "edit inside a message");
+}
+
+// The other side of the sliding-window tolerance (the header): a Snapshot taken before the
+// window dropped a cell (at most n_swa tokens in, 32 in the tiny models) restores its rows into
+// the cells the cold run holds them in, and is bit-identical again, with flash attention on and
+// off: what differs beyond is the cells' layout, not the Snapshot's contents.
+TEST_P(ExactnessTest, RestoresOfAWholeWindowAreExact) {
+  auto on = MakeEngine(GetParam(), true);
+  auto off = MakeEngine(GetParam(), false);
+  ASSERT_TRUE(on && off);
+  const bool swa = on->GetStats().memory_layout.find("iswa") != std::string::npos;
+  auto words = [](int n, const char* w) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += std::string(i ? " " : "") + w + std::to_string(i % 7);
+    return s;
+  };
+  const std::vector<std::pair<std::string, std::string>> msgs = {
+      {"system", "You are a careful assistant."}, {"user", words(90, "cache")},
+      {"assistant", words(25, "state")}, {"user", words(70, "token")}};
+  auto edited = msgs;  // the first user message: restored at the system prompt's end
+  edited[1].second.resize(edited[1].second.size() / 2);
+  edited[1].second += " edited";
+  const Prompt a = Prepare(*on, msgs);
+  const Prompt c = Prepare(*on, edited);
+  ExpectSame(Run(*on, a), Run(*off, a), "cold");
+  const CompletionResult c_warm = Run(*on, c);
+  EXPECT_GT(c_warm.usage.cached_tokens, 0);
+  if (swa) EXPECT_LE(c_warm.usage.cached_tokens, 32) << "the window (32 tokens) must be whole";
+  ExpectSame(c_warm, Run(*off, c), "edit inside a message");
 }
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
