@@ -143,9 +143,9 @@ std::string Json(const std::vector<std::pair<std::string, std::string>>& msgs) {
 }
 
 // The largest difference in a log-probability a sliding-window restore is allowed (the header):
-// measured up to 1.3e-4 on gemma3 tiny at 8K tokens (flash attention on and off); kept
-// about a decade above.
-constexpr float kSwaRestoreTolerance = 1e-3f;
+// measured at 8K tokens with flash attention on and off up to 1.3e-4 on gemma3 tiny, 7.7e-6 on
+// gpt-oss, 1.1e-3 on gemma4 (soft-capped logits); kept about a decade above.
+constexpr float kSwaRestoreTolerance = 1e-2f;
 
 class ExactnessTest : public ::testing::TestWithParam<Case> {
  protected:
