@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/prefill.h"
 #include "engine/state_codec.h"
 #include "util/log.h"
 
@@ -102,6 +103,9 @@ struct CacheIo::Impl {
   Status CheckEndsAt(Slot& slot, size_t p);
   cache::PrefixCache::Match LookupTiers(const Slot& slot, size_t max_len, size_t good_enough,
                                         CacheTier* tier);
+  cache::PrefixCache::Match LookupExact(const Slot& slot, size_t max_len, size_t good_enough,
+                                        CacheTier* tier);
+  void FitCapturesToSchedule(Slot& slot) const;
 };
 
 CacheIo::CacheIo(Context& ctx, cache::TieredCache& cache, const CacheIoOptions& options,
@@ -148,7 +152,13 @@ CacheIo::Impl::Held CacheIo::Impl::HeldPrefix(const Slot& slot, size_t max_len) 
   const auto& tokens = slot.job->request.prompt.tokens;
   const size_t n = std::min({slot.held.size(), tokens.size(), max_len});
   while (h.shared < n && slot.held[h.shared] == tokens[h.shared]) ++h.shared;
-  if (!options.needs_snapshot || h.shared == slot.held.size()) h.keep = h.shared;
+  // Pure attention keeps a prefix a cold run's schedule continues from exactly; a state valid
+  // only at its end is kept whole: it ends with an answer decoded one token at a time, which
+  // no schedule makes equal to a cold run (docs/architecture.md, "The chunk schedule").
+  if (!options.needs_snapshot) {
+    h.keep = size_t(ExactRestoreFloor(slot.chunk_ends, int32_t(h.shared), options.tiled_from));
+  }
+  if (options.needs_snapshot && h.shared == slot.held.size()) h.keep = h.shared;
   return h;
 }
 
@@ -211,6 +221,36 @@ cache::PrefixCache::Match CacheIo::Impl::LookupTiers(const Slot& slot, size_t ma
   return std::move(f.match);
 }
 
+// The longest prefix in the tiers. For rows (pure attention), one a warm prefill continues from
+// exactly as a cold run (ExactRestoreFloor of the slot's chunk schedule): a match that is not is
+// looked up again, shorter. A Snapshot is taken where it is: one at another prompt's boundary
+// variant, a token or a few off this prompt's planned ends, continues in calls of another class
+// (last bits, docs/architecture.md), but falling back would lose the reuse issue 13 proves.
+cache::PrefixCache::Match CacheIo::Impl::LookupExact(const Slot& slot, size_t max_len,
+                                                      size_t good_enough, CacheTier* tier) {
+  cache::PrefixCache::Match m = LookupTiers(slot, max_len, good_enough, tier);
+  if (options.needs_snapshot) return m;
+  const size_t diverged = m.diverged_at;
+  for (;;) {
+    const int32_t p = int32_t(m.n_tokens);
+    const int32_t exact = ExactRestoreFloor(slot.chunk_ends, p, options.tiled_from);
+    if (exact == p) break;
+    m = LookupTiers(slot, size_t(exact), good_enough, tier);
+  }
+  m.diverged_at = std::max(m.diverged_at, diverged);
+  return m;
+}
+
+// Cuts the slot's schedule at each capture point that needs a Snapshot there, where that keeps
+// every call's class (SplitChunkAt); drops the points it cannot cut at (a branch point a few
+// tokens from a planned end): they would change how the rows around them compute.
+void CacheIo::Impl::FitCapturesToSchedule(Slot& slot) const {
+  if (!options.needs_snapshot) return;  // Tails are sliced from the rows anywhere
+  std::erase_if(slot.captures, [&](const CapturePoint& c) {
+    return !SplitChunkAt(slot.chunk_ends, c.pos, options.tiled_from);
+  });
+}
+
 // Three ways, cheapest first: keep what the slot holds (0 bytes); set only a Snapshot's
 // partial into a slot that holds its rows; assemble the whole prefix from the tiers.
 void CacheIo::Restore(Slot& slot) {
@@ -218,7 +258,7 @@ void CacheIo::Restore(Slot& slot) {
   const size_t max_len = prompt.tokens.size() - 1;
   const Impl::Held held = impl_->HeldPrefix(slot, max_len);
   CacheTier tier = CacheTier::kRam;
-  cache::PrefixCache::Match m = impl_->LookupTiers(slot, max_len, held.keep, &tier);
+  cache::PrefixCache::Match m = impl_->LookupExact(slot, max_len, held.keep, &tier);
   CacheOutcome& out = slot.result.cache;
   const size_t reusable = std::max(m.diverged_at, held.shared);
   out.reusable_tokens = int32_t(std::min(reusable, max_len));
@@ -249,12 +289,14 @@ void CacheIo::Restore(Slot& slot) {
   slot.held.clear();  // the sequence now holds the request's own state
   slot.pos = slot.restored;
   slot.captures = PlanCaptures(prompt, slot.restored, out.diverged_at, impl_->options);
+  impl_->FitCapturesToSchedule(slot);
   slot.next_capture = 0;
 }
 
 Status CacheIo::Capture(Slot& slot, const CapturePoint& point) {
   PendingSnapshot snap{point.pos, point.kind, {}};
   if (impl_->options.needs_snapshot) {
+    if (point.pos != slot.pos) return Status::Internal("capture point off the chunk schedule");
     PREFIXD_ASSIGN_OR_RETURN(snap.partial, impl_->TakeSnapshot(slot));
   }
   slot.pending.push_back(std::move(snap));

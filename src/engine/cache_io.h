@@ -12,6 +12,7 @@
 #include "cache/tiered_cache.h"
 #include "engine/context.h"
 #include "engine/job.h"
+#include "engine/prefill.h"
 #include "engine/state_codec.h"
 
 namespace prefixd::engine {
@@ -25,6 +26,9 @@ struct CacheIoOptions {
   uint32_t snapshot_spacing = 2048;
   bool has_rows = true;
   bool needs_snapshot = false;
+  // The fewest rows a prefill call computes like any longer call (TiledFrom): where restores
+  // may start so that the prompt's chunk schedule goes on as in a cold run.
+  int32_t tiled_from = kMinCallRows;
   // kWhole: a Snapshot is the whole state at its position (has_rows false, needs_snapshot
   // true); restores set it as it is. kSliced needs the shape the codec probe learned.
   StateMode mode = StateMode::kSliced;
@@ -43,10 +47,15 @@ class CacheIo {
   // sequence holds the rows of a cached prefix [0, P) but no state valid at P, set only the
   // Snapshot's partial and cut the rows after P; (3) otherwise assemble the whole prefix from
   // the local tiers (TieredCache: RAM, then disk; the shared tier was read into RAM by
-  // Prefetch before the request queued). Sets slot.restored / slot.pos and slot.result.cache, clears
-  // slot.held, then plans slot.captures. Any failed check leaves slot.seq empty (cold).
+  // Prefetch before the request queued). A restore of rows (pure attention) ends where the
+  // prompt's chunk schedule (slot.chunk_ends, planned before) continues exactly as a cold run
+  // does (ExactRestoreFloor); a Snapshot is restored where it is. Sets slot.restored /
+  // slot.pos and slot.result.cache, clears slot.held, then plans slot.captures and cuts
+  // slot.chunk_ends at those that need a Snapshot (dropping those it cannot cut at).
+  // Any failed check leaves slot.seq empty (cold).
   void Restore(Slot& slot);
-  // Runs after the prefill chunk that ended at `point.pos`: takes the Snapshot there.
+  // Runs after the prefill call that ended at or after `point.pos` (exactly there when the
+  // point takes a Snapshot, else Internal): records the point and takes the Snapshot there.
   Status Capture(Slot& slot, const CapturePoint& point);
   // Runs once the prompt is fully decoded: slices the new Blocks from one ranged state read and
   // publishes them, then the Snapshots and Tails taken during prefill.

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "engine/model.h"
+#include "engine/prefill.h"
 #include "engine/test_model.h"
 #include "engine/test_temp_dir.h"
 
@@ -22,6 +23,7 @@ namespace {
 constexpr uint32_t kBlock = 32;
 constexpr int32_t kBatch = 256;
 constexpr int32_t kSpacing = kBatch;  // boundary Snapshots: the batch rounded down to Blocks
+constexpr int32_t kTiledFrom = TiledFrom(true);  // the engines run flash attention
 
 std::string ModelPath(const std::string& arch) {
   static std::map<std::string, std::string> made;
@@ -73,15 +75,27 @@ size_t SharedPrefix(const std::vector<Token>& a, const std::vector<Token>& b) {
   return i;
 }
 
+// The test engines' chunk schedule of a prompt (Scheduler::PlanPrefill): cut at the capture
+// points and the spacing grid when the cache takes Snapshots, not at all for pure attention.
+std::vector<int32_t> PlanOf(const Prompt& p, bool snapshots) {
+  const int32_t n = int32_t(p.tokens.size());
+  std::vector<int32_t> cuts;
+  if (snapshots) cuts = PrefillCuts(n, p.capture_points, kSpacing);
+  return PlanChunks(n, cuts, kBatch, kBatch);
+}
+
 // What the cache has recorded so far, mirrored from the requests' outcomes: for every prompt
 // served, the positions where a restore may end.
 struct Reference {
   struct Served {
     std::vector<Token> tokens;
     std::set<int32_t> points;  // recorded restore points (all positions for pure attention)
+    bool generated = false;    // ends with an answer its slot may still hold
   };
   std::vector<Served> served;
   bool any_position = false;
+  size_t slots = 1;  // each slot holds the last answer it generated
+  size_t held_from = 0;  // answers served before this one are held by no slot (a restart)
 
   // Longest prefix shared with anything served, minus the token that must be evaluated.
   int32_t Reusable(const std::vector<Token>& t) const {
@@ -89,14 +103,23 @@ struct Reference {
     for (const Served& s : served) best = std::max(best, SharedPrefix(t, s.tokens));
     return int32_t(std::min(best, t.size() - 1));
   }
-  int32_t Expected(const std::vector<Token>& t) const {
+  // Rows restore only where the prompt's schedule continues exactly as a cold run
+  // (ExactRestoreFloor); Snapshots where they are, a slot's held answer whole.
+  int32_t Expected(const Prompt& prompt) const {
+    const std::vector<Token>& t = prompt.tokens;
+    const std::vector<int32_t> plan = PlanOf(prompt, !any_position);
     const int32_t cap = int32_t(t.size()) - 1;
     int32_t best = 0;
-    for (const Served& s : served) {
-      int32_t shared = int32_t(std::min<size_t>(SharedPrefix(t, s.tokens), cap));
+    for (size_t i = 0; i < served.size(); ++i) {
+      const Served& s = served[i];
+      const size_t full = SharedPrefix(t, s.tokens);
+      const int32_t shared = int32_t(std::min<size_t>(full, cap));
       if (any_position) {
-        best = std::max(best, shared);
+        best = std::max(best, ExactRestoreFloor(plan, shared, kTiledFrom));
         continue;
+      }
+      if (s.generated && full == s.tokens.size() && full <= size_t(cap) && Held(i)) {
+        best = std::max(best, int32_t(full));
       }
       for (int32_t p : s.points) {
         if (p <= shared) best = std::max(best, p);
@@ -104,15 +127,25 @@ struct Reference {
     }
     return best;
   }
+  // Whether a slot may still hold served[i]: one of the last `slots` answers since a restart.
+  bool Held(size_t i) const {
+    if (i < held_from) return false;
+    size_t later = 0;
+    for (size_t j = i + 1; j < served.size(); ++j) later += served[j].generated;
+    return later < slots;
+  }
   void Record(const Prompt& p, const CompletionResult& r) {
     Served s{p.tokens, {}};
     const int32_t n = int32_t(p.tokens.size());
     const int32_t restored = r.usage.cached_tokens;
+    std::vector<int32_t> plan = PlanOf(p, !any_position);
+    // The branch point where it keeps every call's class (CacheIo::Restore).
+    const bool branch = SplitChunkAt(plan, r.cache.diverged_at, kTiledFrom);
     auto add = [&](int32_t pos) {
       if (pos > restored && pos <= n) s.points.insert(pos);
     };
     for (int32_t c : p.capture_points) add(c);
-    add(r.cache.diverged_at);
+    if (branch) add(r.cache.diverged_at);
     add(n);  // the prompt's end
     for (int32_t b = kSpacing; b <= n; b += kSpacing) add(b);
     served.push_back(std::move(s));
@@ -120,7 +153,8 @@ struct Reference {
     // finish was sampled, never decoded).
     size_t decoded = r.tokens.size() - (r.finish_reason == FinishReason::kLength ? 1 : 0);
     if (decoded == 0) return;
-    Served g{p.tokens, {int32_t(n + decoded)}};
+    Served g{p.tokens, {}, true};
+    g.points.insert(int32_t(n + decoded));
     g.tokens.insert(g.tokens.end(), r.tokens.begin(), r.tokens.begin() + decoded);
     served.push_back(std::move(g));
   }
@@ -173,7 +207,7 @@ class EngineCacheTest : public ::testing::TestWithParam<std::string> {
     CompletionRequest req;
     req.prompt = prompt;
     req.max_tokens = max_tokens;
-    const int32_t expected = ref_.Expected(prompt.tokens);
+    const int32_t expected = ref_.Expected(prompt);
     const int32_t reusable = ref_.Reusable(prompt.tokens);
     auto with = on_->Complete(req);
     auto without = off_->Complete(req);
@@ -278,13 +312,14 @@ TEST_P(EngineCacheTest, RestartReusesFromDisk) {
   Serve(Chat(msgs), "turn 2 before restart");
   on_->FlushCache();
   on_.reset();  // the restart: RAM is gone, the disk stays
+  ref_.held_from = ref_.served.size();
   on_ = MakeEngine(GetParam(), true, dir.string());
   ASSERT_TRUE(on_);
   msgs.push_back(Msg("assistant", "It reads blocks back from disk."));
   msgs.push_back(Msg("user", "Show me where."));
   auto prompt = on_->PrepareChat(Chat(msgs), "", true);
   ASSERT_TRUE(prompt.ok());
-  const int32_t expected = ref_.Expected(prompt->tokens);
+  const int32_t expected = ref_.Expected(*prompt);
   ASSERT_GT(expected, 0);
   CompletionRequest req;
   req.prompt = *prompt;
@@ -400,7 +435,10 @@ TEST_P(EngineCacheTest, ConcurrentRequestsMatchSequential) {
 // decoded (its prompt and answer), so nothing is restored and only the new tokens are
 // evaluated, with output equal to a cold run.
 TEST_P(EngineCacheTest, SessionContinuingOnItsSlotRestoresNothing) {
-  auto first = on_->PrepareText("<|im_start|>user\nOpen the cache file and read it.<|im_end|>\n"
+  // Longer than two tiles, so that a pure-attention slot keeps its rows (ExactRestoreFloor).
+  std::string task = "Open the cache file and read it.";
+  for (int i = 0; i < 8; ++i) task += " Then list every function it defines and what it does.";
+  auto first = on_->PrepareText("<|im_start|>user\n" + task + "<|im_end|>\n"
                                 "<|im_start|>assistant\n");
   ASSERT_TRUE(first.ok());
   ServePrompt(*first, "turn 1");
@@ -433,10 +471,13 @@ TEST_P(EngineCacheTest, SessionContinuingOnItsSlotRestoresNothing) {
 TEST_P(EngineCacheTest, SessionsAlternatingBetweenSlots) {
   on_ = MakeEngine(GetParam(), true, "", 2);
   ASSERT_TRUE(on_);
+  ref_.slots = 2;
   std::vector<Prompt> sessions;
   for (const char* topic : {"hashing", "sockets and timeouts"}) {
-    auto p = on_->PrepareText(std::string("<|im_start|>user\nSession about ") + topic +
-                              ".<|im_end|>\n<|im_start|>assistant\n");
+    // Longer than two tiles, so that a pure-attention slot keeps its rows (ExactRestoreFloor).
+    std::string text = std::string("Session about ") + topic + ".";
+    for (int i = 0; i < 8; ++i) text += " Explain it step by step with one example each time.";
+    auto p = on_->PrepareText("<|im_start|>user\n" + text + "<|im_end|>\n<|im_start|>assistant\n");
     ASSERT_TRUE(p.ok());
     sessions.push_back(*p);
   }

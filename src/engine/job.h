@@ -60,6 +60,9 @@ struct Slot {
   Digest domain{};
   int32_t pos = 0;                 // next position to decode
   int32_t restored = 0;            // P restored from the cache
+  // The prompt's chunk schedule (PlanChunks): the ends of its prefill calls, the same with the
+  // cache on or off; a warm prefill starts at the first end after `restored`.
+  std::vector<int32_t> chunk_ends;
   std::vector<CapturePoint> captures;  // ascending, inside (restored, prompt size]
   size_t next_capture = 0;
   std::vector<PendingSnapshot> pending;

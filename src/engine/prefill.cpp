@@ -15,6 +15,83 @@ int32_t NextChunkEnd(int32_t pos, int32_t limit, uint32_t n_batch, uint32_t n_ub
   return pos + (len - kMinCallRows) / kMinCallRows * kMinCallRows;
 }
 
+CallClass ClassOf(int32_t rows, int32_t tiled_from) {
+  if (rows >= tiled_from) return CallClass::kTiled;
+  return rows >= 2 ? CallClass::kShort : CallClass::kSingle;
+}
+
+std::vector<int32_t> PrefillCuts(int32_t n, std::span<const int32_t> capture_points,
+                                 uint32_t spacing) {
+  std::vector<int32_t> cuts;
+  for (int32_t p : capture_points) {
+    if (p > 0 && p < n) cuts.push_back(p);
+  }
+  for (int64_t b = spacing; b < n; b += spacing) cuts.push_back(int32_t(b));
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  return cuts;
+}
+
+std::vector<int32_t> PlanChunks(int32_t n, std::span<const int32_t> cuts, uint32_t n_batch,
+                                uint32_t n_ubatch) {
+  std::vector<int32_t> ends;
+  int32_t pos = 0;
+  auto fill_to = [&](int32_t limit) {
+    while (pos < limit) {
+      pos = NextChunkEnd(pos, limit, n_batch, n_ubatch);
+      ends.push_back(pos);
+    }
+  };
+  for (int32_t c : cuts) fill_to(c);
+  fill_to(n);
+  return ends;
+}
+
+int32_t NextPlannedEnd(std::span<const int32_t> ends, int32_t pos) {
+  return *std::upper_bound(ends.begin(), ends.end(), pos);
+}
+
+namespace {
+
+// The fewest rows a call of class `c` has.
+int32_t MinRows(CallClass c, int32_t tiled_from) {
+  switch (c) {
+    case CallClass::kTiled: return tiled_from;
+    case CallClass::kShort: return 2;
+    case CallClass::kSingle: return 1;
+  }
+  return 1;
+}
+
+// The planned call [s, e) that holds position p (s <= p < e).
+std::pair<int32_t, int32_t> CallAt(std::span<const int32_t> ends, int32_t p) {
+  auto it = std::upper_bound(ends.begin(), ends.end(), p);
+  return {it == ends.begin() ? 0 : *(it - 1), *it};
+}
+
+}  // namespace
+
+int32_t ExactRestoreFloor(std::span<const int32_t> ends, int32_t p, int32_t tiled_from) {
+  if (p <= 0 || p >= ends.back()) return p;
+  const auto [s, e] = CallAt(ends, p);
+  const int32_t q = p == s ? p : std::min(p, e - MinRows(ClassOf(e - s, tiled_from), tiled_from));
+  return q < tiled_from ? 0 : q;
+}
+
+bool ExactRestorePoint(std::span<const int32_t> ends, int32_t p, int32_t tiled_from) {
+  if (p <= 0 || p >= ends.back()) return true;
+  const auto [s, e] = CallAt(ends, p);
+  const CallClass c = ClassOf(e - s, tiled_from);
+  return p == s || (ClassOf(p - s, tiled_from) == c && ClassOf(e - p, tiled_from) == c);
+}
+
+bool SplitChunkAt(std::vector<int32_t>& ends, int32_t q, int32_t tiled_from) {
+  if (q <= 0 || q > ends.back() || !ExactRestorePoint(ends, q, tiled_from)) return false;
+  auto it = std::lower_bound(ends.begin(), ends.end(), q);
+  if (*it != q) ends.insert(it, q);
+  return true;
+}
+
 Status Prefill(Context& ctx, int32_t seq, std::span<const Token> tokens, int32_t pos0,
                std::span<const int32_t> chunk_ends,
                const std::function<Status(int32_t)>& on_chunk_end) {

@@ -2,10 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace prefixd::engine {
 namespace {
+
+// Flash attention's classes (TiledFrom).
+constexpr int32_t kFa = kMinCallRows;
 
 // The calls a stretch [pos, limit) is decoded in.
 std::vector<int32_t> Calls(int32_t pos, int32_t limit, uint32_t n_batch, uint32_t n_ubatch) {
@@ -41,6 +45,84 @@ TEST(NextChunkEnd, LongStretchIsCutIntoUbatchesWithoutAShortRest) {
 
 TEST(NextChunkEnd, NeverExceedsTheBatch) {
   for (int32_t s : Calls(0, 5000, 300, 512)) EXPECT_LE(s, 300);
+}
+
+TEST(PrefillCuts, CapturePointsAndTheSpacingGrid) {
+  const std::vector<int32_t> points = {0, 5, 300, 300, 1000, 1200};
+  EXPECT_EQ(PrefillCuts(1100, points, 512), std::vector<int32_t>({5, 300, 512, 1000, 1024}));
+  EXPECT_EQ(PrefillCuts(512, {}, 512), std::vector<int32_t>({}));
+}
+
+TEST(PlanChunks, CallsEndAtEveryCutAndStayLong) {
+  const std::vector<int32_t> cuts = {5, 300, 512, 1000, 1024};
+  EXPECT_EQ(PlanChunks(1100, cuts, 512, 512),
+            std::vector<int32_t>({5, 300, 512, 1000, 1024, 1100}));
+  // A long stretch: ubatches without a short rest (NextChunkEnd).
+  EXPECT_EQ(PlanChunks(1040, {}, 512, 512), std::vector<int32_t>({512, 960, 1040}));
+  EXPECT_EQ(NextPlannedEnd(std::vector<int32_t>({512, 960, 1040}), 700), 960);
+}
+
+TEST(ExactRestoreFloor, KeepsTheClassOfTheCallItCutsInto) {
+  // Calls [0,512) tiled, [512,540) short, [540,541) single, [541,700) tiled.
+  const std::vector<int32_t> ends = {512, 540, 541, 700};
+  EXPECT_EQ(ExactRestoreFloor(ends, 0, kFa), 0);
+  EXPECT_EQ(ExactRestoreFloor(ends, 512, kFa), 512);      // a planned end
+  EXPECT_EQ(ExactRestoreFloor(ends, 400, kFa), 400);      // 112 rows left: still tiled
+  EXPECT_EQ(ExactRestoreFloor(ends, 460, kFa), 448);      // 52 would be short: 64 are kept
+  EXPECT_EQ(ExactRestoreFloor(ends, 530, kFa), 530);      // 10 of a short call: short
+  EXPECT_EQ(ExactRestoreFloor(ends, 539, kFa), 538);      // 1 row would be a single: 2
+  EXPECT_EQ(ExactRestoreFloor(ends, 540, kFa), 540);
+  EXPECT_EQ(ExactRestoreFloor(ends, 699, kFa), 636);      // the last token alone: 64 rows instead
+  EXPECT_EQ(ExactRestoreFloor(ends, 700, kFa), 700);
+  EXPECT_EQ(ExactRestoreFloor(ends, 40, kFa), 0);         // rows a short prompt may have computed
+}
+
+TEST(ExactRestoreFloor, NeverFurtherBackThanATile) {
+  const std::vector<int32_t> cuts = {7, 9, 3000, 8990};
+  const std::vector<int32_t> ends = PlanChunks(9000, cuts, 512, 512);
+  for (int32_t p = kMinCallRows; p < 9000; ++p) {
+    const int32_t q = ExactRestoreFloor(ends, p, kFa);
+    EXPECT_LE(q, p);
+    EXPECT_GT(q, p - kMinCallRows) << p;
+    // From q, the first call ends at the planned end after q and is of the planned class.
+    auto it = std::upper_bound(ends.begin(), ends.end(), q);
+    const int32_t s = it == ends.begin() ? 0 : *(it - 1);
+    EXPECT_EQ(ClassOf(*it - q, kFa), ClassOf(*it - s, kFa)) << p;
+  }
+}
+
+TEST(ExactRestoreFloor, WithoutFlashAttentionOnlyASingleRowDiffers) {
+  const std::vector<int32_t> ends = {512, 540, 541, 700};
+  const int32_t batched = TiledFrom(false);
+  EXPECT_EQ(ExactRestoreFloor(ends, 460, batched), 460);
+  EXPECT_EQ(ExactRestoreFloor(ends, 539, batched), 538);
+  EXPECT_EQ(ExactRestoreFloor(ends, 699, batched), 698);
+  EXPECT_EQ(ExactRestoreFloor(ends, 40, batched), 40);
+  EXPECT_TRUE(ExactRestorePoint(ends, 500, batched));
+  EXPECT_FALSE(ExactRestorePoint(ends, 699, batched));
+}
+
+TEST(ExactRestorePoint, BothSidesKeepTheClass) {
+  const std::vector<int32_t> ends = {512, 540, 700};
+  EXPECT_TRUE(ExactRestorePoint(ends, 0, kFa));
+  EXPECT_TRUE(ExactRestorePoint(ends, 512, kFa));
+  EXPECT_TRUE(ExactRestorePoint(ends, 200, kFa));         // 200 + 312: both tiled
+  EXPECT_FALSE(ExactRestorePoint(ends, 30, kFa));         // 30 rows of a tiled call
+  EXPECT_FALSE(ExactRestorePoint(ends, 500, kFa));        // 12 rows left
+  EXPECT_TRUE(ExactRestorePoint(ends, 520, kFa));         // 8 + 20: both short
+  EXPECT_FALSE(ExactRestorePoint(ends, 539, kFa));        // 1 row left: a single
+}
+
+TEST(SplitChunkAt, CutsOnlyWhereBothPartsKeepTheClass) {
+  std::vector<int32_t> ends = {512, 540, 700};
+  EXPECT_TRUE(SplitChunkAt(ends, 512, kFa));               // already an end
+  EXPECT_TRUE(SplitChunkAt(ends, 200, kFa));
+  EXPECT_FALSE(SplitChunkAt(ends, 500, kFa));
+  EXPECT_TRUE(SplitChunkAt(ends, 520, kFa));
+  EXPECT_FALSE(SplitChunkAt(ends, 539, kFa));
+  EXPECT_TRUE(SplitChunkAt(ends, 700, kFa));               // the prompt's end is the last end
+  EXPECT_FALSE(SplitChunkAt(ends, 701, kFa));
+  EXPECT_EQ(ends, std::vector<int32_t>({200, 512, 520, 540, 700}));
 }
 
 }  // namespace

@@ -55,6 +55,12 @@ ChunkingMemoSlot FindChunkingMemo(const Model& model, const ContextOptions& copt
   return slot;
 }
 
+// The boundary Snapshots' spacing, which is also a grid of prefill cuts: the batch rounded
+// down to Blocks (at least one Block).
+uint32_t SnapshotSpacing(const EngineOptions& o) {
+  return std::max(o.n_batch / o.block_size, 1u) * o.block_size;
+}
+
 }  // namespace
 
 struct Scheduler::Impl {
@@ -104,6 +110,7 @@ struct Scheduler::Impl {
   void Refuse(std::unique_ptr<Job> job, const Status& st);
   void KeepHeld(Slot& slot, std::span<const Token> generated);
   void ForgetHeld(Slot& slot);
+  std::vector<int32_t> PlanPrefill(const Prompt& prompt) const;
   void PrefillStep(Slot& slot);
   void GenerateStep();
   void Accept(Slot& slot, Token t);
@@ -222,10 +229,11 @@ Status Scheduler::Impl::SetupCache(const ContextOptions& copt) {
   }
   if (!chunking_invariant) {
     Log(LogLevel::kInfo, "note: with these settings the model's logits depend on how a "
-                         "prompt is cut into prefill chunks (flash attention on CPU computes "
-                         "micro-batches of more than 32 rows in tiles), so output after a "
-                         "restored prefix can differ from a cold run in the last bits; "
-                         "--no-flash-attn makes it exact (docs/state-codec.md)");
+                         "prompt is cut into prefill calls (flash attention on CPU computes 64 "
+                         "rows or more in tiles); every prompt is prefilled by the same calls "
+                         "with the cache on or off, so restores do not change the output, except "
+                         "a session's answer reused as it was decoded (docs/architecture.md, "
+                         "\"The chunk schedule\")");
   }
   const bool whole = state_mode == StateMode::kWhole;
   if (whole && options.whole_state) {
@@ -238,9 +246,10 @@ Status Scheduler::Impl::SetupCache(const ContextOptions& copt) {
   PREFIXD_ASSIGN_OR_RETURN(fingerprints, ComputeFingerprints(model, copt, options, state_mode));
   CacheIoOptions io;
   io.block_size = options.block_size;
-  io.snapshot_spacing = std::max(options.n_batch / options.block_size, 1u) * options.block_size;
+  io.snapshot_spacing = SnapshotSpacing(options);
   io.has_rows = !whole && LayoutHasRows(model.layout());
   io.needs_snapshot = whole || LayoutNeedsSnapshot(model.layout());
+  io.tiled_from = TiledFrom(options.flash_attn);
   io.mode = state_mode;
   cache::PrefixCache::Options co;
   co.block_size = options.block_size;
@@ -532,6 +541,7 @@ void Scheduler::Impl::Start(Slot& slot, std::unique_ptr<Job> job,
   slot.last_used = ++admissions;
   slot.epoch = forgotten_epoch;  // the clear its held tokens were checked against (Admit)
   NoteSlot(slot);
+  slot.chunk_ends = PlanPrefill(slot.job->request.prompt);
   if (cache_io) {
     RememberDomain(slot.domain);
     cache_io->Restore(slot);
@@ -544,20 +554,24 @@ void Scheduler::Impl::Start(Slot& slot, std::unique_ptr<Job> job,
   slot.result.usage.cached_tokens = slot.restored;
 }
 
+// The chunk schedule of `prompt` (PlanChunks): the same whether the cache is on or off. A model
+// whose cache takes Snapshots is cut at its capture points (decided by the layout, so that
+// --no-cache plans the same); pure attention is not cut.
+std::vector<int32_t> Scheduler::Impl::PlanPrefill(const Prompt& prompt) const {
+  const int32_t n = int32_t(prompt.tokens.size());
+  std::vector<int32_t> cuts;
+  if (options.whole_state || LayoutNeedsSnapshot(model.layout())) {
+    cuts = PrefillCuts(n, prompt.capture_points, SnapshotSpacing(options));
+  }
+  return PlanChunks(n, cuts, ctx->n_batch(), ctx->n_ubatch());
+}
+
 void Scheduler::Impl::PrefillStep(Slot& slot) {
   const CompletionRequest& req = slot.job->request;
   if (req.is_cancelled && req.is_cancelled()) return Finish(slot, FinishReason::kCancelled);
   const auto& tokens = req.prompt.tokens;
   const int32_t n = int32_t(tokens.size());
-  int32_t limit = n;
-  while (slot.next_capture < slot.captures.size() &&
-         slot.captures[slot.next_capture].pos <= slot.pos) {
-    ++slot.next_capture;
-  }
-  if (slot.next_capture < slot.captures.size()) {
-    limit = std::min(limit, slot.captures[slot.next_capture].pos);
-  }
-  const int32_t stop = NextChunkEnd(slot.pos, limit, ctx->n_batch(), ctx->n_ubatch());
+  const int32_t stop = NextPlannedEnd(slot.chunk_ends, slot.pos);
   std::span<const Token> chunk(tokens.data() + slot.pos, size_t(stop - slot.pos));
   const Clock::time_point t0 = Clock::now();
   Status st = ctx->DecodeChunk(slot.seq, chunk, slot.pos, stop == n);
@@ -566,8 +580,11 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   slot.result.usage.evaluated_tokens += int32_t(chunk.size());
   slot.result.usage.prefill_chunks++;
   slot.pos = stop;
-  if (cache_io && slot.next_capture < slot.captures.size() &&
-      slot.captures[slot.next_capture].pos == stop) {
+  // Every point up to here: a Snapshot's points are planned ends (CacheIo::Restore), the
+  // others (Tails of pure attention) are sliced from the rows at publish time.
+  for (; cache_io && slot.next_capture < slot.captures.size() &&
+         slot.captures[slot.next_capture].pos <= stop;
+       ++slot.next_capture) {
     Status cst = cache_io->Capture(slot, slot.captures[slot.next_capture]);
     // A failed capture costs reuse later, never correctness.
     if (!cst.ok()) CountCacheError(CacheWork::kCapture, cst);
