@@ -75,6 +75,18 @@ Outcome RenderOutcome(F&& render) {
   return o;
 }
 
+// The pinned template NAME's templates, or null when llama-common cannot parse it.
+common_chat_templates_ptr InitTemplate(const std::string& name) {
+  auto source = LoadTemplateSource(name);
+  EXPECT_TRUE(source.ok()) << name;
+  if (!source.ok()) return nullptr;
+  try {
+    return common_chat_templates_init(nullptr, source.value(), "<s>", "</s>");
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
 TEST(PromptOnlyTest, EqualsTheFullApplyForEveryPinnedTemplate) {
   const std::vector<common_chat_msg> messages =
       common_chat_msgs_parse_oaicompat(common_json::parse(kMessages));
@@ -84,14 +96,8 @@ TEST(PromptOnlyTest, EqualsTheFullApplyForEveryPinnedTemplate) {
   ASSERT_GE(names.size(), 60u);
   int compared = 0, refused = 0;
   for (const std::string& name : names) {
-    auto source = LoadTemplateSource(name);
-    ASSERT_TRUE(source.ok()) << name;
-    common_chat_templates_ptr tmpls;
-    try {
-      tmpls = common_chat_templates_init(nullptr, source.value(), "<s>", "</s>");
-    } catch (const std::exception& e) {
-      continue;  // a template the engine cannot parse is not served either
-    }
+    common_chat_templates_ptr tmpls = InitTemplate(name);
+    if (!tmpls) continue;  // a template the engine cannot parse is not served either
     for (bool with_tools : {true, false}) {
       common_chat_templates_inputs base;
       base.use_jinja = true;
@@ -138,14 +144,8 @@ TEST(PromptOnlyTest, RenderMemoScopeChangesNoResult) {
       common_chat_tools_parse_oaicompat(common_json::parse(kTools));
   int compared = 0;
   for (const std::string& name : PinnedTemplateNames()) {
-    auto source = LoadTemplateSource(name);
-    ASSERT_TRUE(source.ok()) << name;
-    common_chat_templates_ptr tmpls;
-    try {
-      tmpls = common_chat_templates_init(nullptr, source.value(), "<s>", "</s>");
-    } catch (const std::exception& e) {
-      continue;
-    }
+    common_chat_templates_ptr tmpls = InitTemplate(name);
+    if (!tmpls) continue;  // a template the engine cannot parse is not served either
     common_chat_templates_inputs in;
     in.use_jinja = true;
     in.add_generation_prompt = true;
