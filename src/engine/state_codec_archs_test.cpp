@@ -20,6 +20,8 @@ namespace prefixd::engine {
 namespace {
 
 using testing::BitIdentical;
+using testing::LogitsDiff;
+using testing::MaxAbsDiff;
 using testing::Captured;
 using testing::CodecContextOptions;
 using testing::DecodeTail;
@@ -110,8 +112,23 @@ class StateCodecArchsTest : public ::testing::TestWithParam<ArchCase> {
     ASSERT_TRUE(Prefill(ctx, 0, std::span<const Token>(tokens_.data(), size_t(p)), 0, std::vector<int32_t>{}).ok());
     auto cold = DecodeTail(ctx, 0, tokens_, p, kTail);
     ASSERT_TRUE(cold.ok()) << cold.status().ToString();
-    EXPECT_TRUE(BitIdentical(*warm, *cold)) << "warm and cold logits differ";
+    ExpectLogitsMatch(*warm, *cold);
     ctx.SeqClear(1);
+  }
+
+  // Bit-identical, except for a sliding-window cache: there the restored cells and the cold
+  // run's lie in different slots of the ring, and the masked attention adds the same terms in
+  // another order when the process's buffers fall so (CI, stop 23: lfm2, 1 process in ~80,
+  // 88 of 128 logits off by < 1e-6 with the state bytes identical, asserted above). A wrong
+  // state is off by far more than the bound.
+  void ExpectLogitsMatch(const std::vector<float>& warm, const std::vector<float>& cold) {
+    const bool sliding = format_.layout == MemoryLayout::kHybridIswa ||
+                         format_.layout == MemoryLayout::kDsaIswa;
+    if (!sliding) {
+      EXPECT_TRUE(BitIdentical(warm, cold)) << "warm and cold logits differ: " << LogitsDiff(warm, cold);
+      return;
+    }
+    EXPECT_TRUE(MaxAbsDiff(warm, cold) <= 1e-4) << "warm and cold logits differ: " << LogitsDiff(warm, cold);
   }
 
   const Model* model_ = nullptr;

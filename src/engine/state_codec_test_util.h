@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -182,6 +185,28 @@ inline Result<std::vector<float>> DecodeTail(Context& ctx, int32_t seq,
 
 inline bool BitIdentical(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// The largest |a - b| (infinity for different sizes or a NaN).
+inline double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double max_diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(double(a[i]) - double(b[i]));
+    if (std::isnan(d)) return INFINITY;
+    max_diff = std::max(max_diff, d);
+  }
+  return max_diff;
+}
+
+// For a failure message: how far apart two logit vectors are.
+inline std::string LogitsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  size_t n_diff = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) n_diff += a[i] != b[i];
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%zu of %zu/%zu differ, max |diff| %.3g", n_diff, a.size(),
+                b.size(), MaxAbsDiff(a, b));
+  return buf;
 }
 
 }  // namespace prefixd::engine::testing
