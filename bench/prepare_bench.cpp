@@ -152,8 +152,10 @@ Result<Split> PrepareOnce(const engine::Model& model, const engine::ChatTemplate
   reuse.emplace();
   PREFIXD_ASSIGN_OR_RETURN(engine::ParsedChat chat,
                            Timed(&s.parse_ms, [&] { return tmpl.Parse(messages, ro); }));
-  PREFIXD_ASSIGN_OR_RETURN(std::string text,
-                           Timed(&s.render_ms, [&] { return tmpl.Render(chat); }));
+  PREFIXD_ASSIGN_OR_RETURN(engine::ChatRender render, Timed(&s.render_ms, [&] {
+                             return engine::RenderWithOutputAhead(tmpl, chat, *reuse);
+                           }));
+  const std::string& text = render.prompt;
   std::vector<Token> tokens = Timed(&s.tokenize_ms, [&] { return token_memo.Tokenize(text); });
   std::vector<Token> whole =
       Timed(&s.whole_tokenize_ms, [&] { return model.Tokenize(text, true); });

@@ -60,21 +60,44 @@ if [[ "$actual" != "$LLAMA_COMMIT" ]]; then
   exit 1
 fi
 
-# The patches: applied to a clean tree, then verified (each must reverse-apply exactly, and the
-# patched API must be in the header). A tree already carrying exactly these patches is kept as
-# is, so an interrupted build resumes instead of recompiling.
-patches_applied() {
-  for p in "${patches[@]}"; do git -C "$src" apply --reverse --check "$p" 2>/dev/null || return 1; done
+# The patches: applied in order to the pinned tree, then verified: the tree must equal the
+# pinned commit with every patch applied in order (patched_index builds that in a scratch
+# index; later patches may change lines earlier ones made), and the patched API must be in the
+# headers. A tree that carries exactly the first k patches gets the rest applied on top, so an
+# added patch rebuilds only what it touches, and an interrupted build resumes instead of
+# recompiling; any other tree is reset to the commit and patched from scratch.
+scratch_index="$(mktemp "${TMPDIR:-/tmp}/prefixd-llama-index.XXXXXX")"
+trap 'rm -f "$scratch_index"' EXIT
+# Writes the pinned commit with patches [0, k) applied into the scratch index.
+patched_index() {
+  local k="$1" i
+  GIT_INDEX_FILE="$scratch_index" git -C "$src" read-tree HEAD
+  for ((i = 0; i < k; i++)); do
+    GIT_INDEX_FILE="$scratch_index" git -C "$src" apply --cached "${patches[$i]}" || return 1
+  done
 }
-if ! patches_applied; then
-  git -C "$src" checkout --quiet -- .
-  for p in "${patches[@]}"; do
-    echo "setup-llama: applying $(basename "$p")" >&2
-    git -C "$src" apply "$p"
+# Whether the work tree is the pinned commit with patches [0, k) applied.
+tree_has_first() {
+  patched_index "$1" 2>/dev/null && GIT_INDEX_FILE="$scratch_index" git -C "$src" diff --quiet
+}
+n_patches=${#patches[@]}
+if ! tree_has_first "$n_patches"; then
+  have=-1
+  for ((k = n_patches - 1; k >= 0; k--)); do
+    if tree_has_first "$k"; then have=$k; break; fi
+  done
+  if ((have < 0)); then
+    git -C "$src" checkout --quiet -- .
+    have=0
+  fi
+  for ((i = have; i < n_patches; i++)); do
+    echo "setup-llama: applying $(basename "${patches[$i]}")" >&2
+    git -C "$src" apply "${patches[$i]}"
   done
 fi
-if ! patches_applied || ! grep -q llama_state_seq_get_data_range "$src/include/llama.h" ||
-   ! grep -q common_chat_templates_apply_prompt_only "$src/common/chat.h"; then
+if ! tree_has_first "$n_patches" || ! grep -q llama_state_seq_get_data_range "$src/include/llama.h" ||
+   ! grep -q common_chat_templates_apply_prompt_only "$src/common/chat.h" ||
+   ! grep -q common_chat_render_memo_share "$src/common/chat.h"; then
   echo "setup-llama: the patches in $PATCH_DIR do not apply to llama.cpp $LLAMA_COMMIT" >&2
   exit 1
 fi
@@ -87,8 +110,8 @@ cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DLLAMA_OPENSSL=OFF -DLLAMA_SUBPROCESS=OFF -DLLAMA_LLGUIDANCE=OFF \
   "${cmake_backend[@]}" >&2
 cmake --build "$build" -j "$JOBS" --target llama llama-common ggml test-llama-archs test-jinja >&2
-# Patch 0002 changes how the Jinja engine runs, never what it renders: llama.cpp's own Jinja
-# tests must pass on the patched tree.
+# Patches 0002 and 0004 change how the Jinja engine runs, never what it renders: llama.cpp's
+# own Jinja tests must pass on the patched tree.
 if ! "$build/bin/test-jinja" >"$build/test-jinja.log" 2>&1; then
   echo "setup-llama: llama.cpp's test-jinja fails on the patched tree (see $build/test-jinja.log)" >&2
   exit 1

@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "util/parallel.h"
+
 namespace prefixd::engine {
 
 namespace {
@@ -307,6 +309,28 @@ std::vector<bool> ChooseRenders(const std::vector<PrefixRender>& prefixes,
   return render;
 }
 
+// The prefix renders m.prefixes[j] for each j of `which`, in that order, on up to
+// kPrefixRenderThreads threads. Each render is a function of the chat alone, so the results are
+// those of rendering one after the other. The whole conversation without a generation prompt
+// is rendered on the calling thread, where PrepareChat's RenderReuseScope already holds it (the
+// full render's generation-prompt diff made it).
+std::vector<Result<std::string>> RenderInParallel(const ChatTemplate& tmpl, const ParsedChat& chat,
+                                                  const MemoLookup& m,
+                                                  const std::vector<size_t>& which) {
+  std::vector<size_t> order(which.size());
+  for (size_t k = 0; k < which.size(); ++k) order[k] = k;
+  std::stable_partition(order.begin(), order.end(), [&](size_t k) {
+    const PrefixRender& p = m.prefixes[which[k]];
+    return p.n_messages == chat.n_messages() && p.variant == PrefixVariant::kPlain;
+  });
+  std::vector<Result<std::string>> out(which.size(), Status::Internal("not rendered"));
+  ParallelFor(order.size(), SpareThreads(kPrefixRenderThreads), [&](size_t i) {
+    const PrefixRender& p = m.prefixes[which[order[i]]];
+    out[order[i]] = tmpl.RenderPrefix(chat, p.n_messages, p.variant);
+  });
+  return out;
+}
+
 // Renders the prefixes the memo could not prove, fills in their records and stores them with
 // the moved ones. Over kMaxPrefixRenders (a long conversation seen for the first time, an edit
 // far back in one) only ChooseRenders()'s are rendered; the others are stored as skipped.
@@ -322,17 +346,21 @@ void RenderMissing(const ChatTemplate& tmpl, const ParsedChat& chat, std::string
     if (!m.proven[j]) unproven.push_back(j);
   }
   const std::vector<bool> render = ChooseRenders(m.prefixes, unproven, chat.n_messages());
+  std::vector<size_t> to_render;
   for (size_t k = 0; k < unproven.size(); ++k) {
     const size_t j = unproven[k];
-    if (!render[k]) {
-      m.records[j] = PrefixRecord{.skipped = true};
-      fresh.emplace_back(m.keys[j], *m.records[j]);
-      if (stats) ++stats->skipped;
+    if (render[k]) {
+      to_render.push_back(j);
       continue;
     }
-    const PrefixRender& p = m.prefixes[j];
-    auto rendered = tmpl.RenderPrefix(chat, p.n_messages, p.variant);
-    m.records[j] = RecordOf(rendered, p.variant, full_text, placeholder);
+    m.records[j] = PrefixRecord{.skipped = true};
+    fresh.emplace_back(m.keys[j], *m.records[j]);
+    if (stats) ++stats->skipped;
+  }
+  const std::vector<Result<std::string>> rendered = RenderInParallel(tmpl, chat, m, to_render);
+  for (size_t k = 0; k < to_render.size(); ++k) {
+    const size_t j = to_render[k];
+    m.records[j] = RecordOf(rendered[k], m.prefixes[j].variant, full_text, placeholder);
     fresh.emplace_back(m.keys[j], *m.records[j]);
     ++renders;
   }

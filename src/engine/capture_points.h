@@ -40,6 +40,8 @@ Result<std::vector<int32_t>> ChatCapturePoints(const Model& model, const ChatTem
 // only its new messages again.
 inline constexpr size_t kMaxPrefixRenders = 48;
 inline constexpr size_t kRecentMessages = 4;
+// The most threads one request renders its prefixes on (fewer on a machine with fewer).
+inline constexpr size_t kPrefixRenderThreads = 8;
 
 // What one memoized ChatCapturePoints call did, for tests and the bench.
 struct CapturePointStats {

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <ctime>
 #include <exception>
+#include <thread>
 
 #include "chat.h"
 #include "json.h"
+#include "util/parallel.h"
 
 namespace prefixd::engine {
 
@@ -31,6 +33,9 @@ const std::string& ParsedChat::render_date() const { return impl_->render_date; 
 
 RenderReuseScope::RenderReuseScope()
     : scope_(std::make_unique<common_chat_render_memo_scope>()) {}
+RenderReuseScope::RenderReuseScope(const RenderReuseScope& shared, Share)
+    : scope_(std::make_unique<common_chat_render_memo_scope>(*shared.scope_,
+                                                             common_chat_render_memo_share{})) {}
 RenderReuseScope::~RenderReuseScope() = default;
 
 ChatTemplate::ChatTemplate(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -323,6 +328,18 @@ std::vector<PrefixRender> PrefixesToCompare(const ParsedChat& chat) {
   out.push_back({n_messages, PrefixVariant::kFollowedByToolCall});
   out.push_back({n_messages, PrefixVariant::kFollowedByAnswer});
   return out;
+}
+
+Result<ChatRender> RenderWithOutputAhead(const ChatTemplate& tmpl, const ParsedChat& chat,
+                                         const RenderReuseScope& scope) {
+  std::jthread ahead;
+  if (chat.options().add_generation_prompt && SpareThreads(2) > 1) {
+    ahead = std::jthread([&] {
+      RenderReuseScope shared(scope, RenderReuseScope::kShareRenders);
+      (void)tmpl.RenderPrefix(chat, chat.n_messages(), PrefixVariant::kPlain);
+    });
+  }
+  return tmpl.RenderWithOutput(chat);
 }
 
 Result<std::vector<std::string>> ChatTemplate::RenderPrefixes(

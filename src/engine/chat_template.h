@@ -84,9 +84,14 @@ class ParsedChat {
 // the full render, whose generation-prompt diff renders the conversation twice more, and the
 // capture points' prefix renders, one of which is that diff's render without a generation
 // prompt. Renders are dropped when the outermost scope ends. Not copyable.
+// A scope made from another with kShareRenders, on another thread, shares its renders (patch
+// 0004): a render either thread has begun is made once, the other waiting for it, so the two
+// threads can make different renders of one request at the same time.
 class RenderReuseScope {
  public:
+  enum Share { kShareRenders };
   RenderReuseScope();
+  RenderReuseScope(const RenderReuseScope& shared, Share);
   ~RenderReuseScope();
   RenderReuseScope(const RenderReuseScope&) = delete;
   RenderReuseScope& operator=(const RenderReuseScope&) = delete;
@@ -159,6 +164,15 @@ struct PrefixRender {
 // i = 1 .. n-1 (plain, followed by user), then (n, plain) when the full render adds a
 // generation prompt, then n followed by user, by assistant and by a tool call.
 std::vector<PrefixRender> PrefixesToCompare(const ParsedChat& chat);
+
+// tmpl.RenderWithOutput(chat), with the render of the whole conversation without a generation
+// prompt (which the full render's generation-prompt diff makes after its first render, and the
+// capture points use too) begun at the same time on a second thread sharing `scope` (patch
+// 0004), when the machine has a thread to spare: the diff then waits for it instead of making
+// it. The same result as RenderWithOutput.
+// REQUIRES: `scope` lives on the calling thread.
+Result<ChatRender> RenderWithOutputAhead(const ChatTemplate& tmpl, const ParsedChat& chat,
+                                         const RenderReuseScope& scope);
 
 // Fills what needs the vocabulary: the preserved tokens that are one token each become
 // output.special_tokens, and word triggers that are such a token become token triggers (as

@@ -129,7 +129,8 @@ Result<Prompt> Engine::PrepareChat(const std::string& messages_json,
   RenderReuseScope reuse_renders;
   PREFIXD_ASSIGN_OR_RETURN(ParsedChat chat, impl_->chat->Parse(messages_json, options));
   prompt.times.parse_ms = watch.Lap();
-  PREFIXD_ASSIGN_OR_RETURN(ChatRender render, impl_->chat->RenderWithOutput(chat));
+  PREFIXD_ASSIGN_OR_RETURN(ChatRender render,
+                           RenderWithOutputAhead(*impl_->chat, chat, reuse_renders));
   prompt.times.render_ms = watch.Lap();
   prompt.tokens = impl_->token_memo->Tokenize(render.prompt);
   prompt.times.tokenize_ms = watch.Lap();

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "chat.h"
@@ -172,6 +173,83 @@ TEST(PromptOnlyTest, RenderMemoScopeChangesNoResult) {
     ++compared;
   }
   EXPECT_GT(compared, 50);
+}
+
+// Two threads sharing one memo (patch 0004: PrepareChat renders the conversation without a
+// generation prompt on a second thread while the full apply runs) get what each gets alone:
+// every pinned template, the second thread's render begun before, during and after the first
+// thread's diff asks for it.
+TEST(PromptOnlyTest, SharedRenderMemoChangesNoResult) {
+  const std::vector<common_chat_msg> messages =
+      common_chat_msgs_parse_oaicompat(common_json::parse(kMessages));
+  int compared = 0;
+  for (const std::string& name : PinnedTemplateNames()) {
+    common_chat_templates_ptr tmpls = InitTemplate(name);
+    if (!tmpls) continue;
+    common_chat_templates_inputs in;
+    in.use_jinja = true;
+    in.add_generation_prompt = true;
+    in.reasoning_format = COMMON_REASONING_FORMAT_DEEPSEEK;
+    in.messages = messages;
+    common_chat_templates_inputs plain = in;
+    plain.add_generation_prompt = false;
+    common_chat_params outside;
+    std::string outside_plain;
+    try {
+      outside = common_chat_templates_apply(tmpls.get(), in);
+      outside_plain = common_chat_templates_apply_prompt_only(tmpls.get(), plain);
+    } catch (const std::exception&) {
+      continue;
+    }
+    for (int round = 0; round < 3; ++round) {
+      common_chat_render_memo_scope scope;
+      std::string other_plain;
+      std::thread other([&] {
+        common_chat_render_memo_scope shared(scope, common_chat_render_memo_share{});
+        for (int i = 0; i < round; ++i) std::this_thread::yield();
+        other_plain = common_chat_templates_apply_prompt_only(tmpls.get(), plain);
+      });
+      const common_chat_params inside = common_chat_templates_apply(tmpls.get(), in);
+      other.join();
+      const std::string inside_plain = common_chat_templates_apply_prompt_only(tmpls.get(), plain);
+      EXPECT_EQ(outside.prompt, inside.prompt) << name;
+      EXPECT_EQ(outside.generation_prompt, inside.generation_prompt) << name;
+      EXPECT_EQ(outside_plain, other_plain) << name;
+      EXPECT_EQ(outside_plain, inside_plain) << name;
+    }
+    ++compared;
+  }
+  EXPECT_GT(compared, 50);
+}
+
+// A render that fails on one thread of a shared memo fails on the other too, which renders
+// itself instead of waiting for a result that never comes.
+TEST(PromptOnlyTest, SharedRenderMemoPassesFailuresOn) {
+  common_chat_templates_ptr tmpls = common_chat_templates_init(
+      nullptr, "{{ raise_exception('refused') }}");
+  ASSERT_TRUE(tmpls);
+  common_chat_templates_inputs plain;
+  plain.use_jinja = true;
+  plain.messages = common_chat_msgs_parse_oaicompat(common_json::parse(kMessages));
+  common_chat_render_memo_scope scope;
+  int failed = 0;
+  std::thread other([&] {
+    common_chat_render_memo_scope shared(scope, common_chat_render_memo_share{});
+    try {
+      common_chat_templates_apply_prompt_only(tmpls.get(), plain);
+    } catch (const std::exception&) {
+      ++failed;
+    }
+  });
+  bool failed_here = false;
+  try {
+    common_chat_templates_apply_prompt_only(tmpls.get(), plain);
+  } catch (const std::exception&) {
+    failed_here = true;
+  }
+  other.join();
+  EXPECT_TRUE(failed_here);
+  EXPECT_EQ(failed, 1);
 }
 
 }  // namespace
