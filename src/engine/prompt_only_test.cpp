@@ -9,6 +9,7 @@
 // own equality is llama.cpp's test-jinja, run by scripts/setup-llama.sh.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -135,41 +136,48 @@ TEST(PromptOnlyTest, EqualsTheFullApplyForEveryPinnedTemplate) {
   EXPECT_GT(compared, 3000);
 }
 
+// The agent conversation with a generation prompt (`in`) and without (`plain`), and what the
+// template makes of them outside any render memo; nullopt when the template refuses it.
+struct Reference {
+  common_chat_templates_inputs in, plain;
+  common_chat_params full;
+  std::string plain_prompt;
+};
+std::optional<Reference> RenderOutsideMemo(const common_chat_templates* tmpls, bool with_tools) {
+  Reference r;
+  r.in.use_jinja = true;
+  r.in.add_generation_prompt = true;
+  r.in.reasoning_format = COMMON_REASONING_FORMAT_DEEPSEEK;
+  r.in.messages = common_chat_msgs_parse_oaicompat(common_json::parse(kMessages));
+  if (with_tools) r.in.tools = common_chat_tools_parse_oaicompat(common_json::parse(kTools));
+  r.plain = r.in;
+  r.plain.add_generation_prompt = false;
+  try {
+    r.full = common_chat_templates_apply(tmpls, r.in);
+    r.plain_prompt = common_chat_templates_apply_prompt_only(tmpls, r.plain);
+  } catch (const std::exception&) {
+    return std::nullopt;  // a template that refuses this conversation
+  }
+  return r;
+}
+
 // Inside a common_chat_render_memo_scope (what PrepareChat holds), the full apply with a
 // generation prompt and the prompt-only render of the whole conversation give what they give
 // outside one: the prompt, the generation prompt and the parser, for every pinned template.
 TEST(PromptOnlyTest, RenderMemoScopeChangesNoResult) {
-  const std::vector<common_chat_msg> messages =
-      common_chat_msgs_parse_oaicompat(common_json::parse(kMessages));
-  const std::vector<common_chat_tool> tools =
-      common_chat_tools_parse_oaicompat(common_json::parse(kTools));
   int compared = 0;
   for (const std::string& name : PinnedTemplateNames()) {
     common_chat_templates_ptr tmpls = InitTemplate(name);
     if (!tmpls) continue;  // a template the engine cannot parse is not served either
-    common_chat_templates_inputs in;
-    in.use_jinja = true;
-    in.add_generation_prompt = true;
-    in.reasoning_format = COMMON_REASONING_FORMAT_DEEPSEEK;
-    in.tools = tools;
-    in.messages = messages;
-    common_chat_templates_inputs plain = in;
-    plain.add_generation_prompt = false;
-    common_chat_params outside;
-    std::string outside_plain;
-    try {
-      outside = common_chat_templates_apply(tmpls.get(), in);
-      outside_plain = common_chat_templates_apply_prompt_only(tmpls.get(), plain);
-    } catch (const std::exception& e) {
-      continue;  // a template that refuses this conversation
-    }
+    const std::optional<Reference> ref = RenderOutsideMemo(tmpls.get(), /*with_tools=*/true);
+    if (!ref) continue;
     common_chat_render_memo_scope scope;
-    const common_chat_params inside = common_chat_templates_apply(tmpls.get(), in);
-    const std::string inside_plain = common_chat_templates_apply_prompt_only(tmpls.get(), plain);
-    EXPECT_EQ(outside.prompt, inside.prompt) << name;
-    EXPECT_EQ(outside.generation_prompt, inside.generation_prompt) << name;
-    EXPECT_EQ(outside.parser, inside.parser) << name;
-    EXPECT_EQ(outside_plain, inside_plain) << name;
+    const common_chat_params inside = common_chat_templates_apply(tmpls.get(), ref->in);
+    const std::string inside_plain = common_chat_templates_apply_prompt_only(tmpls.get(), ref->plain);
+    EXPECT_EQ(ref->full.prompt, inside.prompt) << name;
+    EXPECT_EQ(ref->full.generation_prompt, inside.generation_prompt) << name;
+    EXPECT_EQ(ref->full.parser, inside.parser) << name;
+    EXPECT_EQ(ref->plain_prompt, inside_plain) << name;
     ++compared;
   }
   EXPECT_GT(compared, 50);
@@ -180,42 +188,28 @@ TEST(PromptOnlyTest, RenderMemoScopeChangesNoResult) {
 // every pinned template, the second thread's render begun before, during and after the first
 // thread's diff asks for it.
 TEST(PromptOnlyTest, SharedRenderMemoChangesNoResult) {
-  const std::vector<common_chat_msg> messages =
-      common_chat_msgs_parse_oaicompat(common_json::parse(kMessages));
   int compared = 0;
   for (const std::string& name : PinnedTemplateNames()) {
     common_chat_templates_ptr tmpls = InitTemplate(name);
     if (!tmpls) continue;
-    common_chat_templates_inputs in;
-    in.use_jinja = true;
-    in.add_generation_prompt = true;
-    in.reasoning_format = COMMON_REASONING_FORMAT_DEEPSEEK;
-    in.messages = messages;
-    common_chat_templates_inputs plain = in;
-    plain.add_generation_prompt = false;
-    common_chat_params outside;
-    std::string outside_plain;
-    try {
-      outside = common_chat_templates_apply(tmpls.get(), in);
-      outside_plain = common_chat_templates_apply_prompt_only(tmpls.get(), plain);
-    } catch (const std::exception&) {
-      continue;
-    }
+    const std::optional<Reference> ref = RenderOutsideMemo(tmpls.get(), /*with_tools=*/false);
+    if (!ref) continue;
     for (int round = 0; round < 3; ++round) {
       common_chat_render_memo_scope scope;
       std::string other_plain;
       std::thread other([&] {
         common_chat_render_memo_scope shared(scope, common_chat_render_memo_share{});
         for (int i = 0; i < round; ++i) std::this_thread::yield();
-        other_plain = common_chat_templates_apply_prompt_only(tmpls.get(), plain);
+        other_plain = common_chat_templates_apply_prompt_only(tmpls.get(), ref->plain);
       });
-      const common_chat_params inside = common_chat_templates_apply(tmpls.get(), in);
+      const common_chat_params inside = common_chat_templates_apply(tmpls.get(), ref->in);
       other.join();
-      const std::string inside_plain = common_chat_templates_apply_prompt_only(tmpls.get(), plain);
-      EXPECT_EQ(outside.prompt, inside.prompt) << name;
-      EXPECT_EQ(outside.generation_prompt, inside.generation_prompt) << name;
-      EXPECT_EQ(outside_plain, other_plain) << name;
-      EXPECT_EQ(outside_plain, inside_plain) << name;
+      const std::string inside_plain =
+          common_chat_templates_apply_prompt_only(tmpls.get(), ref->plain);
+      EXPECT_EQ(ref->full.prompt, inside.prompt) << name;
+      EXPECT_EQ(ref->full.generation_prompt, inside.generation_prompt) << name;
+      EXPECT_EQ(ref->plain_prompt, other_plain) << name;
+      EXPECT_EQ(ref->plain_prompt, inside_plain) << name;
     }
     ++compared;
   }
