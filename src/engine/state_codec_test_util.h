@@ -58,7 +58,9 @@ class CodecModels {
 
 // Models of llama.cpp's own generator (tests/test-llama-archs.cpp of the pinned llama.cpp,
 // PREFIXD_LLAMA_ARCHS_BIN), for the memory types prefixd's test models do not have. Made once
-// per test binary in a temporary folder, for the archs of kGeneratedArchs.
+// per test binary in a temporary folder, for the archs of kGeneratedArchs, with a fixed seed
+// (the generator draws one at random without -s: the weights, and so the last bits a test
+// measures, would change from run to run).
 inline constexpr const char* kGeneratedArchs =
     "deepseek2|mistral4|exaone4|qwen4exp|glm-dsa|deepseek32|hy_v4|minimax-m3|dots3note|"
     "kimi-linear|kimi-k3|bailingmoe3|lfm2|deepseek4";
@@ -90,7 +92,7 @@ class GeneratedModels {
     EnsureBackendInitialized();
     char tmpl[] = "/tmp/prefixd-codec-archs-XXXXXX";
     dir_ = RemoveAtExit(mkdtemp(tmpl));
-    const std::string cmd = std::string("'") + PREFIXD_LLAMA_ARCHS_BIN + "' -a '^(" +
+    const std::string cmd = std::string("'") + PREFIXD_LLAMA_ARCHS_BIN + "' -s 1 -a '^(" +
                             kGeneratedArchs + ")$' -o '" + dir_ + "/' > '" + dir_ +
                             "/gen.log' 2>&1";
     if (std::system(cmd.c_str()) != 0) ADD_FAILURE() << "failed: " << cmd;
