@@ -153,9 +153,13 @@ std::string Json(const std::vector<std::pair<std::string, std::string>>& msgs) {
 constexpr float kSwaRestoreTolerance = 1e-2f;
 
 // True when a restore sets a sliding window's cells (the header): the iswa layouts, and
-// deepseek4's own cache, whose raw part is an iswa cache.
+// deepseek4's own cache, whose raw part is an iswa cache (LayoutHasSlidingWindow).
 bool RestoresAWindow(const EngineStats& s) {
-  return s.memory_layout.find("iswa") != std::string::npos || s.memory_layout == "dsv4";
+  for (int i = 0; i <= int(MemoryLayout::kDsv4); ++i) {  // kDsv4: the last layout
+    const auto l = MemoryLayout(i);
+    if (s.memory_layout == MemoryLayoutName(l)) return LayoutHasSlidingWindow(l);
+  }
+  return false;
 }
 
 class ExactnessTest : public ::testing::TestWithParam<Case> {

@@ -123,9 +123,7 @@ class StateCodecArchsTest : public ::testing::TestWithParam<ArchCase> {
   // logits off by < 1e-6 with the state bytes identical, asserted above). A wrong state is
   // off by far more than the bound.
   void ExpectLogitsMatch(const std::vector<float>& warm, const std::vector<float>& cold) {
-    const bool sliding = format_.layout == MemoryLayout::kHybridIswa ||
-                         format_.layout == MemoryLayout::kDsaIswa;
-    if (!sliding) {
+    if (!LayoutHasSlidingWindow(format_.layout)) {
       EXPECT_TRUE(BitIdentical(warm, cold)) << "warm and cold logits differ: " << LogitsDiff(warm, cold);
       return;
     }

@@ -45,6 +45,14 @@ inline bool LayoutHasRows(MemoryLayout l) {
 inline bool LayoutNeedsSnapshot(MemoryLayout l) {
   return l != MemoryLayout::kAttention && l != MemoryLayout::kDsa && l != MemoryLayout::kMsa;
 }
+// True when the layout has a sliding-window cache (deepseek4's raw cache is one): a restore
+// sets a window that may have dropped cells, laid out from the ring's start, so attention
+// adds the same terms in another order than the cold run did (docs/architecture.md, "What
+// stays inexact").
+inline bool LayoutHasSlidingWindow(MemoryLayout l) {
+  return l == MemoryLayout::kIswa || l == MemoryLayout::kHybridIswa ||
+         l == MemoryLayout::kDsaIswa || l == MemoryLayout::kDsv4;
+}
 // True when the codec can take the layout's states apart (kDsv4: not; see docs/state-codec.md).
 inline bool LayoutIsSliceable(MemoryLayout l) { return l != MemoryLayout::kDsv4; }
 // True when the state has a second row section (an index cache) after the attention rows.
