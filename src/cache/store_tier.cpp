@@ -139,16 +139,63 @@ StoreTier::Walk StoreTier::FindAtLevel(const Digest& domain, std::span<const Tok
   return {};
 }
 
+// The longest restore end past `ram_tokens` over the Blocks the store holds from `from_block`.
+StoreTier::Walk StoreTier::FindLongest(const Digest& domain, std::span<const Token> tokens,
+                                       const std::vector<ChainHash>& chain, size_t from_block,
+                                       size_t max_len, size_t ram_tokens) {
+  const size_t n_blocks = ReachableBlocks(chain, from_block);
+  Walk best;
+  for (size_t k = n_blocks + 1; k-- > 0 && best.end == 0;) {
+    best = FindAtLevel(domain, tokens, chain, k, max_len, ram_tokens);
+  }
+  return best;
+}
+
 size_t StoreTier::Promote(const Digest& domain, std::span<const Token> tokens, size_t max_len,
                           const PrefixCache::Match& ram) {
   const std::vector<ChainHash> chain = ChainHashes(domain, tokens, opts_.block_size);
-  const size_t n_blocks = ReachableBlocks(chain, ram.n_blocks);
-  Walk best;
-  for (size_t k = n_blocks + 1; k-- > 0 && best.end == 0;) {
-    best = FindAtLevel(domain, tokens, chain, k, max_len, ram.n_tokens);
-  }
+  const Walk best = FindLongest(domain, tokens, chain, ram.n_blocks, max_len, ram.n_tokens);
   if (best.end <= ram.n_tokens) return 0;
   return Load(domain, tokens, chain, ram.n_blocks, best) ? best.end : 0;
+}
+
+std::optional<store::OpenedRecord> StoreTier::OpenVerified(const Digest& key,
+                                                           store::RecordKind kind,
+                                                           std::span<const Token> expected) {
+  auto rec = store_.OpenRecord(key, kind);
+  if (!rec.ok()) return std::nullopt;
+  if (!std::equal(rec->meta.tokens.begin(), rec->meta.tokens.end(), expected.begin(),
+                  expected.end())) {
+    store_.Remove(key, kind);  // a hash match with other tokens: never served
+    return std::nullopt;
+  }
+  return std::move(*rec);
+}
+
+std::optional<OpenedPrefix> StoreTier::Open(const Digest& domain, std::span<const Token> tokens,
+                                            size_t max_len) {
+  if (!opts_.has_rows) return std::nullopt;
+  const std::vector<ChainHash> chain = ChainHashes(domain, tokens, opts_.block_size);
+  const Walk best = FindLongest(domain, tokens, chain, 0, max_len, 0);
+  if (best.end == 0) return std::nullopt;
+  const size_t B = opts_.block_size, last = best.end / B;
+  OpenedPrefix out;
+  out.n_tokens = best.end;
+  for (size_t k = 0; k < last; ++k) {
+    auto r = OpenVerified(chain[k], RecordKind::kBlockRows, tokens.subspan(k * B, B));
+    if (!r) return std::nullopt;
+    out.rows.push_back({std::move(*r), B});
+  }
+  if (best.is_tail) {
+    auto t = OpenVerified(best.key, RecordKind::kTail, tokens.subspan(last * B, best.end - last * B));
+    if (!t) return std::nullopt;
+    out.rows.push_back({std::move(*t), best.end - last * B});
+  }
+  if (opts_.needs_snapshot) {
+    out.snapshot = ReadVerified(best.key, RecordKind::kSnapshot, {});
+    if (!out.snapshot) return std::nullopt;
+  }
+  return out;
 }
 
 // Reads and verifies Blocks [first, best.end / B) and the Snapshot / Tail at best.end, and

@@ -20,6 +20,7 @@
 // Thread-safety: as the store and the PrefixCache (both internally synchronized).
 #pragma once
 
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -27,6 +28,20 @@
 #include "store/record_store.h"
 
 namespace prefixd::cache {
+
+// A prefix the store can restore, with its rows records opened and left in their files
+// (StoreTier::Open): for a restore that reads each payload straight into its place in the
+// sequence and checks it there. Nothing in it has been inserted into RAM.
+struct OpenedPrefix {
+  struct Rows {
+    store::OpenedRecord record;  // tokens verified against the request
+    size_t n_tokens = 0;         // of the record's tokens, those in the prefix
+  };
+  size_t n_tokens = 0;     // P
+  std::vector<Rows> rows;  // Blocks from the first, then the Tail: [0, P) in order
+  PayloadRef snapshot;     // the state at P when needs_snapshot: read and verified
+  SnapshotKind kind = SnapshotKind::kMessage;
+};
 
 class StoreTier {
  public:
@@ -45,6 +60,14 @@ class StoreTier {
   size_t Promote(const Digest& domain, std::span<const Token> tokens, size_t max_len,
                  const PrefixCache::Match& ram_match);
 
+  // The longest prefix of tokens[0, max_len) the store restores from the first Block on,
+  // opened (OpenedPrefix); nullopt when it restores none or a record failed a check (that one
+  // is dropped). Only for a RAM Tier with rows.
+  std::optional<OpenedPrefix> Open(const Digest& domain, std::span<const Token> tokens,
+                                   size_t max_len);
+  // A reader found an opened record's payload damaged: the store drops it.
+  void ReportCorrupt(const store::RecordMeta& meta) { store_.ReportCorrupt(meta.key, meta.kind); }
+
  private:
   struct Walk;
   void Put(store::RecordMeta meta, const PayloadRef& payload);
@@ -56,6 +79,11 @@ class StoreTier {
             const std::vector<ChainHash>& chain, size_t first, const Walk& best);
   PayloadRef ReadVerified(const Digest& key, store::RecordKind kind,
                           std::span<const Token> expected_tokens);
+  std::optional<store::OpenedRecord> OpenVerified(const Digest& key, store::RecordKind kind,
+                                                  std::span<const Token> expected_tokens);
+  Walk FindLongest(const Digest& domain, std::span<const Token> tokens,
+                   const std::vector<ChainHash>& chain, size_t from_block, size_t max_len,
+                   size_t ram_tokens);
 
   store::RecordStore& store_;
   PrefixCache& ram_;

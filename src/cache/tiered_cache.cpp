@@ -35,6 +35,7 @@ TieredCache::Found TieredCache::Lookup(const Digest& domain, std::span<const Tok
   f.match = ram_.Lookup(domain, tokens, max_len);
   size_t offered = 0;
   auto short_of = [&] { return std::max(f.match.n_tokens, good_enough) < max_len; };
+  if (reach == Reach::kRam) return f;
   if (disk_ && short_of() &&
       Deepen(*disk_, domain, tokens, max_len, good_enough, &f.match, &offered)) {
     f.tier = Tier::kDisk;
@@ -47,13 +48,25 @@ TieredCache::Found TieredCache::Lookup(const Digest& domain, std::span<const Tok
 }
 
 TieredCache::Promoted TieredCache::Promote(const Digest& domain, std::span<const Token> tokens,
-                                           size_t max_len) {
+                                           size_t max_len, bool open_disk) {
   Promoted p;
   PrefixCache::Match m = ram_.Lookup(domain, tokens, max_len);
   p.ram = m.n_tokens;
+  if (disk_ && m.n_tokens < max_len && open_disk && !remote_) {
+    std::optional<OpenedPrefix> o = disk_->Open(domain, tokens, max_len);
+    if (o && o->n_tokens > m.n_tokens) {
+      p.disk = o->n_tokens;
+      p.opened = std::make_shared<const OpenedPrefix>(std::move(*o));
+      return p;
+    }
+  }
   if (disk_ && m.n_tokens < max_len) Deepen(*disk_, domain, tokens, max_len, 0, &m, &p.disk);
   if (remote_ && m.n_tokens < max_len) Deepen(*remote_, domain, tokens, max_len, 0, &m, &p.remote);
   return p;
+}
+
+void TieredCache::ReportCorrupt(const store::RecordMeta& meta) {
+  if (disk_) disk_->ReportCorrupt(meta);
 }
 
 void TieredCache::InsertBlocks(const Digest& domain, std::span<const Token> tokens,

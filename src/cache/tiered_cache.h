@@ -25,8 +25,9 @@
 namespace prefixd::cache {
 
 enum class Tier { kRam, kDisk, kRemote };
-// Which tiers a lookup may read: kLocal (RAM, disk) or kAll (also the shared tier).
-enum class Reach { kLocal, kAll };
+// Which tiers a lookup may read: kRam (RAM only), kLocal (RAM, disk) or kAll (also the
+// shared tier).
+enum class Reach { kRam, kLocal, kAll };
 
 class TieredCache {
  public:
@@ -48,10 +49,19 @@ class TieredCache {
 
   // What each tier offered when promoting every tier's prefix into RAM (0: nothing beyond the
   // tiers above): for the request's own thread, before it queues.
+  //
+  // `open_disk` (a RAM Tier with rows, and no shared tier): the disk's prefix, when longer
+  // than RAM's, is opened instead (StoreTier::Open, `opened`) and not read into RAM, so that
+  // the restore reads each payload once, from the page cache into the sequence (issue 15).
+  // When opening fails it is promoted as usual.
   struct Promoted {
     size_t ram = 0, disk = 0, remote = 0;
+    std::shared_ptr<const OpenedPrefix> opened;
   };
-  Promoted Promote(const Digest& domain, std::span<const Token> tokens, size_t max_len);
+  Promoted Promote(const Digest& domain, std::span<const Token> tokens, size_t max_len,
+                   bool open_disk = false);
+  // A reader found the payload of an opened disk record damaged: the disk drops it.
+  void ReportCorrupt(const store::RecordMeta& meta);
 
   // PrefixCache::InsertBlocks, then spilled to the lower tiers.
   void InsertBlocks(const Digest& domain, std::span<const Token> tokens, size_t first_block,

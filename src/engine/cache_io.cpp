@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/disk_restore.h"
 #include "engine/prefill.h"
 #include "engine/state_codec.h"
 #include "util/log.h"
@@ -71,9 +72,9 @@ std::vector<CapturePoint> PlanCaptures(const Prompt& prompt, int32_t restored, i
 }
 
 PrefetchResult Prefetch(cache::TieredCache& cache, const Digest& domain,
-                        std::span<const Token> tokens, size_t max_len) {
-  const cache::TieredCache::Promoted p = cache.Promote(domain, tokens, max_len);
-  return {p.ram, p.disk, p.remote};
+                        std::span<const Token> tokens, size_t max_len, bool open_disk) {
+  cache::TieredCache::Promoted p = cache.Promote(domain, tokens, max_len, open_disk);
+  return {p.ram, p.disk, p.remote, std::move(p.opened)};
 }
 
 struct CacheIo::Impl {
@@ -105,6 +106,8 @@ struct CacheIo::Impl {
                                         CacheTier* tier);
   cache::PrefixCache::Match LookupExact(const Slot& slot, size_t max_len, size_t good_enough,
                                         CacheTier* tier);
+  size_t OpenedEnd(const Slot& slot) const;
+  Status RestoreOpened(Slot& slot, size_t p);
   void FitCapturesToSchedule(Slot& slot) const;
 };
 
@@ -214,8 +217,10 @@ CacheTier PrefetchedTier(const PrefetchResult& pre, size_t n) {
 cache::PrefixCache::Match CacheIo::Impl::LookupTiers(const Slot& slot, size_t max_len,
                                                       size_t good_enough, CacheTier* tier) {
   const auto& tokens = slot.job->request.prompt.tokens;
-  cache::TieredCache::Found f =
-      cache.Lookup(slot.domain, tokens, max_len, good_enough, cache::Reach::kLocal);
+  // The prefetch walked the disk already when it opened a prefix there: RAM only, so the
+  // worker does not read into RAM what it is about to read straight from the files.
+  const cache::Reach reach = slot.job->prefetch.opened ? cache::Reach::kRam : cache::Reach::kLocal;
+  cache::TieredCache::Found f = cache.Lookup(slot.domain, tokens, max_len, good_enough, reach);
   *tier = f.tier == cache::Tier::kDisk ? CacheTier::kDisk
                                        : PrefetchedTier(slot.job->prefetch, f.match.n_tokens);
   return std::move(f.match);
@@ -241,6 +246,26 @@ cache::PrefixCache::Match CacheIo::Impl::LookupExact(const Slot& slot, size_t ma
   return m;
 }
 
+// How much of the prompt the prefix the prefetch opened on disk restores: all of it when the
+// model needs a Snapshot (which is at its end); for rows only, where the prompt's chunk
+// schedule continues exactly as a cold run (ExactRestoreFloor). 0: none opened.
+size_t CacheIo::Impl::OpenedEnd(const Slot& slot) const {
+  const auto& opened = slot.job->prefetch.opened;
+  if (!opened || !shape) return 0;
+  const int32_t p = int32_t(opened->n_tokens);
+  if (options.needs_snapshot) return size_t(p);
+  return size_t(ExactRestoreFloor(slot.chunk_ends, p, options.tiled_from));
+}
+
+Status CacheIo::Impl::RestoreOpened(Slot& slot, size_t p) {
+  const cache::OpenedPrefix& opened = *slot.job->prefetch.opened;
+  size_t bytes = 0;
+  Status st = SetOpenedPrefix(ctx, slot.seq, opened, p, *shape, cache, &pieces, &bytes);
+  slot.result.usage.restored_bytes = bytes;
+  PREFIXD_RETURN_IF_ERROR(st);
+  return CheckEndsAt(slot, p);
+}
+
 // Cuts the slot's schedule at each capture point that needs a Snapshot there, where that keeps
 // every call's class (SplitChunkAt); drops the points it cannot cut at (a branch point a few
 // tokens from a planned end): they would change how the rows around them compute.
@@ -259,15 +284,27 @@ void CacheIo::Restore(Slot& slot) {
   const Impl::Held held = impl_->HeldPrefix(slot, max_len);
   CacheTier tier = CacheTier::kRam;
   cache::PrefixCache::Match m = impl_->LookupExact(slot, max_len, held.keep, &tier);
+  const size_t opened = impl_->OpenedEnd(slot);
   CacheOutcome& out = slot.result.cache;
-  const size_t reusable = std::max(m.diverged_at, held.shared);
+  const size_t reusable = std::max({m.diverged_at, held.shared, opened});
   out.reusable_tokens = int32_t(std::min(reusable, max_len));
   out.diverged_at = reusable < prompt.tokens.size() ? int32_t(reusable) : -1;
   slot.restored = 0;
   Status st = Status::OK();
-  if (held.keep > 0 && held.keep >= m.n_tokens) {
+  if (held.keep > 0 && held.keep >= std::max(m.n_tokens, opened)) {
     st = impl_->KeepHeld(slot, held.keep);
     if (st.ok()) slot.restored = int32_t(held.keep), out.tier = CacheTier::kSlot;
+  } else if (opened > m.n_tokens && opened <= held.shared && impl_->options.needs_snapshot) {
+    // The slot holds the rows: only the Snapshot the prefetch read is set.
+    cache::PrefixCache::Match partial;
+    partial.n_tokens = opened;
+    partial.snapshot = slot.job->prefetch.opened->snapshot;
+    st = impl_->RestorePartial(slot, partial);
+    if (st.ok()) slot.restored = int32_t(opened), out.tier = CacheTier::kDisk;
+  } else if (opened > m.n_tokens) {
+    impl_->ctx.SeqClear(slot.seq);
+    st = impl_->RestoreOpened(slot, opened);
+    if (st.ok()) slot.restored = int32_t(opened), out.tier = CacheTier::kDisk;
   } else if (m.n_tokens > 0 && m.n_tokens <= held.shared && impl_->options.has_rows &&
              impl_->options.needs_snapshot) {
     st = impl_->RestorePartial(slot, m);
@@ -283,10 +320,12 @@ void CacheIo::Restore(Slot& slot) {
     slot.restored = 0;
     out.tier = CacheTier::kNone;
     out.miss = CacheMiss::kRestoreFailed;
-    Logf(LogLevel::kWarning, "restore of %zu tokens refused: %s", std::max(m.n_tokens, held.keep),
+    Logf(LogLevel::kWarning, "restore of %zu tokens refused: %s",
+         std::max({m.n_tokens, held.keep, opened}),
          st.ToString().c_str());
   }
   slot.held.clear();  // the sequence now holds the request's own state
+  slot.job->prefetch.opened.reset();  // closes the record files
   slot.pos = slot.restored;
   slot.captures = PlanCaptures(prompt, slot.restored, out.diverged_at, impl_->options);
   impl_->FitCapturesToSchedule(slot);

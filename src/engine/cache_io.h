@@ -77,8 +77,10 @@ class CacheIo {
 // on the submitting thread, so a prefix on disk or in the shared tier is read before the
 // request queues and the worker, which decodes every slot, restores it from RAM instead of
 // waiting on the disk or the network (issue 15). Returns what each tier offered.
+// `open_disk` (models with rows): a longer prefix on disk is opened instead, its files asked
+// into the page cache, and the restore reads it from there into the sequence in one copy.
 PrefetchResult Prefetch(cache::TieredCache& cache, const Digest& domain,
-                        std::span<const Token> tokens, size_t max_len);
+                        std::span<const Token> tokens, size_t max_len, bool open_disk = false);
 
 // Plans where a prefill must end chunks: the prompt's capture points, the branch point, and
 // (for models with non-sliceable state) the prompt's end and every snapshot_spacing tokens,

@@ -185,10 +185,11 @@ Status Context::SetState(int32_t seq, std::span<const uint8_t> bytes, StatePart 
 }
 
 Status Context::SetStatePieces(int32_t seq, std::span<const std::span<const uint8_t>> pieces,
-                               size_t size) {
+                               size_t size, std::span<const FileBackedPayload> files,
+                               std::span<uint32_t> crcs) {
   RequireOwner();
   SeqClear(seq);
-  size_t n = SetStateGathered(ctx_, seq, pieces, LLAMA_STATE_SEQ_FLAGS_NONE);
+  size_t n = SetStateGathered(ctx_, seq, pieces, LLAMA_STATE_SEQ_FLAGS_NONE, files, crcs);
   if (n != size) {
     SeqClear(seq);
     return Status::Corruption("llama.cpp refused the sequence state (" + std::to_string(size) +

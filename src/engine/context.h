@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/model.h"
+#include "engine/state_gather.h"
 #include "engine/types.h"
 #include "util/status.h"
 
@@ -82,8 +83,12 @@ class Context {
   // SetState(seq, concatenation of `pieces`, kWhole) without the concatenation: llama.cpp
   // reads the state through a reader over the pieces and copies each tensor row straight from
   // them (state_gather.cpp), so a restore moves its bytes once. `size` is the pieces' total.
+  // Pieces inside a FileBackedPayload's stand-in are read from its file, and `crcs` gets each
+  // such payload's checksum as set (state_gather.h); the caller compares them with the
+  // records' and clears `seq` when one differs.
   Status SetStatePieces(int32_t seq, std::span<const std::span<const uint8_t>> pieces,
-                        size_t size);
+                        size_t size, std::span<const FileBackedPayload> files = {},
+                        std::span<uint32_t> crcs = {});
 
   const Model& model() const { return model_; }
   const ContextOptions& options() const { return options_; }

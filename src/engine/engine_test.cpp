@@ -380,6 +380,83 @@ TEST_P(EngineCacheTest, DamagedDiskFilesFailClosed) {
   fs::remove_all(dir);
 }
 
+// A prefix on disk is read from its record files straight into the sequence (issue 15): none
+// of it goes into the RAM tier first. A rows record damaged inside its rows (its front intact,
+// so the prefetch opens it) is caught by the checksum taken where the rows landed: the request
+// answers as a cold run, the record is quarantined, and the run's own records replace it.
+TEST_P(EngineCacheTest, DiskRowsAreCheckedWhereTheyLand) {
+  namespace fs = std::filesystem;
+  if (WholeOf(GetParam())) GTEST_SKIP() << "whole-state snapshots have no rows records";
+  auto dir = fs::temp_directory_path() /
+             ("prefixd-engine-landed-" + std::to_string(getpid()) + "-" + Slug(GetParam()));
+  fs::remove_all(dir);
+  std::vector<std::string> msgs = {kSystem, Msg("user", "Explain the disk format.")};
+  on_ = MakeEngine(GetParam(), true, dir.string());
+  ASSERT_TRUE(on_);
+  Serve(Chat(msgs), "fill");
+  on_->FlushCache();
+  on_.reset();
+  std::vector<fs::path> rows;  // rows records with rows in them (placeholders are empty)
+  for (const auto& e : fs::recursive_directory_iterator(dir / "records")) {
+    if (e.is_regular_file() && e.path().extension() == ".rows" && e.file_size() > 4096) {
+      rows.push_back(e.path());
+    }
+  }
+  if (rows.empty()) {
+    fs::remove_all(dir);
+    GTEST_SKIP() << "this model's state has no attention rows";
+  }
+  msgs.push_back(Msg("assistant", "Records with checksums."));
+  msgs.push_back(Msg("user", "And after a crash?"));
+  auto ask = [&](const char* what) {
+    auto prompt = on_->PrepareChat(Chat(msgs), "", true);
+    EXPECT_TRUE(prompt.ok());
+    CompletionRequest req;
+    req.prompt = *prompt;
+    req.max_tokens = 8;
+    auto with = on_->Complete(req);
+    auto without = off_->Complete(req);
+    EXPECT_TRUE(with.ok() && without.ok()) << what;
+    if (with.ok() && without.ok()) EXPECT_EQ(with->tokens, without->tokens) << what;
+    return with.ok() ? std::optional<CompletionResult>(std::move(*with)) : std::nullopt;
+  };
+  on_ = MakeEngine(GetParam(), true, dir.string());
+  ASSERT_TRUE(on_);
+  auto intact = ask("intact");
+  ASSERT_TRUE(intact);
+  EXPECT_EQ(intact->cache.tier, CacheTier::kDisk);
+  EXPECT_GT(intact->usage.cached_tokens, 0);
+  EXPECT_EQ(on_->GetStats().ram_blocks, 0u) << "the disk's rows went through the RAM tier";
+  on_->FlushCache();
+  on_.reset();
+  for (const fs::path& path : rows) {  // one byte in the middle of the rows, front intact
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    const auto at = std::streamoff(fs::file_size(path) / 2);
+    f.seekg(at);
+    const char c = char(f.get());
+    f.seekp(at);
+    f.put(char(c ^ 0x10));
+  }
+  on_ = MakeEngine(GetParam(), true, dir.string());
+  ASSERT_TRUE(on_);
+  auto damaged = ask("damaged");
+  ASSERT_TRUE(damaged);
+  EXPECT_EQ(damaged->cache.miss, CacheMiss::kRestoreFailed);
+  EXPECT_EQ(damaged->usage.cached_tokens, 0);
+  // The damaged records were dropped, so this cold run's own records replaced them (a record
+  // still present would have kept the spill from writing it): the next start restores again.
+  on_->FlushCache();
+  on_.reset();
+  on_ = MakeEngine(GetParam(), true, dir.string());
+  ASSERT_TRUE(on_);
+  auto healed = ask("healed");
+  ASSERT_TRUE(healed);
+  EXPECT_EQ(healed->cache.tier, CacheTier::kDisk);
+  EXPECT_GT(healed->usage.cached_tokens, 0);
+  on_.reset();
+  fs::remove_all(dir);
+}
+
 // Several slots decoding in one batch: every request gets exactly what it gets alone with the
 // cache off, and the shared prefix is restored for the later ones.
 TEST_P(EngineCacheTest, ConcurrentRequestsMatchSequential) {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "cache/store_tier.h"
 #include "cache/types.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
@@ -28,6 +29,9 @@ struct PrefetchResult {
   size_t ram_tokens = 0;
   size_t disk_tokens = 0;
   size_t remote_tokens = 0;
+  // The disk's prefix, opened and not read (TieredCache::Promote with open_disk): the restore
+  // reads it straight into the sequence.
+  std::shared_ptr<const cache::OpenedPrefix> opened;
 };
 
 struct Job {

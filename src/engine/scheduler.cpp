@@ -72,6 +72,7 @@ struct Scheduler::Impl {
   std::unique_ptr<store::RedisStore> remote;  // null without --remote-cache
   std::unique_ptr<cache::TieredCache> tiers;
   std::unique_ptr<CacheIo> cache_io;
+  bool open_disk = false;  // a prefix on disk is opened, not read into RAM (TieredCache::Promote)
   DomainFingerprints fingerprints;
   StateMode state_mode = StateMode::kSliced;
   bool chunking_invariant = true;  // what the codec probe found (see CodecProbe)
@@ -137,7 +138,7 @@ void Scheduler::Impl::Prefetch(Job& job) {
   const auto& tokens = job.request.prompt.tokens;
   const auto t0 = Clock::now();
   job.prefetch = engine::Prefetch(*tiers, DomainFor(fingerprints, job.request.tenant_salt),
-                                  tokens, tokens.size() - 1);
+                                  tokens, tokens.size() - 1, open_disk);
   job.prefetch_ms = MillisSince(t0);
 }
 
@@ -251,6 +252,7 @@ Status Scheduler::Impl::SetupCache(const ContextOptions& copt) {
   io.needs_snapshot = whole || LayoutNeedsSnapshot(model.layout());
   io.tiled_from = TiledFrom(options.flash_attn);
   io.mode = state_mode;
+  open_disk = io.has_rows && !options.disk_hits_through_ram;
   cache::PrefixCache::Options co;
   co.block_size = options.block_size;
   co.ram_budget_bytes = options.ram_budget_bytes;

@@ -193,6 +193,13 @@ struct RowsInfo {
 };
 Result<RowsInfo> ReadRowsInfo(std::span<const uint8_t> payload);
 
+// How many bytes at the front of a rows payload AssembleStatePieces parses (header, layer
+// table, cell exts) before the rows themselves: what a reader of a payload still in its file
+// reads first. `head` holds at least its first kRowsHeadBytes bytes; Corruption for a head
+// that is not a rows payload's.
+inline constexpr size_t kRowsHeadBytes = 24;
+Result<uint64_t> RowsFrontBytes(std::span<const uint8_t> head);
+
 // The first `n_tokens_used` tokens of a rows payload.
 struct RowsRef {
   std::span<const uint8_t> payload;

@@ -1,12 +1,15 @@
 #include "engine/state_gather.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "ggml-backend.h"
 // llama.cpp internals (the pinned source tree, docs/llama-patches.md).
 #include "llama-io.h"
 #include "llama-memory.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "util/memcopy.h"
 
@@ -15,38 +18,62 @@ namespace prefixd::engine {
 namespace {
 
 constexpr uint32_t kSeqStateMagic = 0xaf143cd8;  // LLAMA_STATE_SEQ_MAGIC
+// File reads go this much at a time: the slice is checksummed where it landed while it is still
+// in the CPU cache.
+constexpr size_t kFileSlice = size_t(256) << 10;
+
+// What was taken of a file-backed payload: [offset, offset + size) with its Crc32c.
+struct Segment {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  uint32_t crc = 0;
+};
+
+// Where a write goes: host memory, or a tensor of another backend (through
+// ggml_backend_tensor_set at `offset`).
+struct Dest {
+  uint8_t* host = nullptr;
+  ggml_tensor* tensor = nullptr;
+  size_t offset = 0;
+  void Advance(size_t n) {
+    if (host) host += n;
+    offset += n;
+  }
+};
 
 // llama_io_read_i over a list of pieces. Like llama.cpp's buffer reader it throws at the end of
 // the bytes; unlike it, a tensor range is set at once, piece by piece, with no copy in between.
 class PieceReader : public llama_io_read_i {
  public:
-  explicit PieceReader(std::span<const std::span<const uint8_t>> pieces) : pieces_(pieces) {}
+  PieceReader(std::span<const std::span<const uint8_t>> pieces,
+              std::span<const FileBackedPayload> files)
+      : pieces_(pieces), files_(files), taken_(files.size()) {
+    for (size_t i = 0; i < files.size(); ++i) by_address_.push_back(i);
+    std::sort(by_address_.begin(), by_address_.end(), [&](size_t a, size_t b) {
+      return files[a].stand_in.data() < files[b].stand_in.data();
+    });
+  }
 
   void read(void* dst, size_t size) override {
-    auto* out = static_cast<uint8_t*>(dst);
-    Walk(size, [&](const uint8_t* p, size_t n) {
-      std::memcpy(out, p, n);
-      out += n;
-    });
+    Dest d{static_cast<uint8_t*>(dst), nullptr, 0};
+    Walk(size, [&](const uint8_t* p, size_t n) { Deliver(p, n, d, /*streaming=*/false); });
   }
 
   // Host tensors (the CPU backend's) are written in place with streaming stores: the restored
   // rows are read by the next decode, not now, and a restore's pieces are below the size from
   // which memcpy streams by itself (issue 15). Others go through ggml_backend_tensor_set.
   void read_tensor(ggml_tensor* tensor, size_t offset, size_t size) override {
-    uint8_t* host = HostData(tensor, offset, size);
-    Walk(size, [&](const uint8_t* p, size_t n) {
-      if (host != nullptr) {
-        CopyStreaming(host, p, n);
-        host += n;
-      } else {
-        ggml_backend_tensor_set(tensor, p, offset, n);
-      }
-      offset += n;
-    });
+    Dest d{HostData(tensor, offset, size), tensor, offset};
+    Walk(size, [&](const uint8_t* p, size_t n) { Deliver(p, n, d, /*streaming=*/true); });
   }
 
   size_t n_bytes() override { return n_read_; }
+
+  // Crc32c of each file-backed payload (see SetStateGathered). Throws when a piece was taken
+  // twice or a read for the check failed.
+  void Checksums(std::span<uint32_t> crcs) {
+    for (size_t i = 0; i < files_.size(); ++i) crcs[i] = Checksum(i);
+  }
 
  private:
   // Where [offset, offset + size) of a host tensor lies in memory; null for other buffers. The
@@ -75,7 +102,124 @@ class PieceReader : public llama_io_read_i {
     }
   }
 
+  // The file-backed payload whose stand-in holds p, or -1.
+  ptrdiff_t FileOf(const uint8_t* p) const {
+    auto it = std::upper_bound(by_address_.begin(), by_address_.end(), p, [&](const uint8_t* q, size_t i) {
+      return q < files_[i].stand_in.data();
+    });
+    if (it == by_address_.begin()) return -1;
+    const size_t i = *std::prev(it);
+    const auto& s = files_[i].stand_in;
+    return p < s.data() + s.size() ? ptrdiff_t(i) : -1;
+  }
+
+  static void Put(Dest& d, const uint8_t* p, size_t n, bool streaming) {
+    if (d.host && streaming) {
+      CopyStreaming(d.host, p, n);
+    } else if (d.host) {
+      std::memcpy(d.host, p, n);
+    } else {
+      ggml_backend_tensor_set(d.tensor, p, d.offset, n);
+    }
+    d.Advance(n);
+  }
+
+  // Writes n source bytes at p to d. Bytes of a file-backed payload past its front come from
+  // the file; its front comes from the stand-in. Both are checksummed as they are set.
+  void Deliver(const uint8_t* p, size_t n, Dest& d, bool streaming) {
+    while (n > 0) {
+      const ptrdiff_t f = FileOf(p);
+      if (f < 0) return Put(d, p, n, streaming);
+      const FileBackedPayload& fb = files_[size_t(f)];
+      const uint64_t at = uint64_t(p - fb.stand_in.data());
+      const size_t in_file = size_t(std::min<uint64_t>(n, fb.stand_in.size() - at));
+      if (at < fb.front) {
+        const size_t k = std::min<size_t>(in_file, fb.front - at);
+        Take(size_t(f), at, Crc32c(p, k), k);
+        Put(d, p, k, streaming);
+        p += k, n -= k;
+        continue;
+      }
+      ReadFromFile(size_t(f), at, in_file, d);
+      p += in_file, n -= in_file;
+    }
+  }
+
+  // Reads [at, at + n) of file-backed payload f straight to d (through a bounce buffer for a
+  // tensor not in host memory), a slice at a time, checksumming each slice where it landed.
+  void ReadFromFile(size_t f, uint64_t at, size_t n, Dest& d) {
+    const FileBackedPayload& fb = files_[f];
+    while (n > 0) {
+      const size_t k = std::min(n, kFileSlice);
+      uint8_t* dst = d.host;
+      if (dst == nullptr) bounce_.resize(kFileSlice), dst = bounce_.data();
+      Result<size_t> got = fb.file->Read(fb.file_offset + at, k, dst);
+      if (!got.ok()) throw std::runtime_error(got.status().ToString());
+      if (*got != k) throw std::runtime_error("record file shorter than its payload");
+      Take(f, at, Crc32c(dst, k), k);
+      if (d.host == nullptr) ggml_backend_tensor_set(d.tensor, dst, d.offset, k);
+      d.Advance(k);
+      at += k, n -= k;
+    }
+  }
+
+  // Records that [at, at + n) of payload f was set with this crc; joins it to the segment it
+  // continues.
+  void Take(size_t f, uint64_t at, uint32_t crc, uint64_t n) {
+    std::vector<Segment>& t = taken_[f];
+    if (!t.empty() && t.back().offset + t.back().size == at) {
+      t.back().crc = Crc32cCombine(t.back().crc, crc, n);
+      t.back().size += n;
+    } else {
+      t.push_back({at, n, crc});
+    }
+  }
+
+  // Crc32c of bytes [at, at + n) of payload f that no piece took: the front from the stand-in,
+  // the rest read from the file.
+  uint32_t Untaken(size_t f, uint64_t at, uint64_t n) {
+    const FileBackedPayload& fb = files_[f];
+    uint32_t crc = 0;
+    while (n > 0) {
+      size_t k;
+      uint32_t c;
+      if (at < fb.front) {
+        k = size_t(std::min<uint64_t>(n, fb.front - at));
+        c = Crc32c(fb.stand_in.data() + at, k);
+      } else {
+        k = size_t(std::min<uint64_t>(n, kFileSlice));
+        bounce_.resize(kFileSlice);
+        Result<size_t> got = fb.file->Read(fb.file_offset + at, k, bounce_.data());
+        if (!got.ok() || *got != k) throw std::runtime_error("cannot read a record for its check");
+        c = Crc32c(bounce_.data(), k);
+      }
+      crc = Crc32cCombine(crc, c, k);
+      at += k, n -= k;
+    }
+    return crc;
+  }
+
+  uint32_t Checksum(size_t f) {
+    std::vector<Segment>& t = taken_[f];
+    std::sort(t.begin(), t.end(), [](const Segment& a, const Segment& b) { return a.offset < b.offset; });
+    const uint64_t size = files_[f].stand_in.size();
+    uint32_t crc = 0;
+    uint64_t at = 0;
+    for (const Segment& s : t) {
+      if (s.offset < at) throw std::runtime_error("a payload byte was set twice");
+      if (s.offset > at) crc = Crc32cCombine(crc, Untaken(f, at, s.offset - at), s.offset - at);
+      crc = Crc32cCombine(crc, s.crc, s.size);
+      at = s.offset + s.size;
+    }
+    if (at < size) crc = Crc32cCombine(crc, Untaken(f, at, size - at), size - at);
+    return crc;
+  }
+
   std::span<const std::span<const uint8_t>> pieces_;
+  std::span<const FileBackedPayload> files_;
+  std::vector<size_t> by_address_;             // files_ indices by stand-in address
+  std::vector<std::vector<Segment>> taken_;    // per file-backed payload
+  std::vector<uint8_t> bounce_;
   size_t piece_ = 0;  // the piece the next byte is in
   size_t off_ = 0;    // offset of the next byte in it
   size_t n_read_ = 0;
@@ -85,10 +229,11 @@ class PieceReader : public llama_io_read_i {
 
 size_t SetStateGathered(llama_context* ctx, int32_t seq,
                         std::span<const std::span<const uint8_t>> pieces,
-                        llama_state_seq_flags flags) {
+                        llama_state_seq_flags flags, std::span<const FileBackedPayload> files,
+                        std::span<uint32_t> crcs) {
   llama_synchronize(ctx);
   llama_memory_t mem = llama_get_memory(ctx);
-  PieceReader io(pieces);
+  PieceReader io(pieces, files);
   try {
     uint32_t magic = 0;
     io.read(&magic, sizeof magic);
@@ -96,6 +241,7 @@ size_t SetStateGathered(llama_context* ctx, int32_t seq,
     int32_t seq_read = 0;
     io.read(&seq_read, sizeof seq_read);
     if (mem) mem->state_read(io, seq, flags);
+    io.Checksums(crcs);
   } catch (const std::exception& e) {
     Logf(LogLevel::kWarning, "gathered state set refused: %s", e.what());
     return 0;

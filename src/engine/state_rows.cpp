@@ -302,6 +302,23 @@ Result<std::vector<uint8_t>> EncodeRows(const ParsedState& ps, int32_t p0, int32
   return out;
 }
 
+Result<uint64_t> RowsFrontBytes(std::span<const uint8_t> head) {
+  static_assert(kRowsHeadBytes == kRowsHeaderSize);
+  ByteReader r(head, "rows payload");
+  uint32_t magic = 0, p0 = 0, n_tokens = 0, n_layer = 0;
+  uint16_t version = 0, flags = 0;
+  PREFIXD_RETURN_IF_ERROR(r.Read(&magic, "magic"));
+  if (magic != kRowsMagic) return r.Error("bad magic");
+  PREFIXD_RETURN_IF_ERROR(r.Read(&version, "version"));
+  if (version != kRowsVersion) return r.Error("unknown version " + Str(version));
+  PREFIXD_RETURN_IF_ERROR(r.Read(&flags, "flags"));
+  PREFIXD_RETURN_IF_ERROR(r.Read(&p0, "p0"));
+  PREFIXD_RETURN_IF_ERROR(r.Read(&n_tokens, "n_tokens"));
+  PREFIXD_RETURN_IF_ERROR(r.Read(&n_layer, "n_layer"));
+  return kRowsHeaderSize + kRowsLayerSize * uint64_t(n_layer) +
+         ((flags & kFlagCellExt) != 0 ? kCellExtSize * uint64_t(n_tokens) : 0);
+}
+
 Result<RowsInfo> ReadRowsInfo(std::span<const uint8_t> payload) {
   ByteReader r(payload, "rows payload");
   uint32_t magic = 0, n_layer = 0, reserved = 0;

@@ -15,6 +15,7 @@
 
 #include "store/index_log.h"
 #include "util/coding.h"
+#include "util/log.h"
 
 namespace prefixd::store {
 
@@ -124,6 +125,33 @@ Result<Record> ReadRecordFile(Env* env, const std::string& path, const RecordId&
   return rec;
 }
 
+// Opens a record file and verifies its front and that it holds record `id`; the payload stays
+// in the file (OpenedRecord), brought into the page cache now (Preload), so that the reader's
+// reads of it later, on the thread that decodes every slot, do not wait on the device.
+Result<OpenedRecord> OpenRecordFile(Env* env, const std::string& path, const RecordId& id) {
+  PREFIXD_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
+  PREFIXD_ASSIGN_OR_RETURN(uint64_t size, env->FileSize(path));
+  Result<DecodedFront> front_or = ReadFront(*file, size);
+  if (front_or.status().code() == Status::Code::kNotSupported) {
+    return Status::Corruption(front_or.status().message());
+  }
+  PREFIXD_ASSIGN_OR_RETURN(DecodedFront front, std::move(front_or));
+  if (IdOf(front.meta) != id) {
+    return Status::Corruption("key/kind in header do not match the file name");
+  }
+  OpenedRecord rec;
+  rec.meta = std::move(front.meta);
+  const uint64_t n = rec.meta.payload_bytes;
+  rec.payload_offset = size - n - 4;
+  uint8_t trailer[4];
+  PREFIXD_ASSIGN_OR_RETURN(size_t got, file->Read(size - 4, sizeof trailer, trailer));
+  if (got != sizeof trailer) return Status::Corruption("truncated payload");
+  rec.trailer = DecodeFixed32(trailer);
+  file->Preload(rec.payload_offset, n);
+  rec.file = std::move(file);
+  return rec;
+}
+
 // Reads only the header of a record file (recovery).
 Result<IndexEntry> ReadIndexEntry(Env* env, const std::string& path, const RecordId& id,
                                   uint64_t file_bytes) {
@@ -185,6 +213,8 @@ class DiskStoreImpl : public DiskStore {
     return std::move(rec.payload);
   }
   Result<Record> Read(const Key& key, RecordKind kind) override;
+  Result<OpenedRecord> OpenRecord(const Key& key, RecordKind kind) override;
+  void ReportCorrupt(const Key& key, RecordKind kind) override;
   std::vector<RecordMeta> List(std::optional<Digest> domain) override;
   bool Contains(const Key& key, RecordKind kind) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -250,6 +280,8 @@ class DiskStoreImpl : public DiskStore {
 
   // Drops the entry `id` if it is still generation `gen`; deletes the file when `unlink`.
   void DropEntry(const RecordId& id, uint64_t gen, bool unlink);
+  Status BeginRead(const RecordId& id, uint64_t* gen, uint64_t* last_access);
+  Status EndRead(const RecordId& id, uint64_t gen, const std::string& path, const Status& st);
 
   const Options options_;
   Env* const env_;
@@ -699,31 +731,30 @@ void DiskStoreImpl::MaybeCompact() {
 
 // ----- reads -------------------------------------------------------------------------------
 
-Result<Record> DiskStoreImpl::Read(const Key& key, RecordKind kind) {
-  const RecordId id{key, kind};
-  const std::string path = RecordPath(id);
-  uint64_t gen = 0;
-  uint64_t last_access = 0;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.gets;
-    auto it = index_.find(id);
-    if (it == index_.end()) {
-      ++stats_.get_not_found;
-      return Status::NotFound("no record " + RecordFileName(id));
-    }
-    gen = it->second.gen;
-    TouchLocked(it->second, env_->NowUnixMillis());
-    last_access = it->second.ie.meta.last_access_unix_ms;
+// Looks `id` up for a read: counts the get and touches the entry.
+Status DiskStoreImpl::BeginRead(const RecordId& id, uint64_t* gen, uint64_t* last_access) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.gets;
+  auto it = index_.find(id);
+  if (it == index_.end()) {
+    ++stats_.get_not_found;
+    return Status::NotFound("no record " + RecordFileName(id));
   }
-  Result<Record> rec = ReadRecordFile(env_, path, id);
-  if (rec.ok()) {
-    rec->meta.last_access_unix_ms = last_access;
+  *gen = it->second.gen;
+  TouchLocked(it->second, env_->NowUnixMillis());
+  *last_access = it->second.ie.meta.last_access_unix_ms;
+  return Status::OK();
+}
+
+// Counts how a read of `id` ended; a record gone behind the store's back is forgotten, a
+// damaged one quarantined. Returns the status to give the caller.
+Status DiskStoreImpl::EndRead(const RecordId& id, uint64_t gen, const std::string& path,
+                              const Status& st) {
+  if (st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.get_hits;
-    return rec;
+    return st;
   }
-  const Status& st = rec.status();
   if (st.IsNotFound()) {
     DropEntry(id, gen, /*unlink=*/false);
     std::lock_guard<std::mutex> lock(mu_);
@@ -740,6 +771,43 @@ Result<Record> DiskStoreImpl::Read(const Key& key, RecordKind kind) {
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.get_io_errors;
   return st;
+}
+
+Result<Record> DiskStoreImpl::Read(const Key& key, RecordKind kind) {
+  const RecordId id{key, kind};
+  uint64_t gen = 0, last_access = 0;
+  PREFIXD_RETURN_IF_ERROR(BeginRead(id, &gen, &last_access));
+  const std::string path = RecordPath(id);
+  Result<Record> rec = ReadRecordFile(env_, path, id);
+  PREFIXD_RETURN_IF_ERROR(EndRead(id, gen, path, rec.status()));
+  rec->meta.last_access_unix_ms = last_access;
+  return rec;
+}
+
+Result<OpenedRecord> DiskStoreImpl::OpenRecord(const Key& key, RecordKind kind) {
+  const RecordId id{key, kind};
+  uint64_t gen = 0, last_access = 0;
+  PREFIXD_RETURN_IF_ERROR(BeginRead(id, &gen, &last_access));
+  const std::string path = RecordPath(id);
+  Result<OpenedRecord> rec = OpenRecordFile(env_, path, id);
+  PREFIXD_RETURN_IF_ERROR(EndRead(id, gen, path, rec.status()));
+  rec->meta.last_access_unix_ms = last_access;
+  return rec;
+}
+
+void DiskStoreImpl::ReportCorrupt(const Key& key, RecordKind kind) {
+  const RecordId id{key, kind};
+  uint64_t gen = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = index_.find(id);
+    if (it == index_.end()) return;
+    gen = it->second.gen;
+    ++stats_.get_corrupt;
+    ++stats_.quarantined;
+  }
+  DropEntry(id, gen, /*unlink=*/true);
+  Logf(LogLevel::kWarning, "%s: payload checksum mismatch (quarantined)", RecordPath(id).c_str());
 }
 
 VerifyReport DiskStoreImpl::Verify() {

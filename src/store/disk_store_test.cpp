@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -65,6 +66,47 @@ TEST(DiskStore, RoundTrip) {
   EXPECT_EQ(st.get_hits, 2u);
   EXPECT_EQ(st.get_not_found, 1u);
   EXPECT_EQ(st.bytes, RecordFileBytes(rec->meta));
+}
+
+// OpenRecord verifies the front and leaves the payload in the file (issue 15): the reader reads it
+// where it wants and PayloadMatches says whether what it read is the record's; a damaged
+// payload is reported back and quarantined. A damaged front fails OpenRecord itself.
+TEST(DiskStore, OpenLeavesThePayloadInTheFileForTheReaderToCheck) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path(), 1 << 30, Env::Default());
+  RecordMeta meta = MetaFor(7);
+  ASSERT_TRUE(store->PutAsync(meta, PayloadPtr(7, 100000)));
+  store->Flush();
+  auto rec = store->OpenRecord(meta.key, RecordKind::kBlockRows);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->meta.tokens, meta.tokens);
+  ASSERT_EQ(rec->meta.payload_bytes, 100000u);
+  std::vector<uint8_t> bytes(100000);
+  ASSERT_EQ(*rec->file->Read(rec->payload_offset, bytes.size(), bytes.data()), bytes.size());
+  EXPECT_EQ(bytes, PayloadFor(7, 100000));
+  // The check joins pieces taken in any order.
+  const uint32_t a = Crc32c(bytes.data(), 40000), b = Crc32c(bytes.data() + 40000, 60000);
+  EXPECT_TRUE(PayloadMatches(*rec, Crc32cCombine(a, b, 60000)));
+  EXPECT_FALSE(PayloadMatches(*rec, Crc32cCombine(b, a, 40000)));
+  bytes[50000] ^= 1;
+  EXPECT_FALSE(PayloadMatches(*rec, Crc32c(bytes.data(), bytes.size())));
+  store->ReportCorrupt(meta.key, RecordKind::kBlockRows);
+  EXPECT_FALSE(store->Contains(meta.key, RecordKind::kBlockRows));
+  EXPECT_EQ(store->GetStats().quarantined, 1u);
+
+  RecordMeta other = MetaFor(8);
+  ASSERT_TRUE(store->PutAsync(other, PayloadPtr(8, 1000)));
+  store->Flush();
+  const std::string path = dir.path() + "/records/" + RecordFileName(IdOf(other)).substr(0, 2) +
+                           "/" + RecordFileName(IdOf(other));
+  ASSERT_TRUE(std::filesystem::exists(path)) << path;
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);  // inside the header body
+    f.put(char(0x7f));
+  }
+  EXPECT_TRUE(store->OpenRecord(other.key, RecordKind::kBlockRows).status().IsCorruption());
+  EXPECT_FALSE(store->Contains(other.key, RecordKind::kBlockRows));
 }
 
 // Write-behind yields to inference (issue 11): while the foreground is busy a put waits; it is

@@ -17,9 +17,24 @@
 #include <vector>
 
 #include "store/record.h"
+#include "util/env.h"
 #include "util/status.h"
 
 namespace prefixd::store {
+
+// A record whose front (header, sizes) verified and whose payload was not read
+// (RecordStore::OpenRecord): the caller reads the payload from `file` at payload_offset, wherever it
+// wants the bytes, and uses none of them before PayloadMatches said yes for what it read.
+struct OpenedRecord {
+  RecordMeta meta;  // payload_bytes set
+  std::shared_ptr<const RandomAccessFile> file;
+  uint64_t payload_offset = 0;
+  uint32_t trailer = 0;  // the payload check as stored (docs/disk-format.md)
+};
+
+// True when `payload_crc` (Crc32c of the payload's bytes, however they were taken apart and
+// joined with Crc32cCombine) is the check `rec` stores.
+bool PayloadMatches(const OpenedRecord& rec, uint32_t payload_crc);
 
 class RecordStore {
  public:
@@ -36,6 +51,13 @@ class RecordStore {
   virtual std::vector<bool> ContainsAll(std::span<const RecordId> ids);
   // Deletes a record. NotFound when there is none.
   virtual Status Remove(const Key& key, RecordKind kind) = 0;
+  // The record with its front verified and its payload left in the file (OpenedRecord): for a
+  // reader that reads the bytes straight to where it needs them. NotSupported by a store that
+  // has no files (the default); otherwise as Read.
+  virtual Result<OpenedRecord> OpenRecord(const Key& key, RecordKind kind);
+  // A reader of an OpenedRecord found its payload damaged: the record is dropped and counted
+  // as Read counts a damaged record. The default removes it.
+  virtual void ReportCorrupt(const Key& key, RecordKind kind) { Remove(key, kind); }
 };
 
 }  // namespace prefixd::store

@@ -3,9 +3,11 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -77,6 +79,28 @@ class PosixRandomAccessFile : public RandomAccessFile {
       done += static_cast<size_t>(r);
     }
     return done;
+  }
+
+  void Preload(uint64_t offset, uint64_t n) const override {
+    if (n == 0) return;
+    const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
+    const uint64_t begin = offset & ~(page - 1);
+    const size_t len = size_t(offset + n - begin);
+    void* p = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd_, off_t(begin));
+    if (p == MAP_FAILED) {
+      ::posix_fadvise(fd_, off_t(offset), off_t(n), POSIX_FADV_WILLNEED);
+      return;
+    }
+    std::vector<unsigned char> resident((len + page - 1) / page);
+    const bool all = ::mincore(p, len, resident.data()) == 0 &&
+                     std::all_of(resident.begin(), resident.end(), [](unsigned char c) { return c & 1; });
+    bool populated = all;
+#ifdef MADV_POPULATE_READ
+    // Reads what is missing; a failed read is an error here (EFAULT/EIO), not a SIGBUS.
+    if (!populated) populated = ::madvise(p, len, MADV_POPULATE_READ) == 0;
+#endif
+    if (!populated) ::posix_fadvise(fd_, off_t(offset), off_t(n), POSIX_FADV_WILLNEED);
+    ::munmap(p, len);
   }
 
  private:

@@ -39,6 +39,12 @@ class RandomAccessFile {
   virtual ~RandomAccessFile() = default;
   // Reads up to `n` bytes at `offset` into `dst`; returns how many were read (short at EOF).
   virtual Result<size_t> Read(uint64_t offset, size_t n, uint8_t* dst) const = 0;
+  // Brings [offset, offset + n) into the page cache, waiting for the device on this thread and
+  // copying nothing out, so that a later Read of it (on another thread) is a memory copy. Best
+  // effort: the POSIX file checks residency (mincore) and populates what is missing
+  // (MADV_POPULATE_READ; on a kernel without it, posix_fadvise WILLNEED starts the reads).
+  // Does nothing by default.
+  virtual void Preload(uint64_t offset, uint64_t n) const { (void)offset, (void)n; }
 };
 
 // An exclusive lock on a file, held until destroyed (flock; released by the OS on process exit).

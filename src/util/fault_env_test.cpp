@@ -1,10 +1,14 @@
 #include "util/fault_env.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace prefixd {
 namespace {
@@ -129,6 +133,31 @@ TEST_F(FaultEnvTest, ReadOnlyAndNthOpAndBitFlip) {
   auto d = env_.ReadFile(P("x"));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(std::string(d->begin(), d->end()), "acc");
+}
+
+// Preload waits until the range is in the page cache (the disk tier's opened records, issue 15).
+TEST_F(FaultEnvTest, PreloadBringsARangeIntoThePageCache) {
+  const std::string data(size_t(4) << 20, 'p');
+  Write(Env::Default(), "big", data, true);
+  const int fd = ::open(P("big").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);  // drops the clean pages, if the kernel will
+  auto resident_pages = [&] {
+    void* p = ::mmap(nullptr, data.size(), PROT_READ, MAP_SHARED, fd, 0);
+    std::vector<unsigned char> v(data.size() / 4096);
+    size_t n = 0;
+    if (p != MAP_FAILED && ::mincore(p, data.size(), v.data()) == 0) {
+      for (unsigned char c : v) n += c & 1;
+    }
+    if (p != MAP_FAILED) ::munmap(p, data.size());
+    return n;
+  };
+  const size_t before = resident_pages();
+  auto file = Env::Default()->NewRandomAccessFile(P("big"));
+  ASSERT_TRUE(file.ok());
+  (*file)->Preload(4096, data.size() - 4096);
+  EXPECT_GE(resident_pages(), data.size() / 4096 - 1) << before << " pages were resident before";
+  ::close(fd);
 }
 
 }  // namespace

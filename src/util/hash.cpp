@@ -187,6 +187,49 @@ uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
   return Crc32cSoftware(crc, data, n);
 }
 
+// Crc32cCombine works in GF(2)[x] modulo the CRC32C polynomial, in the crc's reflected bit
+// order (bit 31 is x^0). Appending n zero bytes to A multiplies its register by x^(8n); the
+// pre- and post-inversion cancel out between the two crcs, so
+// crc(A || B) = crc_a * x^(8 |B|) + crc_b.
+namespace {
+
+constexpr uint32_t kCrc32cPolyReflected = 0x82f63b78u;
+
+// a * b modulo the polynomial.
+uint32_t MulModPoly(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t bit = 1u << 31; bit != 0; bit >>= 1) {
+    if (a & bit) product ^= b;
+    b = (b & 1) ? (b >> 1) ^ kCrc32cPolyReflected : b >> 1;  // b *= x
+  }
+  return product;
+}
+
+// x^(2^k) modulo the polynomial, k = 0..66 (8 n for any 64-bit n).
+struct PowersOfX {
+  uint32_t p[67];
+  PowersOfX() {
+    p[0] = 1u << 30;  // x^1
+    for (int k = 1; k < 67; ++k) p[k] = MulModPoly(p[k - 1], p[k - 1]);
+  }
+};
+
+// x^(8 n) modulo the polynomial.
+uint32_t XPow8n(uint64_t n) {
+  static const PowersOfX powers;
+  uint32_t r = 1u << 31;  // x^0
+  for (int k = 3; n != 0; n >>= 1, ++k) {
+    if (n & 1) r = MulModPoly(powers.p[k], r);
+  }
+  return r;
+}
+
+}  // namespace
+
+uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+  return MulModPoly(XPow8n(len_b), crc_a) ^ crc_b;
+}
+
 // Slicing-by-8, for CPUs without a crc32 instruction.
 uint32_t Crc32cSoftware(uint32_t crc, const void* data, size_t n) {
   const auto& t = Table().t;

@@ -56,6 +56,9 @@ uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n);
 // The portable table version (what Crc32cExtend uses without SSE4.2); exposed for tests.
 uint32_t Crc32cSoftware(uint32_t crc, const void* data, size_t n);
 inline uint32_t Crc32c(const void* data, size_t n) { return Crc32cExtend(0, data, n); }
+// The crc of A || B from crc_a = Crc32c(A), crc_b = Crc32c(B) and |B|, without B's bytes:
+// lets a check be taken piece by piece in any order and joined afterwards. O(log len_b).
+uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
 // Masked form for storing a crc next to the data it covers (as LevelDB does), so that a crc
 // of data that itself contains crcs stays well distributed.

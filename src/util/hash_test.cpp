@@ -78,6 +78,23 @@ TEST(HashTest, Crc32cKnownVector) {
   EXPECT_EQ(Crc32c("", 0), 0u);
 }
 
+TEST(HashTest, Crc32cCombineJoinsPiecesTakenApart) {
+  std::vector<uint8_t> data(40000);
+  uint32_t x = 12345;
+  for (auto& b : data) b = uint8_t((x = x * 1103515245u + 12345u) >> 16);
+  const uint32_t whole = Crc32c(data.data(), data.size());
+  for (size_t split : {size_t(0), size_t(1), size_t(7), size_t(4096), size_t(13000), data.size()}) {
+    const uint32_t a = Crc32c(data.data(), split);
+    const uint32_t b = Crc32c(data.data() + split, data.size() - split);
+    EXPECT_EQ(Crc32cCombine(a, b, data.size() - split), whole) << split;
+  }
+  // Three pieces joined left to right, and a wrong length gives another crc.
+  const uint32_t p0 = Crc32c(data.data(), 100), p1 = Crc32c(data.data() + 100, 20000);
+  const uint32_t p2 = Crc32c(data.data() + 20100, data.size() - 20100);
+  EXPECT_EQ(Crc32cCombine(Crc32cCombine(p0, p1, 20000), p2, data.size() - 20100), whole);
+  EXPECT_NE(Crc32cCombine(Crc32cCombine(p0, p1, 19999), p2, data.size() - 20100), whole);
+}
+
 TEST(HashTest, Crc32cFastPathEqualsTablesAtEveryLengthAndSplit) {
   std::mt19937 rng(5);
   std::vector<uint8_t> data(1000);
