@@ -5,6 +5,7 @@
 // SIGTERM, when it stops accepting, cancels running generations, and flushes the disk tier.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <cctype>
@@ -196,9 +197,21 @@ sigset_t BlockStopSignals() {
   return set;
 }
 
+// A restore from disk keeps its prefix's record files open from the request's arrival to its
+// restore (one per 256-token Block: ~500 for a 128K-token prompt, per queued request), and every
+// client holds a socket: the soft descriptor limit (often 1024) goes up to the hard one, as
+// servers do. Opening past the limit is no error either way: that restore reads through RAM.
+void RaiseDescriptorLimit() {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max) return;
+  rl.rlim_cur = rl.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &rl);
+}
+
 int Serve(const ServeArgs& a) {
   auto eo = EngineOptionsOf(a);
   if (!eo.ok()) return Fail(eo.status());
+  RaiseDescriptorLimit();
   auto so = ServerOptionsOf(a);
   if (!so.ok()) return Fail(so.status());
   sigset_t stop_signals = BlockStopSignals();

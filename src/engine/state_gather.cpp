@@ -11,6 +11,7 @@
 #include "llama-memory.h"
 #include "util/hash.h"
 #include "util/log.h"
+#include "util/parallel.h"
 #include "util/memcopy.h"
 
 namespace prefixd::engine {
@@ -21,6 +22,10 @@ constexpr uint32_t kSeqStateMagic = 0xaf143cd8;  // LLAMA_STATE_SEQ_MAGIC
 // File reads go this much at a time: the slice is checksummed where it landed while it is still
 // in the CPU cache.
 constexpr size_t kFileSlice = size_t(256) << 10;
+// Threads that read file-backed slices into host tensors, the calling thread one of them: the
+// copies out of the page cache are memory-bound, and the decode threads are idle during a
+// restore anyway.
+constexpr size_t kReadThreads = 4;
 
 // What was taken of a file-backed payload: [offset, offset + size) with its Crc32c.
 struct Segment {
@@ -140,29 +145,70 @@ class PieceReader : public llama_io_read_i {
         p += k, n -= k;
         continue;
       }
-      ReadFromFile(size_t(f), at, in_file, d);
+      if (d.host != nullptr) {
+        QueueRead(size_t(f), at, in_file, d.host);
+        d.Advance(in_file);
+      } else {
+        ReadFromFile(size_t(f), at, in_file, d);
+      }
       p += in_file, n -= in_file;
     }
   }
 
-  // Reads [at, at + n) of file-backed payload f straight to d (through a bounce buffer for a
-  // tensor not in host memory), a slice at a time, checksumming each slice where it landed.
+  // Reads [at, at + n) of file-backed payload f through a bounce buffer into a tensor not in
+  // host memory, a slice at a time, checksumming each slice in the bounce buffer.
   void ReadFromFile(size_t f, uint64_t at, size_t n, Dest& d) {
     const FileBackedPayload& fb = files_[f];
+    bounce_.resize(kFileSlice);
     while (n > 0) {
       const size_t k = std::min(n, kFileSlice);
-      uint8_t* dst = d.host;
-      if (dst == nullptr) bounce_.resize(kFileSlice), dst = bounce_.data();
-      Result<size_t> got = fb.file->Read(fb.file_offset + at, k, dst);
+      Result<size_t> got = fb.file->Read(fb.file_offset + at, k, bounce_.data());
       if (!got.ok()) throw std::runtime_error(got.status().ToString());
       if (*got != k) throw std::runtime_error("record file shorter than its payload");
-      Take(f, at, Crc32c(dst, k), k);
-      if (d.host == nullptr) ggml_backend_tensor_set(d.tensor, dst, d.offset, k);
+      Take(f, at, Crc32c(bounce_.data(), k), k);
+      ggml_backend_tensor_set(d.tensor, bounce_.data(), d.offset, k);
       d.Advance(k);
       at += k, n -= k;
     }
   }
 
+  // A slice of a file-backed payload to read into host memory (RunQueuedReads).
+  struct Slice {
+    size_t file;
+    uint64_t at;
+    size_t n;
+    uint8_t* dst;
+    uint32_t crc = 0;
+    bool ok = false;
+  };
+
+  // Reads into host tensors wait until llama.cpp has placed every piece: nothing reads the
+  // tensors before the set returns, and the slices then run on several threads.
+  void QueueRead(size_t f, uint64_t at, size_t n, uint8_t* dst) {
+    for (size_t done = 0; done < n; done += kFileSlice) {
+      queued_.push_back({f, at + done, std::min(kFileSlice, n - done), dst + done});
+    }
+  }
+
+ public:
+  // Reads the queued slices, each checksummed where it landed. Throws when a read failed or
+  // came short.
+  void RunQueuedReads() {
+    ParallelFor(queued_.size(), SpareThreads(kReadThreads), [&](size_t i) {
+      Slice& s = queued_[i];
+      const FileBackedPayload& fb = files_[s.file];
+      Result<size_t> got = fb.file->Read(fb.file_offset + s.at, s.n, s.dst);
+      s.ok = got.ok() && *got == s.n;
+      if (s.ok) s.crc = Crc32c(s.dst, s.n);
+    });
+    for (const Slice& s : queued_) {
+      if (!s.ok) throw std::runtime_error("cannot read a record file into the sequence");
+      Take(s.file, s.at, s.crc, s.n);
+    }
+    queued_.clear();
+  }
+
+ private:
   // Records that [at, at + n) of payload f was set with this crc; joins it to the segment it
   // continues.
   void Take(size_t f, uint64_t at, uint32_t crc, uint64_t n) {
@@ -220,6 +266,7 @@ class PieceReader : public llama_io_read_i {
   std::vector<size_t> by_address_;             // files_ indices by stand-in address
   std::vector<std::vector<Segment>> taken_;    // per file-backed payload
   std::vector<uint8_t> bounce_;
+  std::vector<Slice> queued_;
   size_t piece_ = 0;  // the piece the next byte is in
   size_t off_ = 0;    // offset of the next byte in it
   size_t n_read_ = 0;
@@ -241,6 +288,7 @@ size_t SetStateGathered(llama_context* ctx, int32_t seq,
     int32_t seq_read = 0;
     io.read(&seq_read, sizeof seq_read);
     if (mem) mem->state_read(io, seq, flags);
+    io.RunQueuedReads();
     io.Checksums(crcs);
   } catch (const std::exception& e) {
     Logf(LogLevel::kWarning, "gathered state set refused: %s", e.what());
