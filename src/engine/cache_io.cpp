@@ -57,9 +57,9 @@ std::vector<CapturePoint> PlanCaptures(const Prompt& prompt, int32_t restored, i
     return a.pos != b.pos ? a.pos < b.pos : a.kind > b.kind;
   };
   if (options.needs_snapshot) {
-    // Every step, also beside a message point: a restore then goes back at most a Block
-    // (what the architecture sweep's block ceiling holds us to), at the price of a short
-    // chunk there (NextChunkEnd keeps the calls around it long).
+    // Every step: a prompt that diverges inside a long message restores at most a step back.
+    // One a tile or less from a message point or the end is not on the schedule
+    // (PrefillCuts) and FitCapturesToSchedule drops it: the point beside it serves.
     const int32_t step = int32_t(std::max(options.snapshot_spacing, options.block_size));
     for (int32_t b = step; b <= n; b += step) add(b, SnapshotKind::kBlockBoundary);
   }

@@ -139,15 +139,17 @@ struct Reference {
     const int32_t n = int32_t(p.tokens.size());
     const int32_t restored = r.usage.cached_tokens;
     std::vector<int32_t> plan = PlanOf(p, !any_position);
-    // The branch point where it keeps every call's class (CacheIo::Restore).
-    const bool branch = SplitChunkAt(plan, r.cache.diverged_at, kTiledFrom);
-    auto add = [&](int32_t pos) {
-      if (pos > restored && pos <= n) s.points.insert(pos);
-    };
-    for (int32_t c : p.capture_points) add(c);
-    if (branch) add(r.cache.diverged_at);
-    add(n);  // the prompt's end
-    for (int32_t b = kSpacing; b <= n; b += kSpacing) add(b);
+    // The points CacheIo plans (PlanCaptures: capture points, the branch point, the prompt's
+    // end, the grid), kept in position order where cutting the schedule keeps every call's
+    // class (FitCapturesToSchedule).
+    std::set<int32_t> planned;
+    for (int32_t c : p.capture_points) planned.insert(c);
+    planned.insert(r.cache.diverged_at);
+    planned.insert(n);
+    for (int32_t b = kSpacing; b <= n; b += kSpacing) planned.insert(b);
+    for (int32_t pos : planned) {
+      if (pos > restored && pos <= n && SplitChunkAt(plan, pos, kTiledFrom)) s.points.insert(pos);
+    }
     served.push_back(std::move(s));
     // The end of generation: what was decoded of the answer (the last token of a "length"
     // finish was sampled, never decoded).

@@ -22,13 +22,22 @@ CallClass ClassOf(int32_t rows, int32_t tiled_from) {
 
 std::vector<int32_t> PrefillCuts(int32_t n, std::span<const int32_t> capture_points,
                                  uint32_t spacing) {
-  std::vector<int32_t> cuts;
+  std::vector<int32_t> points;
   for (int32_t p : capture_points) {
-    if (p > 0 && p < n) cuts.push_back(p);
+    if (p > 0 && p < n) points.push_back(p);
   }
-  for (int64_t b = spacing; b < n; b += spacing) cuts.push_back(int32_t(b));
+  std::sort(points.begin(), points.end());
+  points.erase(std::unique(points.begin(), points.end()), points.end());
+  // The grid, except a tile or less from a message point or from the prompt's end: there the
+  // message point (or the end) serves the restore as well.
+  std::vector<int32_t> cuts = points;
+  for (int64_t b = spacing; b + kMinCallRows <= n; b += spacing) {
+    auto next = std::lower_bound(points.begin(), points.end(), int32_t(b));
+    const bool near_next = next != points.end() && *next - b < kMinCallRows;
+    const bool near_prev = next != points.begin() && b - *(next - 1) < kMinCallRows;
+    if (!near_next && !near_prev) cuts.push_back(int32_t(b));
+  }
   std::sort(cuts.begin(), cuts.end());
-  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
   return cuts;
 }
 

@@ -49,8 +49,27 @@ TEST(NextChunkEnd, NeverExceedsTheBatch) {
 
 TEST(PrefillCuts, CapturePointsAndTheSpacingGrid) {
   const std::vector<int32_t> points = {0, 5, 300, 300, 1000, 1200};
-  EXPECT_EQ(PrefillCuts(1100, points, 512), std::vector<int32_t>({5, 300, 512, 1000, 1024}));
+  // 1024 is 24 after the message point 1000: it gives way.
+  EXPECT_EQ(PrefillCuts(1100, points, 512), std::vector<int32_t>({5, 300, 512, 1000}));
+  EXPECT_EQ(PrefillCuts(1300, std::vector<int32_t>{5, 300}, 512), std::vector<int32_t>({5, 300, 512, 1024}));
   EXPECT_EQ(PrefillCuts(512, {}, 512), std::vector<int32_t>({}));
+}
+
+// A grid point gives way to a message point or the prompt's end less than a tile
+// (kMinCallRows) away, so that no call between them is short; message points all stay.
+TEST(PrefillCuts, GridPointsLeaveNoShortCallBesideAMessagePoint) {
+  // 512 is 11 after the message point 501, 1024 is 52 before 1076, 2048 is 40 before the end.
+  const std::vector<int32_t> points = {300, 311, 501, 1076, 2080};
+  EXPECT_EQ(PrefillCuts(2088, points, 512),
+            std::vector<int32_t>({300, 311, 501, 1076, 1536, 2080}));
+  // Away from message points the grid stays: 512 and 1024 are 64 from their neighbours.
+  EXPECT_EQ(PrefillCuts(1200, std::vector<int32_t>{448, 1088}, 512), std::vector<int32_t>({448, 512, 1024, 1088}));
+  // The only short calls left: between close message points and the generation prompt.
+  const std::vector<int32_t> ends = PlanChunks(2088, PrefillCuts(2088, points, 512), 512, 512);
+  for (size_t i = 0; i + 1 < ends.size(); ++i) {
+    const int32_t start = i == 0 ? 0 : ends[i - 1];
+    if (ends[i] != 311) EXPECT_GE(ends[i] - start, kMinCallRows) << "call ending at " << ends[i];
+  }
 }
 
 TEST(PlanChunks, CallsEndAtEveryCutAndStayLong) {
