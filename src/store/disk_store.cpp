@@ -105,11 +105,18 @@ Status ReadVerifiedPayload(const RandomAccessFile& file, uint64_t offset, uint64
   return Status::OK();
 }
 
-// Reads a whole record file and verifies every check, including that it holds record `id`.
-Result<Record> ReadRecordFile(Env* env, const std::string& path, const RecordId& id) {
-  PREFIXD_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
-  PREFIXD_ASSIGN_OR_RETURN(uint64_t size, env->FileSize(path));
-  Result<DecodedFront> front_or = ReadFront(*file, size);
+// A record file opened with its front read and verified, including that it holds record `id`.
+struct OpenedFile {
+  std::unique_ptr<RandomAccessFile> file;
+  uint64_t size = 0;
+  RecordMeta meta;
+};
+
+Result<OpenedFile> OpenVerifiedFront(Env* env, const std::string& path, const RecordId& id) {
+  OpenedFile out;
+  PREFIXD_ASSIGN_OR_RETURN(out.file, env->NewRandomAccessFile(path));
+  PREFIXD_ASSIGN_OR_RETURN(out.size, env->FileSize(path));
+  Result<DecodedFront> front_or = ReadFront(*out.file, out.size);
   if (front_or.status().code() == Status::Code::kNotSupported) {
     // The index took this file for ours: another version here is a damaged one.
     return Status::Corruption(front_or.status().message());
@@ -118,10 +125,17 @@ Result<Record> ReadRecordFile(Env* env, const std::string& path, const RecordId&
   if (IdOf(front.meta) != id) {
     return Status::Corruption("key/kind in header do not match the file name");
   }
+  out.meta = std::move(front.meta);
+  return out;
+}
+
+// Reads a whole record file and verifies every check, including that it holds record `id`.
+Result<Record> ReadRecordFile(Env* env, const std::string& path, const RecordId& id) {
+  PREFIXD_ASSIGN_OR_RETURN(OpenedFile f, OpenVerifiedFront(env, path, id));
   Record rec;
-  rec.meta = std::move(front.meta);
+  rec.meta = std::move(f.meta);
   const uint64_t n = rec.meta.payload_bytes;
-  PREFIXD_RETURN_IF_ERROR(ReadVerifiedPayload(*file, size - n - 4, n, &rec.payload));
+  PREFIXD_RETURN_IF_ERROR(ReadVerifiedPayload(*f.file, f.size - n - 4, n, &rec.payload));
   return rec;
 }
 
@@ -129,26 +143,17 @@ Result<Record> ReadRecordFile(Env* env, const std::string& path, const RecordId&
 // in the file (OpenedRecord), brought into the page cache now (Preload), so that the reader's
 // reads of it later, on the thread that decodes every slot, do not wait on the device.
 Result<OpenedRecord> OpenRecordFile(Env* env, const std::string& path, const RecordId& id) {
-  PREFIXD_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
-  PREFIXD_ASSIGN_OR_RETURN(uint64_t size, env->FileSize(path));
-  Result<DecodedFront> front_or = ReadFront(*file, size);
-  if (front_or.status().code() == Status::Code::kNotSupported) {
-    return Status::Corruption(front_or.status().message());
-  }
-  PREFIXD_ASSIGN_OR_RETURN(DecodedFront front, std::move(front_or));
-  if (IdOf(front.meta) != id) {
-    return Status::Corruption("key/kind in header do not match the file name");
-  }
+  PREFIXD_ASSIGN_OR_RETURN(OpenedFile f, OpenVerifiedFront(env, path, id));
   OpenedRecord rec;
-  rec.meta = std::move(front.meta);
+  rec.meta = std::move(f.meta);
   const uint64_t n = rec.meta.payload_bytes;
-  rec.payload_offset = size - n - 4;
+  rec.payload_offset = f.size - n - 4;
   uint8_t trailer[4];
-  PREFIXD_ASSIGN_OR_RETURN(size_t got, file->Read(size - 4, sizeof trailer, trailer));
+  PREFIXD_ASSIGN_OR_RETURN(size_t got, f.file->Read(f.size - 4, sizeof trailer, trailer));
   if (got != sizeof trailer) return Status::Corruption("truncated payload");
   rec.trailer = DecodeFixed32(trailer);
-  file->Preload(rec.payload_offset, n);
-  rec.file = std::move(file);
+  f.file->Preload(rec.payload_offset, n);
+  rec.file = std::move(f.file);
   return rec;
 }
 
@@ -282,6 +287,9 @@ class DiskStoreImpl : public DiskStore {
   void DropEntry(const RecordId& id, uint64_t gen, bool unlink);
   Status BeginRead(const RecordId& id, uint64_t* gen, uint64_t* last_access);
   Status EndRead(const RecordId& id, uint64_t gen, const std::string& path, const Status& st);
+  template <typename T>
+  Result<T> CountedRead(const Key& key, RecordKind kind,
+                        Result<T> (*read)(Env*, const std::string&, const RecordId&));
 
   const Options options_;
   Env* const env_;
@@ -773,26 +781,26 @@ Status DiskStoreImpl::EndRead(const RecordId& id, uint64_t gen, const std::strin
   return st;
 }
 
-Result<Record> DiskStoreImpl::Read(const Key& key, RecordKind kind) {
+// Read and OpenRecord: one of the file readers between the index lookup and the accounting.
+template <typename T>
+Result<T> DiskStoreImpl::CountedRead(const Key& key, RecordKind kind,
+                                     Result<T> (*read)(Env*, const std::string&, const RecordId&)) {
   const RecordId id{key, kind};
   uint64_t gen = 0, last_access = 0;
   PREFIXD_RETURN_IF_ERROR(BeginRead(id, &gen, &last_access));
   const std::string path = RecordPath(id);
-  Result<Record> rec = ReadRecordFile(env_, path, id);
+  Result<T> rec = read(env_, path, id);
   PREFIXD_RETURN_IF_ERROR(EndRead(id, gen, path, rec.status()));
   rec->meta.last_access_unix_ms = last_access;
   return rec;
 }
 
+Result<Record> DiskStoreImpl::Read(const Key& key, RecordKind kind) {
+  return CountedRead<Record>(key, kind, &ReadRecordFile);
+}
+
 Result<OpenedRecord> DiskStoreImpl::OpenRecord(const Key& key, RecordKind kind) {
-  const RecordId id{key, kind};
-  uint64_t gen = 0, last_access = 0;
-  PREFIXD_RETURN_IF_ERROR(BeginRead(id, &gen, &last_access));
-  const std::string path = RecordPath(id);
-  Result<OpenedRecord> rec = OpenRecordFile(env_, path, id);
-  PREFIXD_RETURN_IF_ERROR(EndRead(id, gen, path, rec.status()));
-  rec->meta.last_access_unix_ms = last_access;
-  return rec;
+  return CountedRead<OpenedRecord>(key, kind, &OpenRecordFile);
 }
 
 void DiskStoreImpl::ReportCorrupt(const Key& key, RecordKind kind) {
