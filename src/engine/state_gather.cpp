@@ -61,7 +61,7 @@ class PieceReader : public llama_io_read_i {
 
   void read(void* dst, size_t size) override {
     Dest d{static_cast<uint8_t*>(dst), nullptr, 0};
-    Walk(size, [&](const uint8_t* p, size_t n) { Deliver(p, n, d, /*streaming=*/false); });
+    Walk(size, [&](const uint8_t* p, size_t n) { Deliver(p, n, d, /*tensor_rows=*/false); });
   }
 
   // Host tensors (the CPU backend's) are written in place with streaming stores: the restored
@@ -69,7 +69,7 @@ class PieceReader : public llama_io_read_i {
   // which memcpy streams by itself (issue 15). Others go through ggml_backend_tensor_set.
   void read_tensor(ggml_tensor* tensor, size_t offset, size_t size) override {
     Dest d{HostData(tensor, offset, size), tensor, offset};
-    Walk(size, [&](const uint8_t* p, size_t n) { Deliver(p, n, d, /*streaming=*/true); });
+    Walk(size, [&](const uint8_t* p, size_t n) { Deliver(p, n, d, /*tensor_rows=*/true); });
   }
 
   size_t n_bytes() override { return n_read_; }
@@ -118,8 +118,9 @@ class PieceReader : public llama_io_read_i {
     return p < s.data() + s.size() ? ptrdiff_t(i) : -1;
   }
 
-  static void Put(Dest& d, const uint8_t* p, size_t n, bool streaming) {
-    if (d.host && streaming) {
+  // A tensor's rows go to host memory with streaming stores (read by the next decode, not now).
+  static void Put(Dest& d, const uint8_t* p, size_t n, bool tensor_rows) {
+    if (d.host && tensor_rows) {
       CopyStreaming(d.host, p, n);
     } else if (d.host) {
       std::memcpy(d.host, p, n);
@@ -129,44 +130,48 @@ class PieceReader : public llama_io_read_i {
     d.Advance(n);
   }
 
-  // Writes n source bytes at p to d. Bytes of a file-backed payload past its front come from
-  // the file; its front comes from the stand-in. Both are checksummed as they are set.
-  void Deliver(const uint8_t* p, size_t n, Dest& d, bool streaming) {
+  // Writes n source bytes at p to d: a tensor's rows (streaming stores into host memory, reads
+  // from a file deferred) or bytes llama.cpp reads into its own variables. Bytes of a
+  // file-backed payload past its front come from the file; its front comes from the stand-in.
+  // Both are checksummed as they are set.
+  void Deliver(const uint8_t* p, size_t n, Dest& d, bool tensor_rows) {
     while (n > 0) {
       const ptrdiff_t f = FileOf(p);
-      if (f < 0) return Put(d, p, n, streaming);
+      if (f < 0) return Put(d, p, n, tensor_rows);
       const FileBackedPayload& fb = files_[size_t(f)];
       const uint64_t at = uint64_t(p - fb.stand_in.data());
       const size_t in_file = size_t(std::min<uint64_t>(n, fb.stand_in.size() - at));
       if (at < fb.front) {
         const size_t k = std::min<size_t>(in_file, fb.front - at);
         Take(size_t(f), at, Crc32c(p, k), k);
-        Put(d, p, k, streaming);
+        Put(d, p, k, tensor_rows);
         p += k, n -= k;
         continue;
       }
-      if (d.host != nullptr) {
+      if (d.host != nullptr && tensor_rows) {  // read once llama.cpp placed every piece
         QueueRead(size_t(f), at, in_file, d.host);
         d.Advance(in_file);
-      } else {
+      } else {  // bytes llama.cpp reads into its own variables, or a tensor off the host
         ReadFromFile(size_t(f), at, in_file, d);
       }
       p += in_file, n -= in_file;
     }
   }
 
-  // Reads [at, at + n) of file-backed payload f through a bounce buffer into a tensor not in
-  // host memory, a slice at a time, checksumming each slice in the bounce buffer.
+  // Reads [at, at + n) of file-backed payload f to d now, a slice at a time, checksumming each
+  // slice where it landed: host memory directly, another backend's tensor through a bounce
+  // buffer.
   void ReadFromFile(size_t f, uint64_t at, size_t n, Dest& d) {
     const FileBackedPayload& fb = files_[f];
-    bounce_.resize(kFileSlice);
     while (n > 0) {
       const size_t k = std::min(n, kFileSlice);
-      Result<size_t> got = fb.file->Read(fb.file_offset + at, k, bounce_.data());
+      uint8_t* dst = d.host;
+      if (dst == nullptr) bounce_.resize(kFileSlice), dst = bounce_.data();
+      Result<size_t> got = fb.file->Read(fb.file_offset + at, k, dst);
       if (!got.ok()) throw std::runtime_error(got.status().ToString());
       if (*got != k) throw std::runtime_error("record file shorter than its payload");
-      Take(f, at, Crc32c(bounce_.data(), k), k);
-      ggml_backend_tensor_set(d.tensor, bounce_.data(), d.offset, k);
+      Take(f, at, Crc32c(dst, k), k);
+      if (d.host == nullptr) ggml_backend_tensor_set(d.tensor, dst, d.offset, k);
       d.Advance(k);
       at += k, n -= k;
     }
