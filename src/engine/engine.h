@@ -90,8 +90,9 @@ struct Usage {
   double restore_ms = 0;          // of which: lookup, disk reads, assembly, state set
   double prompt_eval_ms = 0;      // of which: inside llama_decode (the model itself)
   uint64_t restored_bytes = 0;    // state bytes set into the sequence (0: the slot kept it)
-  // Before the request queued, on its own thread: reading what the disk Tier adds to its
-  // cached prefix into the RAM Tier (not part of prefill_ms; the worker then restores from RAM).
+  // Before the request queued, on its own thread: opening what the disk Tier adds to its
+  // cached prefix (or, through RAM, reading it into the RAM Tier) and what the shared tier adds
+  // (read into RAM). Not part of prefill_ms.
   double prefetch_ms = 0;
   double decode_ms = 0;
   double queue_ms = 0;
