@@ -97,7 +97,8 @@ if ! tree_has_first "$n_patches"; then
 fi
 if ! tree_has_first "$n_patches" || ! grep -q llama_state_seq_get_data_range "$src/include/llama.h" ||
    ! grep -q common_chat_templates_apply_prompt_only "$src/common/chat.h" ||
-   ! grep -q common_chat_render_memo_share "$src/common/chat.h"; then
+   ! grep -q common_chat_render_memo_share "$src/common/chat.h" ||
+   ! grep -q llama_kv_layout_apply_scope "$src/src/llama-kv-layout.h"; then
   echo "setup-llama: the patches in $PATCH_DIR do not apply to llama.cpp $LLAMA_COMMIT" >&2
   exit 1
 fi

@@ -4,6 +4,7 @@
 
 #include "engine/disk_restore.h"
 #include "engine/prefill.h"
+#include "engine/snapshot_payload.h"
 #include "engine/state_codec.h"
 #include "util/log.h"
 
@@ -88,9 +89,14 @@ struct CacheIo::Impl {
       : ctx(c), cache(tc), options(o), shape(std::move(s)) {}
 
   bool whole() const { return options.mode == StateMode::kWhole; }
-  // What a Snapshot holds: the partial state, or in kWhole the whole state.
+  // What a Snapshot holds: the partial state, or in kWhole the whole state, and the cell layout
+  // of its sliding-window caches (snapshot_payload.h).
   Result<std::vector<uint8_t>> TakeSnapshot(const Slot& slot) const {
-    return ctx.GetState(slot.seq, whole() ? StatePart::kWhole : StatePart::kPartial);
+    std::vector<uint8_t> layout;
+    PREFIXD_ASSIGN_OR_RETURN(
+        std::vector<uint8_t> state,
+        ctx.GetState(slot.seq, whole() ? StatePart::kWhole : StatePart::kPartial, &layout));
+    return JoinSnapshot(std::move(state), layout);
   }
   // Slices Blocks [from / B, n / B) of `tokens` (n = tokens.size(), all decoded in slot.seq)
   // from one read of the rows [first Block, n) and publishes them, then slot.pending.
@@ -119,7 +125,8 @@ CacheIo::~CacheIo() = default;
 Status CacheIo::Impl::RestoreMatch(Slot& slot, const cache::PrefixCache::Match& m) {
   if (whole()) {  // the Snapshot is the whole state at P
     if (!m.snapshot) return Status::Corruption("whole-state match without a snapshot");
-    PREFIXD_RETURN_IF_ERROR(ctx.SetState(slot.seq, m.snapshot->bytes, StatePart::kWhole));
+    PREFIXD_ASSIGN_OR_RETURN(SnapshotParts snap, SplitSnapshot(m.snapshot->bytes));
+    PREFIXD_RETURN_IF_ERROR(ctx.SetState(slot.seq, snap.state, StatePart::kWhole, snap.layout));
     slot.result.usage.restored_bytes = m.snapshot->bytes.size();
     return CheckEndsAt(slot, m.n_tokens);
   }
@@ -130,13 +137,15 @@ Status CacheIo::Impl::RestoreMatch(Slot& slot, const cache::PrefixCache::Match& 
     if (!span.rows) return Status::Corruption("cache match without rows");
     rows.push_back({span.rows->bytes, uint32_t(span.n_tokens)});
   }
-  std::span<const uint8_t> partial;
-  if (m.snapshot) partial = m.snapshot->bytes;
+  SnapshotParts snap;
+  if (m.snapshot) {
+    PREFIXD_ASSIGN_OR_RETURN(snap, SplitSnapshot(m.snapshot->bytes));
+  }
   // The state is set straight from the payloads (held by `m` until we return): one copy of
   // each row, from the Tier into the KV tensors (issue 15).
   PREFIXD_RETURN_IF_ERROR(
-      AssembleStatePieces(rows, partial, *shape, int32_t(m.n_tokens), &pieces));
-  Status set = ctx.SetStatePieces(slot.seq, pieces.pieces, pieces.size);
+      AssembleStatePieces(rows, snap.state, *shape, int32_t(m.n_tokens), &pieces));
+  Status set = ctx.SetStatePieces(slot.seq, pieces.pieces, pieces.size, {}, {}, snap.layout);
   slot.result.usage.restored_bytes = pieces.size;
   PREFIXD_RETURN_IF_ERROR(set);
   return CheckEndsAt(slot, m.n_tokens);
@@ -177,8 +186,9 @@ Status CacheIo::Impl::KeepHeld(Slot& slot, size_t keep) {
 // or SWA) taken at P and cuts the rows after P. The bytes moved are the partial's alone.
 Status CacheIo::Impl::RestorePartial(Slot& slot, const cache::PrefixCache::Match& m) {
   if (!m.snapshot) return Status::Internal("partial restore without a snapshot");
-  PREFIXD_RETURN_IF_ERROR(CheckPartial(m.snapshot->bytes, m.n_tokens));
-  PREFIXD_RETURN_IF_ERROR(ctx.SetState(slot.seq, m.snapshot->bytes, StatePart::kPartial));
+  PREFIXD_ASSIGN_OR_RETURN(SnapshotParts snap, SplitSnapshot(m.snapshot->bytes));
+  PREFIXD_RETURN_IF_ERROR(CheckPartial(snap.state, m.n_tokens));
+  PREFIXD_RETURN_IF_ERROR(ctx.SetState(slot.seq, snap.state, StatePart::kPartial, snap.layout));
   slot.result.usage.restored_bytes = m.snapshot->bytes.size();
   if (!ctx.SeqTruncate(slot.seq, int32_t(m.n_tokens))) {
     return Status::Internal("cannot cut the held rows at " + std::to_string(m.n_tokens));

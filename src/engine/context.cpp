@@ -2,8 +2,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <thread>
 
+#include "engine/cell_layout.h"
 #include "engine/state_gather.h"
 #include "llama.h"
 
@@ -144,10 +146,22 @@ llama_state_seq_flags FlagsFor(StatePart part) {
 }  // namespace
 
 Result<std::vector<uint8_t>> Context::GetState(int32_t seq, StatePart part) const {
+  return GetState(seq, part, nullptr);
+}
+
+Result<std::vector<uint8_t>> Context::GetState(int32_t seq, StatePart part,
+                                               std::vector<uint8_t>* layout) const {
   RequireOwner();
   const llama_state_seq_flags flags = FlagsFor(part);
   std::vector<uint8_t> bytes(llama_state_seq_get_size_ext(ctx_, seq, flags));
-  size_t n = llama_state_seq_get_data_ext(ctx_, bytes.data(), bytes.size(), seq, flags);
+  if (layout) layout->clear();
+  size_t n = 0;
+  {
+    // Only around the write that keeps the bytes: the size above runs the same writer.
+    std::optional<CellLayoutRecorder> recorder;
+    if (layout) recorder.emplace(layout);
+    n = llama_state_seq_get_data_ext(ctx_, bytes.data(), bytes.size(), seq, flags);
+  }
   if (n != bytes.size()) {
     return Status::Internal("llama_state_seq_get_data_ext wrote " + std::to_string(n) +
                             " bytes, expected " + std::to_string(bytes.size()));
@@ -171,10 +185,23 @@ Result<std::vector<uint8_t>> Context::GetStateRange(int32_t seq, int32_t p0, int
   return bytes;
 }
 
-Status Context::SetState(int32_t seq, std::span<const uint8_t> bytes, StatePart part) {
+namespace {
+Status LayoutRefused(size_t layout_bytes) {
+  return Status::Corruption("the cell layout (" + std::to_string(layout_bytes) +
+                            " bytes) does not fit the sequence state");
+}
+}  // namespace
+
+Status Context::SetState(int32_t seq, std::span<const uint8_t> bytes, StatePart part,
+                         std::span<const uint8_t> layout) {
   RequireOwner();
   if (part == StatePart::kWhole) SeqClear(seq);
+  CellLayoutApplier applier(layout);
   size_t n = llama_state_seq_set_data_ext(ctx_, bytes.data(), bytes.size(), seq, FlagsFor(part));
+  if (n == bytes.size() && !applier.complete()) {
+    SeqClear(seq);
+    return LayoutRefused(layout.size());
+  }
   if (n != bytes.size()) {
     SeqClear(seq);
     return Status::Corruption("llama.cpp refused the sequence state (" +
@@ -186,10 +213,15 @@ Status Context::SetState(int32_t seq, std::span<const uint8_t> bytes, StatePart 
 
 Status Context::SetStatePieces(int32_t seq, std::span<const std::span<const uint8_t>> pieces,
                                size_t size, std::span<const FileBackedPayload> files,
-                               std::span<uint32_t> crcs) {
+                               std::span<uint32_t> crcs, std::span<const uint8_t> layout) {
   RequireOwner();
   SeqClear(seq);
+  CellLayoutApplier applier(layout);
   size_t n = SetStateGathered(ctx_, seq, pieces, LLAMA_STATE_SEQ_FLAGS_NONE, files, crcs);
+  if (n == size && !applier.complete()) {
+    SeqClear(seq);
+    return LayoutRefused(layout.size());
+  }
   if (n != size) {
     SeqClear(seq);
     return Status::Corruption("llama.cpp refused the sequence state (" + std::to_string(size) +

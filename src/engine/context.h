@@ -71,14 +71,20 @@ class Context {
   int32_t SeqPosMax(int32_t seq) const;
 
   Result<std::vector<uint8_t>> GetState(int32_t seq, StatePart part) const;
+  // The same, and the cell layout of its sliding-window caches in `*layout` (cell_layout.h;
+  // empty for a model without one). What a Snapshot keeps.
+  Result<std::vector<uint8_t>> GetState(int32_t seq, StatePart part,
+                                        std::vector<uint8_t>* layout) const;
   // The whole state restricted to the attention (and SWA) cells with positions in [p0, p1);
   // a recurrent section is written whole. One pass over the rows that are asked for, not over
   // the whole context (llama.cpp patch 0001, docs/llama-patches.md). Parse it with ParseState;
   // EncodeRows slices it as it slices a whole state.
   Result<std::vector<uint8_t>> GetStateRange(int32_t seq, int32_t p0, int32_t p1) const;
   // Sets a state into `seq` (cleared first). Fails closed: any refusal by llama.cpp is an error
-  // and leaves `seq` cleared.
-  Status SetState(int32_t seq, std::span<const uint8_t> bytes, StatePart part);
+  // and leaves `seq` cleared. With a `layout` (GetState's), the sliding-window caches' cells go
+  // where they were; a layout that does not fit the state is a refusal.
+  Status SetState(int32_t seq, std::span<const uint8_t> bytes, StatePart part,
+                  std::span<const uint8_t> layout = {});
 
   // SetState(seq, concatenation of `pieces`, kWhole) without the concatenation: llama.cpp
   // reads the state through a reader over the pieces and copies each tensor row straight from
@@ -88,7 +94,7 @@ class Context {
   // records' and clears `seq` when one differs.
   Status SetStatePieces(int32_t seq, std::span<const std::span<const uint8_t>> pieces,
                         size_t size, std::span<const FileBackedPayload> files = {},
-                        std::span<uint32_t> crcs = {});
+                        std::span<uint32_t> crcs = {}, std::span<const uint8_t> layout = {});
 
   const Model& model() const { return model_; }
   const ContextOptions& options() const { return options_; }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/snapshot_payload.h"
 #include "util/hash.h"
 #include "util/log.h"
 
@@ -101,11 +102,13 @@ Status SetOpenedPrefix(Context& ctx, int32_t seq, const cache::OpenedPrefix& ope
   }
   if (left > 0) return Status::Internal("opened prefix shorter than its length");
   const std::span<const cache::OpenedPrefix::Rows> used(opened.rows.data(), files.size());
-  std::span<const uint8_t> partial;
-  if (opened.snapshot) partial = opened.snapshot->bytes;
-  Status st = AssembleStatePieces(rows, partial, shape, int32_t(p), pieces);
+  SnapshotParts snap;
+  if (opened.snapshot) {
+    PREFIXD_ASSIGN_OR_RETURN(snap, SplitSnapshot(opened.snapshot->bytes));
+  }
+  Status st = AssembleStatePieces(rows, snap.state, shape, int32_t(p), pieces);
   std::vector<uint32_t> crcs(files.size());
-  if (st.ok()) st = ctx.SetStatePieces(seq, pieces->pieces, pieces->size, files, crcs);
+  if (st.ok()) st = ctx.SetStatePieces(seq, pieces->pieces, pieces->size, files, crcs, snap.layout);
   if (!st.ok()) {
     QuarantineDamaged(used, cache);
     return st;

@@ -10,7 +10,7 @@ namespace prefixd::engine {
 namespace {
 
 // Bump when the rows payload or snapshot byte format changes: old entries stop matching.
-constexpr uint64_t kCodecVersion = 1;
+constexpr uint64_t kCodecVersion = 2;  // 2: Snapshot payloads end in a cell layout
 
 Digest LayoutFingerprint(const Model& model, const ContextOptions& ctx, StateMode mode) {
   Sha256 h;

@@ -104,30 +104,31 @@ class StateCodecArchsTest : public ::testing::TestWithParam<ArchCase> {
     ASSERT_TRUE(assembled.ok()) << assembled.status().ToString();
     EXPECT_TRUE(*assembled == c.whole_at.at(p))
         << "assembled " << assembled->size() << " bytes, native " << c.whole_at.at(p).size();
-    ASSERT_TRUE(ctx.SetState(1, *assembled, StatePart::kWhole).ok());
-    EXPECT_EQ(ctx.SeqPosMax(1), p - 1);
-    auto warm = DecodeTail(ctx, 1, tokens_, p, kTail);
-    ASSERT_TRUE(warm.ok()) << warm.status().ToString();
     ctx.SeqClear(0);
     ASSERT_TRUE(Prefill(ctx, 0, std::span<const Token>(tokens_.data(), size_t(p)), 0, std::vector<int32_t>{}).ok());
     auto cold = DecodeTail(ctx, 0, tokens_, p, kTail);
     ASSERT_TRUE(cold.ok()) << cold.status().ToString();
-    ExpectLogitsMatch(*warm, *cold);
+    const std::vector<uint8_t>& layout = c.layout_at.at(p);
+    EXPECT_EQ(layout.empty(), !LayoutHasSlidingWindow(format_.layout));
+    // With the cell layout (llama.cpp patch 0005): bit-identical, sliding windows included.
+    ASSERT_TRUE(ctx.SetState(1, *assembled, StatePart::kWhole, layout).ok());
+    EXPECT_EQ(ctx.SeqPosMax(1), p - 1);
+    auto warm = DecodeTail(ctx, 1, tokens_, p, kTail);
+    ASSERT_TRUE(warm.ok()) << warm.status().ToString();
+    EXPECT_TRUE(BitIdentical(*warm, *cold)) << "warm and cold logits differ: " << LogitsDiff(*warm, *cold);
     ctx.SeqClear(1);
-  }
-
-  // Bit-identical, except for a sliding-window cache: there the restored cells and the cold
-  // run's lie in different slots of the ring, so the masked attention adds the same terms in
-  // another order, and whether that moves a last bit depends on the values (CI, stop 23: lfm2
-  // differed in 1 process in ~80 while each process drew its own random weights, 88 of 128
-  // logits off by < 1e-6 with the state bytes identical, asserted above). A wrong state is
-  // off by far more than the bound.
-  void ExpectLogitsMatch(const std::vector<float>& warm, const std::vector<float>& cold) {
-    if (!LayoutHasSlidingWindow(format_.layout)) {
-      EXPECT_TRUE(BitIdentical(warm, cold)) << "warm and cold logits differ: " << LogitsDiff(warm, cold);
-      return;
-    }
-    EXPECT_TRUE(MaxAbsDiff(warm, cold) <= 1e-4) << "warm and cold logits differ: " << LogitsDiff(warm, cold);
+    if (layout.empty()) return;
+    // Without it (the unpatched read): a sliding window's cells lie from cell 0, where the cold
+    // run holds them at their positions, so the masked attention adds the same terms in another
+    // order; whether that moves a last bit depends on the values (CI, stop 23: lfm2 differed in
+    // 1 process in ~80, 88 of 128 logits off by < 1e-6). A wrong state is off by far more.
+    ASSERT_TRUE(ctx.SetState(1, *assembled, StatePart::kWhole).ok());
+    auto plain = DecodeTail(ctx, 1, tokens_, p, kTail);
+    ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+    EXPECT_LE(MaxAbsDiff(*plain, *cold), 1e-4) << LogitsDiff(*plain, *cold);
+    std::printf("[ layout   ] %-12s P=%d without the cell layout: %s\n", GetParam().arch, p,
+                LogitsDiff(*plain, *cold).c_str());
+    ctx.SeqClear(1);
   }
 
   const Model* model_ = nullptr;
@@ -181,6 +182,29 @@ TEST_P(StateCodecArchsTest, RestoreMatchesColdRun) {
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     ExpectRestoreMatchesCold(*ctx, *c, 64, {{0, 64, 64}});
   }
+}
+
+// A cell layout that is not the state's is refused and leaves the sequence empty: one taken at
+// another position (other cells), one cut short, one with a byte changed in its runs.
+TEST_P(StateCodecArchsTest, ForeignCellLayoutIsRefused) {
+  if (!LayoutHasSlidingWindow(format_.layout)) GTEST_SKIP() << "no sliding-window cache";
+  auto ctx = NewContext(false);
+  ASSERT_NE(ctx, nullptr);
+  auto c = PrefillAndCapture(*ctx, 0, tokens_, kQ, {37, 64});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const std::vector<uint8_t>& state = c->whole_at.at(37);
+  std::vector<uint8_t> other = c->layout_at.at(64);
+  std::vector<uint8_t> short_one = c->layout_at.at(37);
+  short_one.resize(short_one.size() - 4);
+  std::vector<uint8_t> changed = c->layout_at.at(37);
+  changed[changed.size() - 8] ^= 0x01;  // the last run's position
+  for (const auto* layout : {&other, &short_one, &changed}) {
+    Status st = ctx->SetState(1, state, StatePart::kWhole, *layout);
+    EXPECT_TRUE(st.IsCorruption()) << st.ToString();
+    EXPECT_EQ(ctx->SeqPosMax(1), -1) << "a refused restore leaves the sequence empty";
+  }
+  ASSERT_TRUE(ctx->SetState(1, state, StatePart::kWhole, c->layout_at.at(37)).ok());
+  EXPECT_EQ(ctx->SeqPosMax(1), 36);
 }
 
 TEST_P(StateCodecArchsTest, RestoreAtOddPositionFromSeveralPayloads) {
@@ -256,11 +280,12 @@ TEST(StateCodecArchs, Dsv4IsNotSliced) {
 
 // deepseek4's whole state, the Snapshot the cache keeps for it, restored into an empty sequence
 // and followed by the cold run's next call. Its raw cache is an iswa cache (n_swa 32 in the
-// generated model): while the window is whole (P <= 32) the restore is bit-identical to the cold
-// run; beyond, state_write skips the cells the window masks and state_read lays the rest out
-// from cell 0, while the cold run's ring holds them at other cells, so attention sums them in
-// another order (docs/architecture.md, "What stays inexact"). The bytes read back from the
-// restored sequence equal the Snapshot's: what differs is the cells' layout, not the state.
+// generated model). Without the cell layout, while the window is whole (P <= 32) the restore is
+// bit-identical to the cold run; beyond, state_write skips the cells the window masks and
+// state_read lays the rest out from cell 0, while the cold run holds them at other cells, so
+// attention sums them in another order. The bytes read back from the restored sequence equal the
+// Snapshot's: what differs is the cells' layout, not the state. With the layout (llama.cpp
+// patch 0005, cell_layout.h) every restore is bit-identical.
 TEST(StateCodecArchs, Dsv4WholeStateRestore) {
   const Model* model = GeneratedModels::Get().Load("deepseek4");
   ASSERT_NE(model, nullptr);
@@ -277,16 +302,24 @@ TEST(StateCodecArchs, Dsv4WholeStateRestore) {
       auto c = PrefillAndCapture(**ctx, 0, tokens, p + 64, {p});
       ASSERT_TRUE(c.ok()) << c.status().ToString();
       const std::vector<float> cold = testing::LastLogits(**ctx);
+      // Without the cell layout (the unpatched read).
       ASSERT_TRUE((*ctx)->SetState(0, c->whole_at.at(p), StatePart::kWhole).ok());
       auto back = (*ctx)->GetState(0, StatePart::kWhole);
       ASSERT_TRUE(back.ok());
+      auto plain = DecodeTail(**ctx, 0, tokens, p, 64);
+      ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+      std::printf("[ dsv4     ] %s P=%d without the cell layout: %s\n", fa ? "fa  " : "nofa", p,
+                  LogitsDiff(*plain, cold).c_str());
+      EXPECT_TRUE(*back == c->whole_at.at(p)) << "the restored state reads back other bytes";
+      if (p <= 32) EXPECT_TRUE(BitIdentical(*plain, cold)) << LogitsDiff(*plain, cold);
+      EXPECT_LT(MaxAbsDiff(*plain, cold), 1e-3) << "measured at most 1.3e-5 (6 seeds)";
+      // With it (llama.cpp patch 0005): the cells where the cold run holds them, bit-identical.
+      ASSERT_FALSE(c->layout_at.at(p).empty());
+      ASSERT_TRUE(
+          (*ctx)->SetState(0, c->whole_at.at(p), StatePart::kWhole, c->layout_at.at(p)).ok());
       auto warm = DecodeTail(**ctx, 0, tokens, p, 64);
       ASSERT_TRUE(warm.ok()) << warm.status().ToString();
-      std::printf("[ dsv4     ] %s P=%d: %s\n", fa ? "fa  " : "nofa", p,
-                  LogitsDiff(*warm, cold).c_str());
-      EXPECT_TRUE(*back == c->whole_at.at(p)) << "the restored state reads back other bytes";
-      if (p <= 32) EXPECT_TRUE(BitIdentical(*warm, cold)) << LogitsDiff(*warm, cold);
-      EXPECT_LT(MaxAbsDiff(*warm, cold), 1e-3) << "measured at most 1.3e-5 (6 seeds)";
+      EXPECT_TRUE(BitIdentical(*warm, cold)) << LogitsDiff(*warm, cold);
     }
   }
 }

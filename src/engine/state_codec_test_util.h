@@ -146,10 +146,12 @@ inline std::vector<Token> PromptTokens(const Model& model, int n, uint32_t seed 
 }
 
 // Prefills [0, q) of `tokens` into `seq` in chunks ending at each of `ends` (and q), and takes
-// the partial state at each of `ends` and the whole state at the end.
+// the partial state at each of `ends` (with its sliding-window cell layout) and the whole state
+// at the end.
 struct Captured {
   std::map<int32_t, std::vector<uint8_t>> partial_at;
   std::map<int32_t, std::vector<uint8_t>> whole_at;
+  std::map<int32_t, std::vector<uint8_t>> layout_at;  // cell_layout.h; empty without SWA
   std::vector<uint8_t> whole;
 };
 inline Result<Captured> PrefillAndCapture(Context& ctx, int32_t seq,
@@ -160,7 +162,8 @@ inline Result<Captured> PrefillAndCapture(Context& ctx, int32_t seq,
     for (int32_t e : ends) {
       if (e != pos) continue;
       PREFIXD_ASSIGN_OR_RETURN(c.partial_at[pos], ctx.GetState(seq, StatePart::kPartial));
-      PREFIXD_ASSIGN_OR_RETURN(c.whole_at[pos], ctx.GetState(seq, StatePart::kWhole));
+      PREFIXD_ASSIGN_OR_RETURN(c.whole_at[pos],
+                               ctx.GetState(seq, StatePart::kWhole, &c.layout_at[pos]));
     }
     return Status::OK();
   };
