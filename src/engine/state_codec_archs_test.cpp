@@ -185,14 +185,22 @@ TEST_P(StateCodecArchsTest, RestoreMatchesColdRun) {
 }
 
 // A cell layout that is not the state's is refused and leaves the sequence empty: one taken at
-// another position (other cells), one cut short, one with a byte changed in its runs.
+// another position (other cells), one cut short, one with a byte changed in its runs. A model
+// without a sliding-window cache records none, and refuses any layout it is given (no cache of
+// it takes the entry).
 TEST_P(StateCodecArchsTest, ForeignCellLayoutIsRefused) {
-  if (!LayoutHasSlidingWindow(format_.layout)) GTEST_SKIP() << "no sliding-window cache";
   auto ctx = NewContext(false);
   ASSERT_NE(ctx, nullptr);
   auto c = PrefillAndCapture(*ctx, 0, tokens_, kQ, {37, 64});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   const std::vector<uint8_t>& state = c->whole_at.at(37);
+  if (!LayoutHasSlidingWindow(format_.layout)) {
+    EXPECT_TRUE(c->layout_at.at(37).empty());
+    const std::vector<uint8_t> stray(24, 0);
+    EXPECT_TRUE(ctx->SetState(1, state, StatePart::kWhole, stray).IsCorruption());
+    EXPECT_EQ(ctx->SeqPosMax(1), -1) << "a refused restore leaves the sequence empty";
+    return;
+  }
   std::vector<uint8_t> other = c->layout_at.at(64);
   std::vector<uint8_t> short_one = c->layout_at.at(37);
   short_one.resize(short_one.size() - 4);
