@@ -81,9 +81,15 @@ done
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 
 # llama-server from the pinned source, in its own build dir; no network (no UI download, no TLS).
+# A build dir that exists is brought up to date (the patch set may have changed the source: both
+# servers must run the same kernels), which costs nothing when nothing changed.
 build_llama_server() {
   local bin="$SERVER_BUILD/bin/llama-server"
-  if [[ -x "$bin" ]]; then echo "$bin"; return; fi
+  if [[ -x "$bin" ]]; then
+    cmake --build "$SERVER_BUILD" -j "$JOBS" --target llama-server >&2
+    echo "$bin"
+    return
+  fi
   [[ -d "$LLAMA_SRC" ]] || bash scripts/setup-llama.sh >/dev/null
   log "building llama-server in $SERVER_BUILD (-j$JOBS; takes a while on 2 cores)"
   cmake -S "$LLAMA_SRC" -B "$SERVER_BUILD" -DCMAKE_BUILD_TYPE=Release \

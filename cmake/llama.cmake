@@ -18,6 +18,8 @@ endfunction()
 _prefixd_import(prefixd_llama_lib "${_llama_bin}/libllama.so")
 _prefixd_import(prefixd_ggml_lib "${_llama_bin}/libggml.so")
 _prefixd_import(prefixd_ggml_base_lib "${_llama_bin}/libggml-base.so")
+# The CPU backend itself, for a test that runs one ggml op on it (flash_attn_tile_test.cpp).
+_prefixd_import(prefixd_ggml_cpu_lib "${_llama_bin}/libggml-cpu.so")
 file(GLOB _common_lib "${_llama_bin}/libllama-common.so" "${PREFIXD_LLAMA_BUILD}/common/libllama-common.so")
 list(GET _common_lib 0 _common_lib)
 _prefixd_import(prefixd_llama_common_lib "${_common_lib}")
