@@ -8,6 +8,10 @@
 # a second run is instant; a changed patch set rebuilds incrementally.
 # Prints nothing on a cache hit except the build directory on the last line.
 # Usage: scripts/setup-llama.sh [--cuda]
+# PREFIXD_GGML_CPU=avx2 builds ggml's CPU backend for AVX2 + FMA + F16C only (no AVX-512), in
+# its own build directory, whatever this CPU has: the kernel path of an AVX2-only machine, to
+# test the exactness claims there from an AVX-512 one (docs/architecture.md, "Exactness on each
+# CPU"). Unset: a native build (-march=native), as llama.cpp builds by default.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PATCH_DIR="$here/patches/llama.cpp"
@@ -26,6 +30,15 @@ fi
 if [[ "$(uname)" == "Darwin" ]]; then
   cmake_backend+=(-DGGML_METAL=ON)
 fi
+case "${PREFIXD_GGML_CPU:-native}" in
+  native) ;;
+  avx2)
+    backend="$backend-avx2"
+    cmake_backend+=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+      -DGGML_BMI2=ON -DGGML_AVX512=OFF)
+    ;;
+  *) echo "setup-llama: PREFIXD_GGML_CPU must be native or avx2" >&2; exit 1 ;;
+esac
 
 root="$DEPS_DIR/llama.cpp-${LLAMA_COMMIT:0:7}"
 src="$root/src"

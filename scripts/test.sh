@@ -6,6 +6,10 @@ cd "$here"
 start=$(date +%s)
 bash scripts/build.sh
 build_dir="${BUILD_DIR:-build}"
+# The machine is part of the record: bit-identity holds per kernel path where the code does not
+# guarantee it otherwise (docs/architecture.md, "Exactness on each CPU").
+"$build_dir/bin/prefixd" system-info | sed 's/^/test.sh: /'
+echo "test.sh: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
 if [[ -f tests/e2e/package.json ]]; then
   (cd tests/e2e && npm install --no-audit --no-fund --silent >/dev/null)
 fi

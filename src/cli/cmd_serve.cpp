@@ -61,6 +61,7 @@ struct ServeArgs {
   int64_t ubatch = kEngine.n_ubatch;
   int64_t gpu_layers = kEngine.n_gpu_layers;
   int64_t max_queue = int64_t(kEngine.max_queue);
+  int64_t n_predict = server::ServerOptions{}.n_predict;
   bool no_cache = false;
   bool whole_state = false;
   bool no_flash_attn = false;
@@ -126,6 +127,9 @@ Status CheckRanges(const ServeArgs& a) {
   if (a.max_queue < 0 || a.max_queue > 100000) {
     return Status::InvalidArgument("--max-queue: 0..100000");
   }
+  if (a.n_predict < 0 || a.n_predict > (1 << 24)) {
+    return Status::InvalidArgument("--n-predict: 0 (no cap) or 1..16777216");
+  }
   if (a.threads < 0 || a.threads_batch < 0 || a.batch < 1 || a.ubatch < 1 || a.gpu_layers < -1) {
     return Status::InvalidArgument("--threads, --threads-batch, --batch, --ubatch, --gpu-layers: out of range");
   }
@@ -178,6 +182,7 @@ Result<server::ServerOptions> ServerOptionsOf(const ServeArgs& a) {
   so.n_http_threads = size_t(a.slots + a.max_queue + 8);
   // Generation requests beyond the slots and the queue get 503 before they are parsed.
   so.max_admitted = size_t(a.slots + a.max_queue);
+  so.n_predict = int(a.n_predict);
   return so;
 }
 
@@ -277,6 +282,9 @@ int CmdServe(int argc, char** argv) {
   flags.Int("-ngl,--gpu-layers", &a.gpu_layers, "layers to offload to the GPU");
   flags.Int("--max-queue", &a.max_queue,
             "requests that may wait for a slot; more get 503 with Retry-After");
+  flags.Int("-n,--n-predict", &a.n_predict,
+            "the most tokens one request generates: a larger max_tokens (or none) is lowered "
+            "to it; 0: no cap but the context");
   flags.String("--max-body", &a.max_body, "largest request body accepted (e.g. 32M)");
   flags.Bool("--no-cache", &a.no_cache, "turn the prompt cache fully off");
   flags.Bool("--whole-state", &a.whole_state,

@@ -9,5 +9,6 @@ int CmdServe(int argc, char** argv);
 int CmdBench(int argc, char** argv);
 int CmdCache(int argc, char** argv);
 int CmdMakeTestModel(int argc, char** argv);
+int CmdSystemInfo(int argc, char** argv);
 
 }  // namespace prefixd::cli

@@ -12,6 +12,7 @@ int CmdServe(int, char**) __attribute__((weak));
 int CmdBench(int, char**) __attribute__((weak));
 int CmdCache(int, char**) __attribute__((weak));
 int CmdMakeTestModel(int, char**) __attribute__((weak));
+int CmdSystemInfo(int, char**) __attribute__((weak));
 }  // namespace prefixd::cli
 
 namespace {
@@ -29,6 +30,8 @@ const Command kCommands[] = {
     {"cache", prefixd::cli::CmdCache, "inspect and manage a cache directory"},
     {"make-test-model", prefixd::cli::CmdMakeTestModel,
      "generate a random-weight GGUF model of a real architecture"},
+    {"system-info", prefixd::cli::CmdSystemInfo,
+     "print the CPU and the ggml CPU features this build runs (its kernel path)"},
 };
 
 void PrintUsage(FILE* out) {

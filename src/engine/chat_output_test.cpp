@@ -70,7 +70,7 @@ struct Decoded {
   Token Sample(const SamplingOptions& o) const {
     auto s = Sampler::Create(*model, o);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
-    return (*s)->Sample(ctx->raw(), -1);
+    return *(*s)->Sample(ctx->raw(), -1);
   }
 };
 
@@ -101,13 +101,13 @@ TEST(SamplerTest, PresencePenaltyTurnsAwayFromAGeneratedToken) {
   o.presence_penalty = double(d.logits[top] - d.logits[second]) + 1.0;
   auto s = Sampler::Create(*d.model, o);
   ASSERT_TRUE(s.ok());
-  EXPECT_EQ((*s)->Sample(d.ctx->raw(), -1), top);     // nothing generated yet: no penalty
-  EXPECT_EQ((*s)->Sample(d.ctx->raw(), -1), second);  // `top` was generated once
+  EXPECT_EQ(*(*s)->Sample(d.ctx->raw(), -1), top);     // nothing generated yet: no penalty
+  EXPECT_EQ(*(*s)->Sample(d.ctx->raw(), -1), second);  // `top` was generated once
   SamplingOptions plain;
   auto g = Sampler::Create(*d.model, plain);
   ASSERT_TRUE(g.ok());
-  (*g)->Sample(d.ctx->raw(), -1);
-  EXPECT_EQ((*g)->Sample(d.ctx->raw(), -1), top);  // without the penalty: the same again
+  ASSERT_TRUE((*g)->Sample(d.ctx->raw(), -1).ok());
+  EXPECT_EQ(*(*g)->Sample(d.ctx->raw(), -1), top);  // without the penalty: the same again
 }
 
 TEST(SamplerTest, FrequencyAndRepetitionPenaltiesApply) {
@@ -118,8 +118,8 @@ TEST(SamplerTest, FrequencyAndRepetitionPenaltiesApply) {
   o.frequency_penalty = double(d.logits[top] - d.logits[second]) + 1.0;
   auto s = Sampler::Create(*d.model, o);
   ASSERT_TRUE(s.ok());
-  (*s)->Sample(d.ctx->raw(), -1);
-  EXPECT_EQ((*s)->Sample(d.ctx->raw(), -1), second);
+  ASSERT_TRUE((*s)->Sample(d.ctx->raw(), -1).ok());
+  EXPECT_EQ(*(*s)->Sample(d.ctx->raw(), -1), second);
   SamplingOptions bad;
   bad.repetition_penalty = 0.0;
   EXPECT_FALSE(Sampler::Create(*d.model, bad).ok());  // common refuses: a clear error

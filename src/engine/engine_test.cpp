@@ -178,6 +178,32 @@ const std::string kSystem = Msg(
     "run(cmd). Always explain the plan first, then call one tool at a time, and keep the "
     "answers short. The repository holds a C++ server with a prompt cache and its tests.");
 
+// Two greedy answers whose logits may differ in their last bits (rows decoded one token at a
+// time, another decode batch): equal, or equal up to a step where the cold answer's two most
+// likely tokens were within kNearTie of each other, where a last bit may pick either. A wrong
+// state changes far more than a near-tie. REQUIRES: `cold` was run with top_logprobs >= 2.
+constexpr float kNearTie = 2e-3f;
+
+::testing::AssertionResult SameUpToNearTie(const CompletionResult& got,
+                                           const CompletionResult& cold) {
+  size_t k = 0;
+  while (k < got.tokens.size() && k < cold.tokens.size() && got.tokens[k] == cold.tokens[k]) ++k;
+  if (k == got.tokens.size() && k == cold.tokens.size()) return ::testing::AssertionSuccess();
+  if (k >= cold.logprobs.size() || cold.logprobs[k].top.size() < 2) {
+    return ::testing::AssertionFailure() << "the answers differ at token " << k
+                                         << ", where the cold answer ended";
+  }
+  const float gap = cold.logprobs[k].top[0].logprob - cold.logprobs[k].top[1].logprob;
+  if (gap <= kNearTie) {
+    std::printf("[ near-tie ] the answers part at token %zu, where the top two were %.2e apart\n",
+                k, double(gap));
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << "the answers differ at token " << k
+                                       << ", where the cold answer's top two were " << gap
+                                       << " apart (no near-tie)";
+}
+
 class EngineCacheTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -209,13 +235,18 @@ class EngineCacheTest : public ::testing::TestWithParam<std::string> {
     CompletionRequest req;
     req.prompt = prompt;
     req.max_tokens = max_tokens;
+    if (!bit_identical_) req.sampling.top_logprobs = 2;
     const int32_t expected = ref_.Expected(prompt);
     const int32_t reusable = ref_.Reusable(prompt.tokens);
     auto with = on_->Complete(req);
     auto without = off_->Complete(req);
     EXPECT_TRUE(with.ok() && without.ok()) << what;
     if (!with.ok() || !without.ok()) return "";
-    EXPECT_EQ(with->tokens, without->tokens) << what << ": output differs with the cache on";
+    if (bit_identical_) {
+      EXPECT_EQ(with->tokens, without->tokens) << what << ": output differs with the cache on";
+    } else {
+      EXPECT_TRUE(SameUpToNearTie(*with, *without)) << what;
+    }
     EXPECT_EQ(with->usage.cached_tokens, expected)
         << what << ": reusable " << reusable << " of " << prompt.tokens.size() << ", miss "
         << CacheMissName(with->cache.miss);
@@ -240,6 +271,10 @@ class EngineCacheTest : public ::testing::TestWithParam<std::string> {
   }
 
   std::unique_ptr<Engine> on_, off_;
+  // Whether the cache-on answer must equal the cache-off one token for token: true wherever
+  // the code guarantees the same calls and cells; false where a slot keeps the rows it decoded
+  // one token at a time (docs/architecture.md, "What stays inexact").
+  bool bit_identical_ = true;
   CompletionResult last_;
   Reference ref_;
 };
@@ -459,8 +494,9 @@ TEST_P(EngineCacheTest, DiskRowsAreCheckedWhereTheyLand) {
   fs::remove_all(dir);
 }
 
-// Several slots decoding in one batch: every request gets exactly what it gets alone with the
-// cache off, and the shared prefix is restored for the later ones.
+// Several slots decoding in one batch: every request gets what it gets alone with the cache
+// off (up to a near-tie: decode batches are not batch-invariant), and the shared prefix is
+// restored for the later ones.
 TEST_P(EngineCacheTest, ConcurrentRequestsMatchSequential) {
   if (ArchOf(GetParam()) == "gemma4") {
     // llama.cpp's kernels are not batch-invariant (flash attention tiles micro-batches of more
@@ -481,14 +517,15 @@ TEST_P(EngineCacheTest, ConcurrentRequestsMatchSequential) {
     ASSERT_TRUE(p.ok());
     prompts.push_back(*p);
   }
-  std::vector<std::vector<Token>> alone;
+  std::vector<CompletionResult> alone;
   for (const Prompt& p : prompts) {
     CompletionRequest req;
     req.prompt = p;
     req.max_tokens = 12;
+    req.sampling.top_logprobs = 2;
     auto r = off_->Complete(req);
     ASSERT_TRUE(r.ok());
-    alone.push_back(r->tokens);
+    alone.push_back(*r);
   }
   std::vector<Result<CompletionResult>> got(prompts.size(), Status::Internal("not run"));
   std::vector<std::thread> threads;
@@ -504,7 +541,12 @@ TEST_P(EngineCacheTest, ConcurrentRequestsMatchSequential) {
   int32_t cached = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     ASSERT_TRUE(got[i].ok()) << got[i].status().ToString();
-    EXPECT_EQ(got[i]->tokens, alone[i]) << "request " << i;
+    // Each prompt is prefilled alone, so the first token is exact; then the slots share
+    // decode batches (a matrix product of several rows, a longer attention view), which may
+    // move a last bit: equal up to a near-tie.
+    ASSERT_FALSE(got[i]->tokens.empty());
+    EXPECT_EQ(got[i]->tokens[0], alone[i].tokens[0]) << "request " << i;
+    EXPECT_TRUE(SameUpToNearTie(*got[i], alone[i])) << "request " << i;
     cached += got[i]->usage.cached_tokens;
   }
   EXPECT_GT(cached, 0);  // the later requests restored the shared system prompt
@@ -514,6 +556,7 @@ TEST_P(EngineCacheTest, ConcurrentRequestsMatchSequential) {
 // decoded (its prompt and answer), so nothing is restored and only the new tokens are
 // evaluated, with output equal to a cold run.
 TEST_P(EngineCacheTest, SessionContinuingOnItsSlotRestoresNothing) {
+  bit_identical_ = false;  // the next turns take the answer's rows as they were decoded
   // Longer than two tiles, so that a pure-attention slot keeps its rows (ExactRestoreFloor).
   std::string task = "Open the cache file and read it.";
   for (int i = 0; i < 8; ++i) task += " Then list every function it defines and what it does.";
@@ -548,6 +591,7 @@ TEST_P(EngineCacheTest, SessionContinuingOnItsSlotRestoresNothing) {
 // Two sessions alternating on two slots: each continues on the slot that holds it (nothing
 // restored), and every answer equals a cold run.
 TEST_P(EngineCacheTest, SessionsAlternatingBetweenSlots) {
+  bit_identical_ = false;  // the next turns take the answers' rows as they were decoded
   on_ = MakeEngine(GetParam(), true, "", 2);
   ASSERT_TRUE(on_);
   ref_.slots = 2;

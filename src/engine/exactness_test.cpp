@@ -156,6 +156,17 @@ bool RestoresAWindow(const EngineStats& s) {
 
 class ExactnessTest : public ::testing::TestWithParam<Case> {
  protected:
+  // The chunk schedule's row classes (prefill.h: one row, short, tiled from 64) are those of
+  // ggml's x86 CPU kernels, AVX2 and AVX-512 alike: tinyBLAS takes every product of two rows
+  // or more. On ARM NEON it takes F32 products from 4 rows and F16 ones without flash
+  // attention from 8, so a short call of 2-7 rows sums otherwise than the same rows inside a
+  // longer call: the claim is not made there (docs/architecture.md, "Exactness on each CPU").
+  void SetUp() override {
+#if defined(__aarch64__) || defined(__arm__)
+    GTEST_SKIP() << "bit-identity is claimed on x86 kernels only; ARM NEON's row classes differ";
+#endif
+  }
+
   Prompt Prepare(Engine& e, const std::vector<std::pair<std::string, std::string>>& msgs) {
     auto p = GetParam().chat ? e.PrepareChat(Json(msgs), "", true) : e.PrepareText(ChatMl(msgs));
     EXPECT_TRUE(p.ok()) << p.status().ToString();

@@ -122,7 +122,7 @@ Result<std::unique_ptr<Sampler>> Sampler::Create(const Model& model,
   if (options.repetition_penalty <= 0.0) {
     return Status::InvalidArgument("sampler: repetition_penalty must be greater than 0");
   }
-  if (IsPlainGreedy(options)) return std::unique_ptr<Sampler>(new Sampler(nullptr, model.n_vocab()));
+  if (IsPlainGreedy(options)) return std::unique_ptr<Sampler>(new Sampler(nullptr, model.n_vocab(), false));
   common_params_sampling params = ToCommon(options);
   if (!options.grammar.empty()) SetThinking(model, options.grammar, params);
   common_sampler* s = nullptr;
@@ -132,14 +132,14 @@ Result<std::unique_ptr<Sampler>> Sampler::Create(const Model& model,
     return Status::InvalidArgument(std::string("sampler: ") + e.what());
   }
   if (s == nullptr) return Status::InvalidArgument("sampler: cannot be built");
-  return std::unique_ptr<Sampler>(new Sampler(s, model.n_vocab()));
+  return std::unique_ptr<Sampler>(new Sampler(s, model.n_vocab(), !options.grammar.empty()));
 }
 
 Sampler::~Sampler() {
   if (sampler_ != nullptr) common_sampler_free(sampler_);
 }
 
-Token Sampler::Sample(llama_context* ctx, int32_t idx) {
+Result<Token> Sampler::Sample(llama_context* ctx, int32_t idx) {
   if (sampler_ == nullptr) {  // lowest id wins ties, as common's zero temperature
     const float* logits = llama_get_logits_ith(ctx, idx);
     Token best = 0;
@@ -148,9 +148,13 @@ Token Sampler::Sample(llama_context* ctx, int32_t idx) {
     }
     return best;
   }
-  const Token t = common_sampler_sample(sampler_, ctx, idx);
-  common_sampler_accept(sampler_, t, /*is_generated=*/true);
-  return t;
+  try {
+    const Token t = common_sampler_sample(sampler_, ctx, idx);
+    common_sampler_accept(sampler_, t, /*is_generated=*/true);
+    return t;
+  } catch (const std::exception& e) {
+    return Status::Aborted(std::string("sampling: ") + e.what());
+  }
 }
 
 }  // namespace prefixd::engine

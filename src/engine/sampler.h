@@ -64,14 +64,19 @@ class Sampler {
   Sampler& operator=(const Sampler&) = delete;
 
   // Picks a token from the logits of the `idx`-th output of the last decode on `ctx` (-1: the
-  // last) and accepts it (the grammar and the penalties see it).
-  Token Sample(llama_context* ctx, int32_t idx);
+  // last) and accepts it (the grammar and the penalties see it). Never throws: what common's
+  // sampler throws (a grammar with no way on, as when it has ended and the end-of-generation
+  // tokens are masked) is an Aborted status naming it; the sampler is then spent.
+  Result<Token> Sample(llama_context* ctx, int32_t idx);
+  bool has_grammar() const { return has_grammar_; }
 
  private:
-  explicit Sampler(common_sampler* s, int n_vocab) : sampler_(s), n_vocab_(n_vocab) {}
+  Sampler(common_sampler* s, int n_vocab, bool has_grammar)
+      : sampler_(s), n_vocab_(n_vocab), has_grammar_(has_grammar) {}
   common_sampler* sampler_;  // null for plain greedy: the argmax, without a pass through
                              // common's chain (which softmaxes the whole vocabulary per token)
   int n_vocab_;
+  bool has_grammar_;
 };
 
 }  // namespace prefixd::engine

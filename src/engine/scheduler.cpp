@@ -116,7 +116,12 @@ struct Scheduler::Impl {
   void GenerateStep();
   void Accept(Slot& slot, Token t);
   void PublishPrompt(Slot& slot);
-  Token SampleFor(Slot& slot, int32_t logits_index);
+  Result<Token> SampleFor(Slot& slot, int32_t logits_index);
+  void SampleAndAccept(Slot& slot, int32_t logits_index);
+  template <class Step>
+  void Guarded(Slot& slot, Step&& step);
+  void AbortSlot(Slot& slot, const std::string& what);
+  void StartJob(std::unique_ptr<Job> job);
   void NoteLogprobs(Slot& slot, const float* logits, Token t);
   bool RenderSpecial(const Slot& slot, Token t) const;
   std::vector<Token> eog_tokens;  // masked for requests with ignore_eos
@@ -421,7 +426,7 @@ void Scheduler::Impl::Loop() {
     }
     if (prefill != nullptr) {
       next_prefill = (size_t(prefill->seq) + 1) % slots.size();
-      PrefillStep(*prefill);
+      Guarded(*prefill, [&] { PrefillStep(*prefill); });
     }
     GenerateStep();
     if (!AnyActive()) NoteBusy(false);
@@ -466,19 +471,58 @@ bool Scheduler::Impl::Admit() {
       queue.pop_front();
       stats.slots_busy++;
     }
-    auto sampler = Sampler::Create(model, job->request.sampling);
-    if (!sampler.ok()) {
-      Refuse(std::move(job), sampler.status());
-      continue;
-    }
-    Digest domain{};
-    if (cache_io) domain = DomainFor(fingerprints, job->request.tenant_salt);
-    Slot& slot = PickSlot(job->request.prompt.tokens, domain);
-    slot.domain = domain;
-    Start(slot, std::move(job), std::move(sampler).value());
+    StartJob(std::move(job));
     admitted = true;
   }
   return admitted;
+}
+
+void Scheduler::Impl::StartJob(std::unique_ptr<Job> job) {
+  Slot* slot = nullptr;
+  try {
+    auto sampler = Sampler::Create(model, job->request.sampling);
+    if (!sampler.ok()) return Refuse(std::move(job), sampler.status());
+    Digest domain{};
+    if (cache_io) domain = DomainFor(fingerprints, job->request.tenant_salt);
+    slot = &PickSlot(job->request.prompt.tokens, domain);
+    slot->domain = domain;
+    Start(*slot, std::move(job), std::move(sampler).value());
+  } catch (const std::exception& e) {
+    if (job) return Refuse(std::move(job), Status::Internal(std::string("start: ") + e.what()));
+    if (slot) AbortSlot(*slot, e.what());
+  }
+}
+
+// Runs one step of `slot`'s request. Whatever it throws (llama.cpp, common's sampler or
+// parser, the cache) fails that request alone; the loop and every other slot go on.
+template <class Step>
+void Scheduler::Impl::Guarded(Slot& slot, Step&& step) {
+  try {
+    step();
+  } catch (const std::exception& e) {
+    AbortSlot(slot, e.what());
+  } catch (...) {
+    AbortSlot(slot, "unknown exception");
+  }
+}
+
+// Ends `slot`'s request after an exception, wherever in its step it came: the answer may have
+// been given already (Finish answers before its cache work), the sequence is cleared either
+// way, since what it holds is unknown.
+void Scheduler::Impl::AbortSlot(Slot& slot, const std::string& what) {
+  Logf(LogLevel::kWarning, "slot %d: request failed: %s", int(slot.seq), what.c_str());
+  slot.publish_pending = false;
+  if (!slot.job) return;
+  try {
+    slot.job->done.set_value(Status::Internal("internal error: " + what));
+  } catch (const std::future_error&) {  // answered already
+  }
+  slot.job.reset();
+  slot.phase = Phase::kIdle;
+  ForgetHeld(slot);
+  std::lock_guard<std::mutex> lock(mu);
+  stats.slots_busy--;
+  idle_cv.notify_all();
 }
 
 // Answers a job that never got a slot (its sampler could not be built).
@@ -596,8 +640,8 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   slot.decode_started = Clock::now();
   slot.phase = Phase::kGenerate;
   slot.publish_pending = cache_io != nullptr;
-  Accept(slot, SampleFor(slot, -1));  // the first token goes out before the cache work
-  PublishPrompt(slot);                // (a no-op when Accept finished the request)
+  SampleAndAccept(slot, -1);  // the first token goes out before the cache work
+  PublishPrompt(slot);        // (a no-op when the request has ended)
 }
 
 // Publishes what the prefill produced, once; the sequence still holds exactly the prompt.
@@ -608,16 +652,28 @@ void Scheduler::Impl::PublishPrompt(Slot& slot) {
   if (!st.ok()) CountCacheError(CacheWork::kPublish, st);
 }
 
-Token Scheduler::Impl::SampleFor(Slot& slot, int32_t logits_index) {
+Result<Token> Scheduler::Impl::SampleFor(Slot& slot, int32_t logits_index) {
   float* logits = const_cast<float*>(ctx->Logits(logits_index));  // ours until the next decode
   if (slot.job->request.sampling.ignore_eos) {
     for (Token t : eog_tokens) logits[t] = -INFINITY;
   }
-  const Token t = slot.sampler->Sample(ctx->raw(), logits_index);
+  PREFIXD_ASSIGN_OR_RETURN(const Token t, slot.sampler->Sample(ctx->raw(), logits_index));
   if (slot.job->request.sampling.top_logprobs >= 0 && !model.IsEndOfGeneration(t)) {
     NoteLogprobs(slot, logits, t);
   }
   return t;
+}
+
+// Samples and takes the token. A grammar that has run its course while ignore_eos masks the
+// end of generation has no token left to allow: its end is the answer's end (finish "stop").
+// Any other sampling failure fails this request alone.
+void Scheduler::Impl::SampleAndAccept(Slot& slot, int32_t logits_index) {
+  Result<Token> t = SampleFor(slot, logits_index);
+  if (t.ok()) return Accept(slot, *t);
+  if (slot.sampler->has_grammar() && slot.job->request.sampling.ignore_eos) {
+    return Finish(slot, FinishReason::kStop);
+  }
+  Fail(slot, t.status());
 }
 
 void Scheduler::Impl::NoteLogprobs(Slot& slot, const float* logits, Token t) {
@@ -667,7 +723,7 @@ void Scheduler::Impl::GenerateStep() {
       continue;
     }
     s.pos++;
-    Accept(s, SampleFor(s, int32_t(i)));
+    Guarded(s, [&] { SampleAndAccept(s, int32_t(i)); });
   }
 }
 
@@ -734,6 +790,7 @@ void Scheduler::Impl::NoteSlot(const Slot& slot) {
 }
 
 void Scheduler::Impl::Fail(Slot& slot, const Status& st) {
+  slot.publish_pending = false;
   slot.job->done.set_value(st);
   slot.job.reset();
   slot.phase = Phase::kIdle;

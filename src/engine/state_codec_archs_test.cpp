@@ -125,7 +125,7 @@ class StateCodecArchsTest : public ::testing::TestWithParam<ArchCase> {
     ASSERT_TRUE(ctx.SetState(1, *assembled, StatePart::kWhole).ok());
     auto plain = DecodeTail(ctx, 1, tokens_, p, kTail);
     ASSERT_TRUE(plain.ok()) << plain.status().ToString();
-    EXPECT_LE(MaxAbsDiff(*plain, *cold), 1e-4) << LogitsDiff(*plain, *cold);
+    EXPECT_LE(MaxAbsDiff(*plain, *cold), 1e-3) << LogitsDiff(*plain, *cold);
     std::printf("[ layout   ] %-12s P=%d without the cell layout: %s\n", GetParam().arch, p,
                 LogitsDiff(*plain, *cold).c_str());
     ctx.SeqClear(1);

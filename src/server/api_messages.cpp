@@ -129,14 +129,28 @@ MaybeError ConvertMessage(const json& msg, const std::string& path, json* messag
   if (!msg.is_object()) return WrongType(path, "an object", msg);
   std::string role;
   if (auto e = GetString(msg, path, "role", true, &role)) return e;
-  if (role != "user" && role != "assistant") {
-    return ApiError::Invalid("'" + Join(path, "role") + "' must be user or assistant, got '" +
-                                 role + "'",
+  if (role != "user" && role != "assistant" && role != "system") {
+    return ApiError::Invalid("'" + Join(path, "role") + "' must be user, assistant or system, "
+                                 "got '" + role + "'",
                              Join(path, "role"));
   }
   std::string cpath = Join(path, "content");
   const json* c = Field(msg, "content");
   if (!c) return ApiError::Invalid("'" + cpath + "' is required", cpath);
+  // A system message inside the conversation (Claude Code sends its environment so): text
+  // only; request_parse places it where the template takes it (system_messages.h).
+  if (role == "system") {
+    std::string text;
+    if (c->is_string()) {
+      text = c->get<std::string>();
+    } else if (!c->is_array()) {
+      return WrongType(cpath, "a string or an array of text blocks", *c);
+    } else if (auto e = TextBlocks(*c, cpath, "\n\n", &text)) {
+      return e;
+    }
+    messages->push_back({{"role", "system"}, {"content", text}});
+    return std::nullopt;
+  }
   if (c->is_string()) {
     messages->push_back({{"role", role}, {"content", *c}});
     return std::nullopt;

@@ -112,7 +112,7 @@ TEST(MessagesToChat, BadInputNamesTheField) {
       {R"({"max_tokens":8})", "messages"},
       {R"({"max_tokens":8,"messages":[]})", "messages"},
       {R"({"messages":[{"role":"user","content":"x"}]})", "max_tokens"},
-      {R"({"max_tokens":8,"messages":[{"role":"system","content":"x"}]})", "messages[0].role"},
+      {R"({"max_tokens":8,"messages":[{"role":"tool","content":"x"}]})", "messages[0].role"},
       {R"({"max_tokens":8,"messages":[{"role":"user"}]})", "messages[0].content"},
       {R"({"max_tokens":8,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]})",
        "messages[0].content[0].type"},

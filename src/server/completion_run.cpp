@@ -8,7 +8,15 @@ CompletionRun::CompletionRun(Backend& backend, CompletionRequest request,
   request.on_piece = [this](const std::string& piece) { return OnPiece(piece); };
   request.is_cancelled = [this] { return cancel_ || (stop_all_ && *stop_all_); };
   thread_ = std::thread([this, &backend, req = std::move(request)]() mutable {
-    Result<CompletionResult> r = backend.Complete(std::move(req));
+    // This request's failure is its own: whatever escapes the backend (a template, a parser)
+    // answers this request and leaves the process running.
+    Result<CompletionResult> r = Status::Internal("unknown exception");
+    try {
+      r = backend.Complete(std::move(req));
+    } catch (const std::exception& e) {
+      r = Status::Internal(std::string("internal error: ") + e.what());
+    } catch (...) {
+    }
     std::lock_guard<std::mutex> lock(mu_);
     result_.emplace(std::move(r));
     finished_ = true;

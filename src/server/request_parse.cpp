@@ -1,6 +1,7 @@
 #include "server/request_parse.h"
 
 #include "server/api_json.h"
+#include "server/system_messages.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -243,7 +244,7 @@ MaybeError ParseMessages(const json& obj, std::string* out) {
   for (size_t i = 0; i < m->size(); ++i) {
     if (auto e = CheckMessage((*m)[i], i)) return e;
   }
-  *out = m->dump(-1, ' ', false, json::error_handler_t::replace);
+  *out = PlaceSystemMessages(*m).dump(-1, ' ', false, json::error_handler_t::replace);
   return std::nullopt;
 }
 

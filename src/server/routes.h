@@ -33,6 +33,7 @@ struct RouteContext {
   ServerMetrics* metrics = nullptr;
   RecentRequests* recent = nullptr;        // the last completions (GET /v1/requests/recent)
   std::string model_id;                    // what /v1/models lists and requests may name
+  int n_predict = 0;                       // ServerOptions::n_predict
   const std::atomic<bool>* stopping = nullptr;  // true once the server is shutting down
 
   // The tenant of an authenticated request. REQUIRES: the pre-routing check let it in.

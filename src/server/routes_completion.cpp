@@ -60,7 +60,7 @@ std::optional<ApiError> PrepareText(const RouteContext& ctx, const std::string& 
 }
 
 // Refuses an empty prompt or one that leaves no room to generate, and clamps max_tokens to
-// the room left in the context.
+// the room left in the context and to the server's cap.
 std::optional<ApiError> FitContext(const RouteContext& ctx, Endpoint ep, Prepared* p) {
   const char* param = ep == Endpoint::kChat ? "messages" : "prompt";
   int64_t n_prompt = int64_t(p->prompt.tokens.size());
@@ -75,6 +75,7 @@ std::optional<ApiError> FitContext(const RouteContext& ctx, Endpoint ep, Prepare
   }
   int64_t room = n_ctx - n_prompt;
   int64_t want = p->params.max_tokens < 0 ? room : p->params.max_tokens;
+  if (ctx.n_predict > 0) want = std::min<int64_t>(want, ctx.n_predict);
   p->params.max_tokens = int(std::min(want, room));
   return std::nullopt;
 }

@@ -175,6 +175,7 @@ HttpServer::HttpServer(Backend* backend, const TenantAuth* auth, ServerOptions o
   impl_->ctx.metrics = &impl_->metrics;
   impl_->ctx.recent = &impl_->recent;
   impl_->ctx.stopping = &impl_->stopping;
+  impl_->ctx.n_predict = impl_->options.n_predict;
   impl_->ctx.model_id =
       impl_->options.model_id.empty() ? backend->model_name() : impl_->options.model_id;
   impl_->SetUp();

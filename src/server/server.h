@@ -35,6 +35,9 @@ struct ServerOptions {
   // Generation requests parsed, rendered, queued or running at once; more get 503 before they
   // are parsed (admission.h). 0: no limit. serve sets slots + max queue.
   size_t max_admitted = 0;
+  // The most tokens one request generates (llama-server's -n): a larger max_tokens, or none,
+  // is lowered to it. 0: no cap but the context.
+  int n_predict = 0;
 };
 
 class HttpServer {

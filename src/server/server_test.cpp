@@ -495,10 +495,12 @@ TEST_F(ServerTest, WithoutKeysEveryRouteIsOpen) {
 }
 
 TEST_F(ServerTest, GenerationBeyondAdmissionGets503BeforeParsing) {
-  backend_.piece_delay = 20ms;  // 13 pieces: the first request runs about 260 ms
+  // 13 pieces: the first request runs about 1.3 s, long enough that the next POST arrives
+  // while it holds the place even on a loaded machine.
+  backend_.piece_delay = 100ms;
   Start("", "", /*max_admitted=*/1);
   std::thread first([&] { EXPECT_EQ(Post("/v1/chat/completions", kChat)->status, 200); });
-  for (int i = 0; i < 100 && backend_.completions == 0; ++i) std::this_thread::sleep_for(2ms);
+  for (int i = 0; i < 1000 && backend_.completions == 0; ++i) std::this_thread::sleep_for(2ms);
   auto busy = Post("/v1/chat/completions", "not even JSON");
   ExpectError(busy, 503, "", "server_overloaded");
   EXPECT_EQ(busy->get_header_value("Retry-After"), "1");
@@ -524,9 +526,13 @@ TEST_F(ServerTest, StreamingClientDisconnectCancels) {
   EXPECT_EQ(backend_.cancelled, 1);
   backend_.piece_delay = 0ms;
   EXPECT_EQ(Post("/v1/chat/completions", kChat)->status, 200);
-  std::this_thread::sleep_for(50ms);
-  auto metrics = Client().Get("/metrics");
-  EXPECT_NE(metrics->body.find("prefixd_requests_cancelled_total 1"), std::string::npos);
+  bool counted = false;  // the cancelled request's handler counts it as it unwinds
+  for (int i = 0; i < 200 && !counted; ++i) {
+    counted = Client().Get("/metrics")->body.find("prefixd_requests_cancelled_total 1") !=
+              std::string::npos;
+    if (!counted) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(counted);
 }
 
 TEST_F(ServerTest, NonStreamingClientDisconnectCancels) {

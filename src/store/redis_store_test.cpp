@@ -121,7 +121,9 @@ TEST(RedisStore, DownAtStartCostsNothingAndConnectsWhenRedisComesUp) {
   EXPECT_EQ(s->ContainsAll(std::vector<RecordId>{{MetaFor(1).key, RecordKind::kBlockRows}}),
             std::vector<bool>{false});
   PutAndFlush(*s, 1);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  // Far below a connect timeout of the OS (the port refuses at once), with room for a loaded
+  // machine.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
   RedisStoreStats st = s->GetStats();
   EXPECT_FALSE(st.up);
   EXPECT_EQ(st.downs, 1u);  // logged once, not per call
@@ -168,7 +170,8 @@ TEST(RedisStore, ASlowRedisTimesOutWithinTheCommandTimeout) {
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_FALSE(ReadsBack(*s, 1));
   EXPECT_FALSE(ReadsBack(*s, 1));  // down now: not even sent
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1500));
+  // One 200 ms timeout, then no wait at all; a hang would be the 5 s default or more.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(3000));
   EXPECT_FALSE(s->GetStats().up);
   EXPECT_GE(s->GetStats().skipped_down, 1u);
   redis.Resume();
