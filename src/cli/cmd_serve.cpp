@@ -9,6 +9,8 @@
 
 #include <atomic>
 #include <cctype>
+#include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -62,6 +64,7 @@ struct ServeArgs {
   int64_t gpu_layers = kEngine.n_gpu_layers;
   int64_t max_queue = int64_t(kEngine.max_queue);
   int64_t n_predict = server::ServerOptions{}.n_predict;
+  std::string logit_bias;
   bool no_cache = false;
   bool whole_state = false;
   bool no_flash_attn = false;
@@ -108,8 +111,45 @@ std::string DefaultCacheDir() {
 }
 
 // "models/Qwen3-8B-Q4_K_M.gguf" -> "Qwen3-8B-Q4_K_M".
+// --alias NAME[,NAME...]: the first is the model's id, the others more names for it.
+std::vector<std::string> Aliases(const ServeArgs& a) {
+  std::vector<std::string> out;
+  size_t begin = 0;
+  while (begin <= a.alias.size() && !a.alias.empty()) {
+    size_t end = a.alias.find(',', begin);
+    if (end == std::string::npos) end = a.alias.size();
+    if (end > begin) out.push_back(a.alias.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return out;
+}
+
+// --logit-bias ID(+|-)BIAS[,...], as llama-server spells it: 151645+5,42-100.
+Result<std::vector<std::pair<int32_t, float>>> ParseLogitBias(const std::string& spec) {
+  std::vector<std::pair<int32_t, float>> out;
+  size_t begin = 0;
+  while (begin < spec.size()) {
+    size_t end = spec.find(',', begin);
+    if (end == std::string::npos) end = spec.size();
+    const std::string item = spec.substr(begin, end - begin);
+    const size_t sign = item.find_first_of("+-", 1);
+    char* id_end = nullptr;
+    char* bias_end = nullptr;
+    const long id = std::strtol(item.c_str(), &id_end, 10);
+    const float bias = sign == std::string::npos ? 0.0f : std::strtof(item.c_str() + sign, &bias_end);
+    if (sign == std::string::npos || id_end != item.c_str() + sign || id < 0 || id > INT32_MAX ||
+        bias_end != item.c_str() + item.size() || !std::isfinite(bias)) {
+      return Status::InvalidArgument("--logit-bias: '" + item + "' is not TOKEN_ID+BIAS or "
+                                     "TOKEN_ID-BIAS");
+    }
+    out.emplace_back(int32_t(id), bias);
+    begin = end + 1;
+  }
+  return out;
+}
+
 std::string ModelId(const ServeArgs& a) {
-  if (!a.alias.empty()) return a.alias;
+  if (!a.alias.empty()) return Aliases(a).empty() ? a.alias : Aliases(a).front();
   std::string id = a.model.substr(a.model.find_last_of('/') + 1);
   if (id.size() > 5 && id.compare(id.size() - 5, 5, ".gguf") == 0) id.resize(id.size() - 5);
   return id;
@@ -177,6 +217,9 @@ Result<server::ServerOptions> ServerOptionsOf(const ServeArgs& a) {
   PREFIXD_ASSIGN_OR_RETURN(uint64_t max_body, ParseBytes("--max-body", a.max_body));
   so.max_body_bytes = size_t(max_body);
   so.model_id = ModelId(a);
+  const std::vector<std::string> aliases = Aliases(a);
+  if (aliases.size() > 1) so.aliases.assign(aliases.begin() + 1, aliases.end());
+  PREFIXD_ASSIGN_OR_RETURN(so.logit_bias, ParseLogitBias(a.logit_bias));
   // Every slot and every queued request holds a connection thread; a few more keep /health
   // and /metrics answering when all of them are busy.
   so.n_http_threads = size_t(a.slots + a.max_queue + 8);
@@ -227,6 +270,13 @@ int Serve(const ServeArgs& a) {
   if (!auth.ok()) return Fail(auth.status());
   engine::Engine* engine_ptr = engine->get();
   std::unique_ptr<server::Backend> backend = server::NewEngineBackend(std::move(*engine));
+  for (const auto& [token, bias] : so->logit_bias) {
+    if (token >= backend->n_vocab()) {
+      return Fail(Status::InvalidArgument("--logit-bias: token " + std::to_string(token) +
+                                          " is not below the vocabulary size " +
+                                          std::to_string(backend->n_vocab())));
+    }
+  }
   server::HttpServer http(backend.get(), auth->get(), *so);
   auto port = http.Bind();
   if (!port.ok()) return Fail(port.status());
@@ -262,7 +312,9 @@ int CmdServe(int argc, char** argv) {
   ServeArgs a;
   Flags flags("serve", "Serve a GGUF model over an OpenAI-compatible HTTP API.");
   flags.String("-m,--model", &a.model, "GGUF model file (required)");
-  flags.String("--alias", &a.alias, "model id clients use (default: the file name without .gguf)");
+  flags.String("--alias", &a.alias,
+               "model id clients use (default: the file name without .gguf); NAME,NAME,...: the "
+               "first is the id, every other one is accepted for the same model too");
   flags.String("--host", &a.host, "address to listen on (127.0.0.1: this machine only)");
   flags.Int("--port", &a.port, "TCP port; 0 picks a free one (logged at start)");
   flags.String("--cache-dir", &a.cache_dir,
@@ -282,6 +334,9 @@ int CmdServe(int argc, char** argv) {
   flags.Int("-ngl,--gpu-layers", &a.gpu_layers, "layers to offload to the GPU");
   flags.Int("--max-queue", &a.max_queue,
             "requests that may wait for a slot; more get 503 with Retry-After");
+  flags.String("-l,--logit-bias", &a.logit_bias,
+               "TOKEN_ID(+|-)BIAS[,...]: added to every request's logits for these tokens, "
+               "under the request's own logit_bias");
   flags.Int("-n,--n-predict", &a.n_predict,
             "the most tokens one request generates: a larger max_tokens (or none) is lowered "
             "to it; 0: no cap but the context");

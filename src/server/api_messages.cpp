@@ -267,6 +267,25 @@ MaybeError ConvertThinking(const json& req, json* chat) {
   return std::nullopt;
 }
 
+// output_config.effort (low, medium, high, max) is how hard the model should think: the
+// template's reasoning_effort where it has one (gpt-oss), "max" being its "high". Other
+// output_config fields (a format) are not this server's; ignored.
+MaybeError ConvertEffort(const json& req, json* chat) {
+  const json* oc = Field(req, "output_config");
+  if (!oc) return std::nullopt;
+  if (!oc->is_object()) return WrongType("output_config", "an object", *oc);
+  std::string effort;
+  if (auto e = GetString(*oc, "output_config", "effort", false, &effort)) return e;
+  if (effort.empty()) return std::nullopt;
+  if (effort != "low" && effort != "medium" && effort != "high" && effort != "max") {
+    return ApiError::Invalid("'output_config.effort' must be low, medium, high or max, got '" +
+                                 effort + "'",
+                             "output_config.effort");
+  }
+  (*chat)["reasoning_effort"] = effort == "max" ? "high" : effort;
+  return std::nullopt;
+}
+
 MaybeError ConvertGeneration(const json& req, MessagesCall call, json* chat) {
   if (const json* m = Field(req, "model")) (*chat)["model"] = *m;
   if (call == MessagesCall::kCountTokens) return std::nullopt;
@@ -277,6 +296,7 @@ MaybeError ConvertGeneration(const json& req, MessagesCall call, json* chat) {
     if (const json* v = Field(req, key)) (*chat)[key] = *v;
   }
   if (const json* s = Field(req, "stop_sequences")) (*chat)["stop"] = *s;
+  if (auto e = ConvertEffort(req, chat)) return e;
   if (const json* s = Field(req, "stream")) {
     (*chat)["stream"] = *s;
     if (*s == true) (*chat)["stream_options"] = {{"include_usage", true}};

@@ -107,6 +107,9 @@ class InputConverter {
     if (auto e = GetString(item, path, "call_id", true, &call_id)) return e;
     if (auto e = GetString(item, path, "name", true, &name)) return e;
     if (auto e = GetString(item, path, "arguments", true, &arguments)) return e;
+    std::string ns;
+    if (auto e = GetString(item, path, "namespace", false, &ns)) return e;
+    if (!ns.empty()) name = ns + "." + name;  // as ConvertTools named it
     json& m = OpenAssistant(/*for_content=*/false);
     if (!m.contains("tool_calls")) m["tool_calls"] = json::array();
     m["tool_calls"].push_back({{"id", call_id},
@@ -188,7 +191,42 @@ MaybeError ConvertInput(const json& req, json* chat) {
   return std::nullopt;
 }
 
-// Function tools become chat tools; tools that run on OpenAI's side are skipped.
+// One function tool as a chat tool, named `prefix` + its name.
+MaybeError FunctionTool(const json& t, const std::string& path, const std::string& prefix,
+                        json* out) {
+  std::string name, description;
+  if (auto e = GetString(t, path, "name", true, &name)) return e;
+  if (auto e = GetString(t, path, "description", false, &description)) return e;
+  json fn = {{"name", prefix + name}};
+  if (!description.empty()) fn["description"] = description;
+  if (const json* p = Field(t, "parameters")) {
+    if (!p->is_object()) return WrongType(Join(path, "parameters"), "an object", *p);
+    fn["parameters"] = *p;
+  }
+  out->push_back({{"type", "function"}, {"function", std::move(fn)}});
+  return std::nullopt;
+}
+
+// The function tools of a namespace (Codex's multi_agent_v1), each as "NAMESPACE.NAME": a dot
+// is no function name's, so a call splits back unambiguously (CallItem).
+MaybeError NamespaceTools(const json& t, const std::string& path, json* out) {
+  std::string ns;
+  if (auto e = GetString(t, path, "name", true, &ns)) return e;
+  const json* inner = Field(t, "tools");
+  if (!inner) return std::nullopt;
+  if (!inner->is_array()) return WrongType(Join(path, "tools"), "an array", *inner);
+  for (size_t i = 0; i < inner->size(); ++i) {
+    const json& f = (*inner)[i];
+    const std::string fpath = Index(Join(path, "tools"), i);
+    if (!f.is_object()) return WrongType(fpath, "an object", f);
+    if (f.value("type", "function") != "function") continue;
+    if (auto e = FunctionTool(f, fpath, ns + ".", out)) return e;
+  }
+  return std::nullopt;
+}
+
+// Function tools become chat tools, a namespace's too; tools that run on OpenAI's side
+// (web_search, file_search, code_interpreter, ...) have no meaning here and are skipped.
 MaybeError ConvertTools(const json& req, json* chat) {
   const json* tools = Field(req, "tools");
   if (!tools) return std::nullopt;
@@ -196,19 +234,14 @@ MaybeError ConvertTools(const json& req, json* chat) {
   json out = json::array();
   for (size_t i = 0; i < tools->size(); ++i) {
     const json& t = (*tools)[i];
-    std::string path = Index("tools", i), type, name, description;
+    std::string path = Index("tools", i), type;
     if (!t.is_object()) return WrongType(path, "an object", t);
     if (auto e = GetString(t, path, "type", true, &type)) return e;
-    if (type != "function") continue;
-    if (auto e = GetString(t, path, "name", true, &name)) return e;
-    if (auto e = GetString(t, path, "description", false, &description)) return e;
-    json fn = {{"name", name}};
-    if (!description.empty()) fn["description"] = description;
-    if (const json* p = Field(t, "parameters")) {
-      if (!p->is_object()) return WrongType(Join(path, "parameters"), "an object", *p);
-      fn["parameters"] = *p;
+    if (type == "function") {
+      if (auto e = FunctionTool(t, path, "", &out)) return e;
+    } else if (type == "namespace") {
+      if (auto e = NamespaceTools(t, path, &out)) return e;
     }
-    out.push_back({{"type", "function"}, {"function", std::move(fn)}});
   }
   if (!out.empty()) (*chat)["tools"] = std::move(out);
   return std::nullopt;
@@ -323,10 +356,17 @@ json MessageItem(const std::string& id, const std::string* text, const char* sta
           {"content", std::move(content)}};
 }
 
+// A call of a tool inside a namespace went to the template as "NAMESPACE.NAME" (ConvertTools;
+// function names cannot hold a dot): it goes back as the name and its namespace.
 json CallItem(const std::string& call_id, const std::string& name, const std::string& args,
               const char* status) {
-  return {{"id", "fc_" + call_id}, {"type", "function_call"}, {"status", status},
-          {"call_id", call_id},    {"name", name},            {"arguments", args}};
+  json item = {{"id", "fc_" + call_id}, {"type", "function_call"}, {"status", status},
+               {"call_id", call_id},    {"name", name},            {"arguments", args}};
+  if (const size_t dot = name.find('.'); dot != std::string::npos && dot > 0) {
+    item["namespace"] = name.substr(0, dot);
+    item["name"] = name.substr(dot + 1);
+  }
+  return item;
 }
 
 json UsageJson(const ChatUsage& u) {

@@ -17,6 +17,8 @@
 
 #include <atomic>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "server/auth.h"
 #include "server/backend.h"
@@ -34,6 +36,8 @@ struct RouteContext {
   RecentRequests* recent = nullptr;        // the last completions (GET /v1/requests/recent)
   std::string model_id;                    // what /v1/models lists and requests may name
   int n_predict = 0;                       // ServerOptions::n_predict
+  std::vector<std::string> aliases;        // ServerOptions::aliases
+  std::vector<std::pair<int32_t, float>> logit_bias;  // ServerOptions::logit_bias
   const std::atomic<bool>* stopping = nullptr;  // true once the server is shutting down
 
   // The tenant of an authenticated request. REQUIRES: the pre-routing check let it in.

@@ -85,6 +85,13 @@ std::optional<ApiError> Prepare(const RouteContext& ctx, Endpoint ep, const std:
   auto e = ep == Endpoint::kChat ? PrepareChat(ctx, body, out) : PrepareText(ctx, body, out);
   if (e) return e;
   if (auto m = ctx.CheckModel(out->params.model)) return m;
+  auto& bias = out->params.sampling.logit_bias;
+  for (const auto& [token, value] : ctx.logit_bias) {
+    const bool own = std::any_of(bias.begin(), bias.end(), [t = token](const auto& b) {
+      return b.first == t;
+    });
+    if (!own) bias.emplace_back(token, value);
+  }
   return FitContext(ctx, ep, out);
 }
 
@@ -265,7 +272,10 @@ void HandleCompletion(const RouteContext& ctx, Endpoint ep, const std::string& b
                      .Add("total_ms", SecondsSinceRequestStart() * 1000));
     return;
   }
-  ResponseMeta meta{ep, NewResponseId(ep), int64_t(std::time(nullptr)), ctx.model_id,
+  // The name the client asked for (an alias of this model), else the model's id.
+  const std::string model_name =
+      prepared.params.model.empty() ? ctx.model_id : prepared.params.model;
+  ResponseMeta meta{ep, NewResponseId(ep), int64_t(std::time(nullptr)), model_name,
                     prepared.logprobs};
   bool stream = prepared.params.stream;
   bool include_usage = prepared.params.include_usage;

@@ -1,5 +1,6 @@
 // GET /v1/models[/{id}], GET /health, GET /metrics, POST /tokenize, POST /detokenize,
 // POST /apply-template, and the RouteContext helpers every route uses.
+#include <algorithm>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
@@ -25,6 +26,7 @@ ParseLimits RouteContext::Limits() const {
 
 std::optional<ApiError> RouteContext::CheckModel(const std::string& model) const {
   if (model.empty() || model == model_id) return std::nullopt;
+  if (std::find(aliases.begin(), aliases.end(), model) != aliases.end()) return std::nullopt;
   return ApiError{ErrorKind::kModelNotFound,
                   "The model '" + model + "' does not exist; this server serves '" + model_id +
                       "'",
@@ -35,8 +37,8 @@ namespace {
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-json ModelJson(const RouteContext& ctx, int64_t created) {
-  return {{"id", ctx.model_id},
+json ModelJson(const RouteContext& ctx, const std::string& id, int64_t created) {
+  return {{"id", id},
           {"object", "model"},
           {"created", created},
           {"owned_by", "prefixd"},
@@ -95,13 +97,15 @@ void Health(const RouteContext& ctx, httplib::Response& res) {
 void RegisterInfoRoutes(httplib::Server& http, const RouteContext& ctx) {
   int64_t created = int64_t(std::time(nullptr));
   http.Get("/v1/models", [&ctx, created](const httplib::Request&, httplib::Response& res) {
-    SendJson(res, Dump({{"object", "list"}, {"data", json::array({ModelJson(ctx, created)})}}));
+    json data = json::array({ModelJson(ctx, ctx.model_id, created)});
+    for (const std::string& a : ctx.aliases) data.push_back(ModelJson(ctx, a, created));
+    SendJson(res, Dump({{"object", "list"}, {"data", std::move(data)}}));
   });
   http.Get("/v1/models/(.+)", [&ctx, created](const httplib::Request& req,
                                               httplib::Response& res) {
     std::string id = req.matches[1];
     if (auto e = ctx.CheckModel(id.empty() ? "-" : id)) return SendError(res, *e);
-    SendJson(res, Dump(ModelJson(ctx, created)));
+    SendJson(res, Dump(ModelJson(ctx, id, created)));
   });
   http.Get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
     Health(ctx, res);

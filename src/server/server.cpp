@@ -176,6 +176,8 @@ HttpServer::HttpServer(Backend* backend, const TenantAuth* auth, ServerOptions o
   impl_->ctx.recent = &impl_->recent;
   impl_->ctx.stopping = &impl_->stopping;
   impl_->ctx.n_predict = impl_->options.n_predict;
+  impl_->ctx.aliases = impl_->options.aliases;
+  impl_->ctx.logit_bias = impl_->options.logit_bias;
   impl_->ctx.model_id =
       impl_->options.model_id.empty() ? backend->model_name() : impl_->options.model_id;
   impl_->SetUp();

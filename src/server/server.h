@@ -14,6 +14,8 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "server/auth.h"
 #include "server/backend.h"
@@ -31,6 +33,12 @@ struct ServerOptions {
   int port = 8080;                       // 0: any free port (Bind() says which)
   size_t max_body_bytes = 32u << 20;     // larger request bodies get 413
   std::string model_id;                  // "" -> the backend's model_name()
+  // More names requests may give the same model (an agent's small-fast model name, say):
+  // /v1/models lists each, a response names the one asked for.
+  std::vector<std::string> aliases;
+  // Added to the logits of every request for these tokens, under the request's own
+  // logit_bias (llama-server's --logit-bias). REQUIRES: ids below the model's vocabulary.
+  std::vector<std::pair<int32_t, float>> logit_bias;
   size_t n_http_threads = 16;            // connection threads; keep >= slots + queue + 4
   // Generation requests parsed, rendered, queued or running at once; more get 503 before they
   // are parsed (admission.h). 0: no limit. serve sets slots + max queue.

@@ -21,10 +21,11 @@ export function tempDir(tag) {
 }
 
 // A tiny random-weight qwen35 model (Qwen-style ChatML template); same seed, same model.
-export function makeModel(dir, seed = 1) {
+// `extra`: more make-test-model flags (--vocab qwen35 --template Qwen3.5-4B: the real ones).
+export function makeModel(dir, seed = 1, extra = []) {
   const out = join(dir, 'tiny.gguf');
   execFileSync(BIN, ['make-test-model', '--arch', 'qwen35', '--shape', 'tiny',
-    '--seed', String(seed), '--out', out], { stdio: ['ignore', 'ignore', 'inherit'] });
+    '--seed', String(seed), '--out', out, ...extra], { stdio: ['ignore', 'ignore', 'inherit'] });
   return out;
 }
 

@@ -1,0 +1,168 @@
+// The agents' own command-line clients (pinned in package.json), headless, each in a
+// throw-away git repo with its own home, its update checks and telemetry off and 127.0.0.1 as
+// its only server: a real `prefixd serve` on the tiny qwen35 model with the pinned qwen35
+// tokenizer and the real Qwen3.5 template (which takes a system message only first).
+//
+// For each client: an invocation, then one that continues its session. Every request the
+// client sends is answered 200 (the server's request log says so), the CLI exits 0, and the
+// continuation reuses at least 99% of the previous invocation's prompt (`cached` in the log).
+// Small-fast-model requests (opencode's titles, Claude Code's background calls) name the alias
+// tiny-fast and must not cost the session its prefix.
+//
+// Random weights never end an answer by themselves: the server biases the end-of-turn token
+// (`-l`, llama-server's --logit-bias) so every answer ends at once with a natural stop, as a
+// real model's would, instead of at the `-n` cap, which the clients read as a truncated answer
+// and retry with larger limits.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { makeModel, post, startServer, tempDir, writeKeys } from '../e2e/harness.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const cli = (name) => join(here, 'node_modules', '.bin', name);
+const EOS = 151645;  // <|im_end|> of the pinned qwen35 tokenizer (checked in before())
+const KEY = 'sk-agents-e2e';
+
+// Runs one CLI invocation, bounded; resolves { code, out }.
+function run(cmd, args, { cwd, env, timeoutMs = 240000 }) {
+  return new Promise((resolve) => {
+    const base = { PATH: process.env.PATH, LANG: 'C.UTF-8', TERM: 'dumb', NO_COLOR: '1' };
+    const proc = spawn(cmd, args, { cwd, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    proc.stdout.on('data', (d) => { out += d; });
+    proc.stderr.on('data', (d) => { out += d; });
+    const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
+    proc.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code: signal ? `killed by ${signal}` : code, out });
+    });
+  });
+}
+
+// The server's request log lines (request_log.h), one object of key=value fields each.
+function requests(server) {
+  const out = [];
+  for (const line of server.log.split('\n')) {
+    if (!line.startsWith('prefixd request ')) continue;
+    const r = {};
+    for (const m of line.matchAll(/(\w+)=("(?:[^"\\]|\\.)*"|\S+)/g)) r[m[1]] = m[2];
+    for (const k of ['status', 'prompt_tokens', 'cached']) r[k] = Number(r[k]);
+    out.push(r);
+  }
+  return out;
+}
+
+function gitRepo(root) {
+  const repo = join(root, 'repo');
+  mkdirSync(repo, { recursive: true });
+  writeFileSync(join(repo, 'README.md'), '# demo\n\nA tiny project for the agents.\n');
+  writeFileSync(join(repo, 'main.py'), 'def add(a, b):\n    return a + b\n');
+  const git = (...a) => execFileSync('git', a, { cwd: repo, stdio: 'ignore' });
+  git('init', '-q');
+  git('-c', 'user.email=t@example.com', '-c', 'user.name=t', 'add', '.');
+  git('-c', 'user.email=t@example.com', '-c', 'user.name=t', 'commit', '-qm', 'init');
+  return repo;
+}
+
+// Each client: how to run it against `url` (the server's root) with `key` ('' for none), in
+// a fresh home under `root`: [first invocation, continuation] as [cmd, args, env].
+const CLIENTS = {
+  'claude-code': (root, url, key) => {
+    const env = {
+      HOME: join(root, 'home'), ANTHROPIC_BASE_URL: url, ANTHROPIC_API_KEY: key || 'unused',
+      ANTHROPIC_SMALL_FAST_MODEL: 'tiny-fast', ANTHROPIC_DEFAULT_HAIKU_MODEL: 'tiny-fast',
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', DISABLE_AUTOUPDATER: '1',
+      DISABLE_TELEMETRY: '1', DISABLE_ERROR_REPORTING: '1',
+    };
+    mkdirSync(env.HOME, { recursive: true });
+    return [[cli('claude'), ['-p', 'Read main.py and explain it.', '--model', 'tiny'], env],
+      [cli('claude'), ['-p', '--continue', 'Now add a test for it.', '--model', 'tiny'], env]];
+  },
+  codex: (root, url, key) => {
+    const home = join(root, 'codex-home');
+    mkdirSync(home, { recursive: true });
+    writeFileSync(join(home, 'config.toml'), [
+      'model = "tiny"', 'model_provider = "prefixd"', 'check_for_update_on_startup = false', '',
+      '[analytics]', 'enabled = false', '',
+      '[model_providers.prefixd]', 'name = "prefixd"', `base_url = "${url}/v1"`,
+      'wire_api = "responses"', ...(key ? ['env_key = "PREFIXD_API_KEY"'] : []), ''].join('\n'));
+    const env = { HOME: join(root, 'home'), CODEX_HOME: home, PREFIXD_API_KEY: key };
+    mkdirSync(env.HOME, { recursive: true });
+    return [[cli('codex'), ['exec', '--skip-git-repo-check', 'Read main.py and explain it.'], env],
+      [cli('codex'), ['exec', 'resume', '--last', '--skip-git-repo-check', 'Now add a test for it.'], env]];
+  },
+  opencode: (root, url, key, repo) => {
+    writeFileSync(join(repo, 'opencode.json'), JSON.stringify({
+      $schema: 'https://opencode.ai/config.json', autoupdate: false, share: 'disabled',
+      model: 'prefixd/tiny', small_model: 'prefixd/tiny-fast',
+      provider: { prefixd: { npm: '@ai-sdk/openai-compatible', name: 'prefixd',
+        options: { baseURL: `${url}/v1`, ...(key ? { apiKey: key } : {}) },
+        models: { tiny: { name: 'tiny' }, 'tiny-fast': { name: 'tiny-fast' } } } },
+    }, null, 1));
+    const env = { HOME: join(root, 'home'), OPENCODE_DISABLE_MODELS_FETCH: '1',
+      OPENCODE_DISABLE_AUTOUPDATE: '1', OPENCODE_DISABLE_LSP_DOWNLOAD: '1' };
+    mkdirSync(env.HOME, { recursive: true });
+    return [[cli('opencode'), ['run', 'Read main.py and explain it.'], env],
+      [cli('opencode'), ['run', '--continue', 'Now add a test for it.'], env]];
+  },
+};
+
+describe('the agents\' own CLIs against prefixd serve', () => {
+  let dir; let model; let keyed; let open;
+
+  before(async () => {
+    dir = tempDir('agents');
+    model = makeModel(dir, 1, ['--vocab', 'qwen35', '--template', 'Qwen3.5-4B']);
+    const args = ['--alias', 'tiny,tiny-fast', '--slots', '2', '--ctx', '32768', '-n', '16',
+      '-l', `${EOS}+100`];
+    keyed = await startServer({ model, args: [...args, '--api-key-file', writeKeys(dir, [KEY])] });
+    open = await startServer({ model, args });
+    const t = await post(open, '/tokenize', { content: '<|im_end|>' });
+    assert.deepEqual(t.json.tokens, [EOS], 'the end-of-turn token the bias names');
+  });
+  after(async () => {
+    for (const s of [keyed, open]) await s?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  // One client's session on `server`: two invocations, every request 200, reuse >= 0.99.
+  async function session(name, server, key) {
+    const root = tempDir(`agent-${name}`);
+    try {
+      const repo = gitRepo(root);
+      const [first, next] = CLIENTS[name](root, server.url, key, repo);
+      const n0 = requests(server).length;
+      const a = await run(first[0], first[1], { cwd: repo, env: first[2] });
+      assert.equal(a.code, 0, `${name} failed:\n${a.out}`);
+      const n1 = requests(server).length;
+      const b = await run(next[0], next[1], { cwd: repo, env: next[2] });
+      assert.equal(b.code, 0, `${name} (continuing) failed:\n${b.out}`);
+      const all = requests(server).slice(n0);
+      const [one, two] = [all.slice(0, n1 - n0), all.slice(n1 - n0)];
+      assert.ok(one.length > 0 && two.length > 0, `${name} sent no request:\n${a.out}\n${b.out}`);
+      for (const r of all) {
+        assert.equal(r.status, 200, `${name}: ${r.route} answered ${r.status}: ${r.error ?? ''}`);
+      }
+      // The session's own prompt is the largest of the first invocation (a title request is
+      // small); the continuation's first request that carries it must restore 99% of it.
+      const previous = Math.max(...one.map((r) => r.prompt_tokens));
+      const best = two.find((r) => r.prompt_tokens >= previous) ?? two[0];
+      const reuse = best.cached / previous;
+      console.log(`[ agents ] ${name}${key ? ' (keys on)' : ''}: ${one.length} + ${two.length} ` +
+        `requests (${[...new Set(all.map((r) => r.route))].join(', ')}), previous prompt ` +
+        `${previous} tokens, continuation cached ${best.cached} of ${best.prompt_tokens} ` +
+        `(${best.tier}): reuse ${reuse.toFixed(4)}`);
+      assert.ok(reuse >= 0.99, `${name}: the continuation reused ${best.cached} of ${previous}`);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  }
+
+  it('Claude Code (keys on)', async () => session('claude-code', keyed, KEY));
+  it('Claude Code (keys off)', async () => session('claude-code', open, ''));
+  it('Codex (keys on)', async () => session('codex', keyed, KEY));
+  it('opencode (keys on)', async () => session('opencode', keyed, KEY));
+});
