@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include "engine/model.h"
@@ -688,6 +690,56 @@ INSTANTIATE_TEST_SUITE_P(WholeState, EngineCacheTest,
                          ::testing::Values("llama/whole", "qwen35/whole", "gemma3/whole",
                                            "mamba2/whole"),
                          ParamName);
+
+}  // namespace
+}  // namespace prefixd::engine
+
+namespace prefixd::engine {
+namespace {
+
+// A request's failure is that request's: whatever one request's step throws on the scheduler
+// thread (here its own piece callback, called there for every token) fails that request with
+// an Internal status, while the request beside it in the same decode batches completes and
+// the engine serves the next one.
+TEST(EngineFaultTest, AnExceptionInOneRequestFailsOnlyThatRequest) {
+  auto engine = MakeEngine("llama", true, "", 2);
+  ASSERT_TRUE(engine);
+  auto prompt = engine->PrepareText("<|im_start|>user\nCount to twenty.<|im_end|>\n");
+  ASSERT_TRUE(prompt.ok());
+  CompletionRequest calm;
+  calm.prompt = *prompt;
+  calm.max_tokens = 40;
+  calm.sampling.ignore_eos = true;
+  std::atomic<int> pieces{0};
+  calm.on_piece = [&](const std::string&) { return ++pieces > 0; };
+  CompletionRequest faulty = calm;
+  faulty.on_piece = [&](const std::string&) -> bool {
+    if (pieces.load() >= 3) throw std::runtime_error("injected fault");
+    return true;
+  };
+  Result<CompletionResult> a = Status::Internal("not run"), b = Status::Internal("not run");
+  std::thread ta([&] { a = engine->Complete(calm); });
+  std::thread tb([&] { b = engine->Complete(faulty); });
+  ta.join();
+  tb.join();
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->tokens.size(), 40u);
+  EXPECT_EQ(a->finish_reason, FinishReason::kLength);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), Status::Code::kInternal) << b.status().ToString();
+  EXPECT_NE(b.status().message().find("injected fault"), std::string::npos);
+  CompletionRequest next = calm;
+  next.on_piece = nullptr;
+  next.max_tokens = 4;
+  auto c = engine->Complete(next);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->tokens.size(), 4u);
+  // Every slot is given back (the last request's cache work follows its answer).
+  for (int i = 0; i < 200 && engine->GetStats().slots_busy != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(engine->GetStats().slots_busy, 0u);
+}
 
 }  // namespace
 }  // namespace prefixd::engine
