@@ -65,6 +65,7 @@ struct ServeArgs {
   int64_t max_queue = int64_t(kEngine.max_queue);
   int64_t n_predict = server::ServerOptions{}.n_predict;
   std::string logit_bias;
+  bool log_prompts = false;
   bool no_cache = false;
   bool whole_state = false;
   bool no_flash_attn = false;
@@ -226,6 +227,7 @@ Result<server::ServerOptions> ServerOptionsOf(const ServeArgs& a) {
   // Generation requests beyond the slots and the queue get 503 before they are parsed.
   so.max_admitted = size_t(a.slots + a.max_queue);
   so.n_predict = int(a.n_predict);
+  so.log_prompts = a.log_prompts;
   return so;
 }
 
@@ -342,6 +344,9 @@ int CmdServe(int argc, char** argv) {
             "to it; 0: no cap but the context");
   flags.String("--max-body", &a.max_body, "largest request body accepted (e.g. 32M)");
   flags.Bool("--no-cache", &a.no_cache, "turn the prompt cache fully off");
+  flags.Bool("--log-prompts", &a.log_prompts,
+             "put the prompt text around a cache miss's divergence point into the log lines "
+             "and /v1/requests/recent (off: the position only; it is every tenant's text)");
   flags.Bool("--whole-state", &a.whole_state,
              "cache whole-state snapshots even where the state codec can slice the model "
              "(a diagnostic: larger; models the codec cannot slice use them anyway)");

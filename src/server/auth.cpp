@@ -73,8 +73,7 @@ Result<std::string> LoadOrCreateServerSecret(Env* env, const std::string& dir) {
   PREFIXD_RETURN_IF_ERROR(env->CreateDir(dir));
   PREFIXD_RETURN_IF_ERROR(env->WriteFileAtomic(
       path, {reinterpret_cast<const uint8_t*>(secret.data()), secret.size()}));
-  ::chmod(path.c_str(), 0600);
-  return secret;
+  return secret;  // created 0600 (Env: every file it creates is its owner's alone)
 }
 
 Status TenantAuth::AddKeys(Env* env, const std::string& path, bool admin) {

@@ -75,8 +75,10 @@ void Flight::Log(int status) {
   if (r.ok()) {
     line.AddCompletion(*r);
     cancelled = cancelled || r->finish_reason == engine::FinishReason::kCancelled;
-    if (r->cache.diverged_at > 0) {  // 0: nothing shared at all, not a changed prefix
+    if (r->cache.diverged_at > 0 && ctx_.log_prompts) {  // 0: nothing shared at all
       line.AddDivergence(*ctx_.backend, prompt_tokens_, r->cache.diverged_at);
+    } else if (r->cache.diverged_at > 0) {
+      line.Add("diverged_at", (long long)r->cache.diverged_at);
     }
     ctx_.metrics->RecordCompletion(*r, ttft_seconds_);
   } else {
@@ -120,7 +122,9 @@ RequestRecord Flight::Record(int status, bool cancelled, double total_s) const {
   rec.miss_reason = engine::CacheMissName(r->cache.miss);
   if (r->cache.diverged_at > 0) {
     rec.diverged_at = r->cache.diverged_at;
-    rec.diverged = DivergenceText(*ctx_.backend, prompt_tokens_, r->cache.diverged_at);
+    if (ctx_.log_prompts) {
+      rec.diverged = DivergenceText(*ctx_.backend, prompt_tokens_, r->cache.diverged_at);
+    }
   }
   rec.queue_ms = u.queue_ms;
   rec.prefill_ms = u.prefill_ms;

@@ -38,6 +38,7 @@ struct RouteContext {
   int n_predict = 0;                       // ServerOptions::n_predict
   std::vector<std::string> aliases;        // ServerOptions::aliases
   std::vector<std::pair<int32_t, float>> logit_bias;  // ServerOptions::logit_bias
+  bool log_prompts = false;                // ServerOptions::log_prompts
   const std::atomic<bool>* stopping = nullptr;  // true once the server is shutting down
 
   // The tenant of an authenticated request. REQUIRES: the pre-routing check let it in.

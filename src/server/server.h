@@ -39,6 +39,10 @@ struct ServerOptions {
   // Added to the logits of every request for these tokens, under the request's own
   // logit_bias (llama-server's --logit-bias). REQUIRES: ids below the model's vocabulary.
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // Whether the text around a prompt's divergence point goes into the log lines and
+  // /v1/requests/recent (`diverged`): prompt text of every tenant, so off unless asked for;
+  // the position (`diverged_at`) is always there.
+  bool log_prompts = false;
   size_t n_http_threads = 16;            // connection threads; keep >= slots + queue + 4
   // Generation requests parsed, rendered, queued or running at once; more get 503 before they
   // are parsed (admission.h). 0: no limit. serve sets slots + max queue.

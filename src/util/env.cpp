@@ -163,7 +163,7 @@ class PosixEnv : public Env {
   }
 
   Status CreateDir(const std::string& dir) override {
-    if (::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) return Status::OK();
+    if (::mkdir(dir.c_str(), kPrivateDirMode) == 0 || errno == EEXIST) return Status::OK();
     return PosixError("mkdir " + dir, errno);
   }
   Status RemoveDir(const std::string& dir) override {
@@ -193,7 +193,7 @@ class PosixEnv : public Env {
   Result<std::unique_ptr<FileLock>> LockFile(const std::string& path,
                                              const std::string& holder_name) override {
     bool writable = true;
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode);
     if (fd < 0 && (errno == EROFS || errno == EACCES)) {  // read-only dir: lock what is there
       writable = false;
       fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -223,7 +223,7 @@ class PosixEnv : public Env {
 
  private:
   Result<std::unique_ptr<WritableFile>> OpenForWrite(const std::string& path, int mode) {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | mode, 0644);
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | mode, kPrivateFileMode);
     if (fd < 0) return PosixError("open " + path, errno);
     return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
   }

@@ -53,6 +53,11 @@ class FileLock {
   virtual ~FileLock() = default;
 };
 
+// What the POSIX Env creates is its owner's alone: a cache directory holds prompts' tokens and
+// the server secret, which no other local user may read. The umask can only narrow these.
+inline constexpr unsigned kPrivateFileMode = 0600;
+inline constexpr unsigned kPrivateDirMode = 0700;
+
 class Env {
  public:
   virtual ~Env() = default;

@@ -175,4 +175,3 @@ describe('OpenAI API', () => {
     }
   });
 });
-});
