@@ -8,7 +8,7 @@ const POLL_MS = 2000;
 const MAX_POINTS = 60;  // requests the chart shows
 
 const state = {
-  key: localStorage.getItem(KEY_STORE) || '',
+  key: sessionStorage.getItem(KEY_STORE) || '',
   caller: null,
   requests: [],   // RequestRecord JSON, oldest first, at most 256
   lastSeq: 0,
@@ -44,7 +44,7 @@ function askForKey(why) {
 $('#key-form').addEventListener('submit', (ev) => {
   ev.preventDefault();
   state.key = $('#key-input').value.trim();
-  localStorage.setItem(KEY_STORE, state.key);
+  sessionStorage.setItem(KEY_STORE, state.key);
   $('#key-form').hidden = true;
   state.requests = []; state.lastSeq = 0;
   refresh();

@@ -66,6 +66,7 @@ struct ServeArgs {
   int64_t n_predict = server::ServerOptions{}.n_predict;
   std::string logit_bias;
   bool log_prompts = false;
+  std::string allowed_hosts;
   bool no_cache = false;
   bool whole_state = false;
   bool no_flash_attn = false;
@@ -112,18 +113,25 @@ std::string DefaultCacheDir() {
 }
 
 // "models/Qwen3-8B-Q4_K_M.gguf" -> "Qwen3-8B-Q4_K_M".
-// --alias NAME[,NAME...]: the first is the model's id, the others more names for it.
-std::vector<std::string> Aliases(const ServeArgs& a) {
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// The non-empty items of a comma-separated list.
+std::vector<std::string> SplitList(const std::string& list) {
   std::vector<std::string> out;
   size_t begin = 0;
-  while (begin <= a.alias.size() && !a.alias.empty()) {
-    size_t end = a.alias.find(',', begin);
-    if (end == std::string::npos) end = a.alias.size();
-    if (end > begin) out.push_back(a.alias.substr(begin, end - begin));
+  while (begin < list.size()) {
+    size_t end = list.find(',', begin);
+    if (end == std::string::npos) end = list.size();
+    if (end > begin) out.push_back(list.substr(begin, end - begin));
     begin = end + 1;
   }
   return out;
 }
+
+// --alias NAME[,NAME...]: the first is the model's id, the others more names for it.
+std::vector<std::string> Aliases(const ServeArgs& a) { return SplitList(a.alias); }
 
 // --logit-bias ID(+|-)BIAS[,...], as llama-server spells it: 151645+5,42-100.
 Result<std::vector<std::pair<int32_t, float>>> ParseLogitBias(const std::string& spec) {
@@ -228,6 +236,7 @@ Result<server::ServerOptions> ServerOptionsOf(const ServeArgs& a) {
   so.max_admitted = size_t(a.slots + a.max_queue);
   so.n_predict = int(a.n_predict);
   so.log_prompts = a.log_prompts;
+  so.allowed_hosts = SplitList(a.allowed_hosts);
   return so;
 }
 
@@ -293,6 +302,11 @@ int Serve(const ServeArgs& a) {
                                                                              : eo->remote_cache_url)
                            .Add("api_keys", (*auth)->enabled() ? "on" : "off")
                            .Add("admin_keys", (*auth)->has_admin_keys() ? "on" : "off"));
+  if (!IsLoopback(a.host) && !(*auth)->enabled()) {
+    server::WriteLogLine(server::LogLine("warning").Add(
+        "message", "listening on " + a.host + " without API keys: anyone who can reach it "
+                   "may use it and read its cache; give --api-key-file, or --host 127.0.0.1"));
+  }
   std::atomic<bool> signalled{false};
   std::thread waiter([&] {
     int sig = 0;
@@ -344,6 +358,9 @@ int CmdServe(int argc, char** argv) {
             "to it; 0: no cap but the context");
   flags.String("--max-body", &a.max_body, "largest request body accepted (e.g. 32M)");
   flags.Bool("--no-cache", &a.no_cache, "turn the prompt cache fully off");
+  flags.String("--allowed-host", &a.allowed_hosts,
+               "NAME[,NAME...]: host names requests may use besides IP addresses and "
+               "localhost (a page that re-resolves its own name to this machine is refused)");
   flags.Bool("--log-prompts", &a.log_prompts,
              "put the prompt text around a cache miss's divergence point into the log lines "
              "and /v1/requests/recent (off: the position only; it is every tenant's text)");

@@ -14,6 +14,7 @@ int HttpStatusOf(ErrorKind kind) {
     case ErrorKind::kModelNotFound: return 404;
     case ErrorKind::kMethodNotAllowed: return 405;
     case ErrorKind::kPayloadTooLarge: return 413;
+    case ErrorKind::kUnsupportedMediaType: return 415;
     case ErrorKind::kOverloaded: return 503;
     case ErrorKind::kInternal: return 500;
   }

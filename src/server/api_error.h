@@ -21,6 +21,7 @@ enum class ErrorKind {
   kModelNotFound,     // 404: the request names a model this server does not serve
   kMethodNotAllowed,  // 405
   kPayloadTooLarge,   // 413: the body is over --max-body
+  kUnsupportedMediaType,  // 415: a POST without Content-Type: application/json (browser_guard.h)
   kOverloaded,        // 503 + Retry-After: the request queue is full
   kInternal,          // 500
 };

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/types.h"
+#include "server/browser_guard.h"
 #include "server/cache_json.h"
 #include "server/http_io.h"
 #include "server/request_log.h"
@@ -165,6 +166,7 @@ void Asset(const httplib::Request& req, httplib::Response& res) {
   }
   res.set_content(reinterpret_cast<const char*>(a->data), a->size, a->content_type);
   res.set_header("Cache-Control", "no-cache");
+  for (const auto& [name, value] : PageHeaders()) res.set_header(name, value);
 }
 
 }  // namespace

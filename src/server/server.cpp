@@ -6,6 +6,7 @@
 
 #include "server/admission.h"
 #include "server/api_messages.h"
+#include "server/browser_guard.h"
 #include "server/http_io.h"
 #include "server/request_log.h"
 #include "server/routes.h"
@@ -55,12 +56,21 @@ ApiError Forbidden(const TenantAuth& auth, const std::string& path) {
 
 }  // namespace
 
-// Authentication (401) and rights (403), before any route runs. /health and the web page's
-// static files are always open (IsOpenRoute).
+// The browser checks (browser_guard.h), authentication (401) and rights (403), before any
+// route runs. /health and the web page's static files need no key (IsOpenRoute).
 httplib::Server::HandlerResponse HttpServer::Impl::PreRoute(const httplib::Request& req,
                                                             httplib::Response& res) {
   MarkRequestStart();
+  if (auto e = CheckHost(req.get_header_value("Host"), options.allowed_hosts)) {
+    SendError(res, *e);
+    return httplib::Server::HandlerResponse::Handled;
+  }
   if (IsOpenRoute(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+  const bool has_key = req.has_header("Authorization") || req.has_header("x-api-key");
+  if (auto e = CheckContentType(req.method, req.get_header_value("Content-Type"), has_key)) {
+    SendError(res, *e);
+    return httplib::Server::HandlerResponse::Handled;
+  }
   if (!ctx.auth->enabled()) return Admit(req, res);
   TenantAuth::Outcome auth =
       ctx.auth->Check(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));

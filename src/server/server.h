@@ -43,6 +43,8 @@ struct ServerOptions {
   // /v1/requests/recent (`diverged`): prompt text of every tenant, so off unless asked for;
   // the position (`diverged_at`) is always there.
   bool log_prompts = false;
+  // Host names requests may name besides IP literals and localhost (browser_guard.h).
+  std::vector<std::string> allowed_hosts;
   size_t n_http_threads = 16;            // connection threads; keep >= slots + queue + 4
   // Generation requests parsed, rendered, queued or running at once; more get 503 before they
   // are parsed (admission.h). 0: no limit. serve sets slots + max queue.

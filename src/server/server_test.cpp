@@ -84,7 +84,7 @@ class ServerTest : public ::testing::Test {
   }
 
   static std::string HttpPost(const std::string& path, const std::string& body) {
-    return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+    return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
            "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   }
 

@@ -4,7 +4,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
-import { makeModel, post, startServer, tempDir } from './harness.js';
+import { makeModel, metric, metrics, post, startServer, tempDir } from './harness.js';
 
 const user = (content) => [{ role: 'user', content }];
 const noThinking = { chat_template_kwargs: { enable_thinking: false } };
@@ -53,5 +53,68 @@ describe('a request that used to crash the server', () => {
     assert.match(story, /"completion_tokens":200/);
     const health = await fetch(`${server.url}/health`);
     assert.equal(health.status, 200);
+  });
+});
+
+// Other web pages (keys off, the default): a page that re-resolved its own name to 127.0.0.1
+// (DNS rebinding) says so in Host; a cross-site "simple" POST cannot say application/json.
+describe('other web pages', () => {
+  let dir; let server;
+  before(async () => {
+    dir = tempDir('pages');
+    server = await startServer({ model: makeModel(dir), args: ['--allowed-host', 'prefixd.lan'] });
+  });
+  after(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  // Raw requests: fetch() sets Host and Content-Type itself.
+  async function raw(lines, body = '') {
+    const { connect } = await import('node:net');
+    return new Promise((resolve, reject) => {
+      const s = connect(server.port, '127.0.0.1', () => {
+        s.end(`${lines.join('\r\n')}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      });
+      let got = '';
+      s.on('data', (d) => { got += d; });
+      s.on('end', () => resolve({ status: Number(got.split(' ')[1]), text: got }));
+      s.on('error', reject);
+    });
+  }
+  const chat = JSON.stringify({ messages: user('hi'), max_tokens: 1 });
+
+  it('answers only the Host names it is reached by', async () => {
+    const cases = [
+      ['127.0.0.1', 200], [`127.0.0.1:${'8080'}`, 200], ['localhost:8080', 200], ['[::1]:8080', 200],
+      ['prefixd.lan', 200], ['PREFIXD.LAN:80', 200], ['evil.example', 403], ['evil.example:8080', 403],
+      ['127.0.0.1.evil.example', 403], ['localhost.evil.example', 403],
+    ];
+    for (const [host, want] of cases) {
+      for (const path of ['/health', '/v1/requests/recent']) {
+        const r = await raw([`GET ${path} HTTP/1.1`, `Host: ${host}`]);
+        assert.equal(r.status, want, `GET ${path} with Host: ${host}`);
+        if (want === 403) assert.match(r.text, /host_not_allowed/);
+      }
+    }
+  });
+
+  it('runs a POST only when it says application/json, or carries a key', async () => {
+    const before = metric(await metrics(server), 'prefixd_cache_bytes{tier="ram"}');
+    const cases = [
+      ['text/plain', 415], ['application/x-www-form-urlencoded', 415], ['multipart/form-data; boundary=x', 415],
+      ['', 415], ['application/json', 200], ['application/json; charset=utf-8', 200], ['Application/JSON', 200],
+    ];
+    for (const [type, want] of cases) {
+      const lines = ['POST /v1/chat/completions HTTP/1.1', 'Host: 127.0.0.1'];
+      if (type) lines.push(`Content-Type: ${type}`);
+      const r = await raw(lines, chat);
+      assert.equal(r.status, want, `Content-Type '${type}'`);
+    }
+    const clear = await raw(['POST /v1/cache/clear HTTP/1.1', 'Host: 127.0.0.1', 'Content-Type: text/plain']);
+    assert.equal(clear.status, 415, 'a page cannot clear the cache');
+    assert.ok(metric(await metrics(server), 'prefixd_cache_bytes{tier="ram"}') >= before, 'nothing was cleared');
+    const keyed = await raw(['POST /v1/chat/completions HTTP/1.1', 'Host: 127.0.0.1', 'x-api-key: any'], chat);
+    assert.equal(keyed.status, 200, 'a request with a key is no page\'s');
   });
 });

@@ -49,6 +49,10 @@ describe('web page', () => {
       const r = await fetch(`${server.url}${path}`);
       assert.equal(r.status, 200, path);
       assert.doesNotMatch(await r.text(), /https?:\/\/(?!127\.0\.0\.1)/, `${path} fetches nothing from elsewhere`);
+      // No other page may frame it, pull scripts into it, or have it sniffed as another type.
+      assert.match(r.headers.get('content-security-policy') ?? '', /default-src 'self'/, path);
+      assert.equal(r.headers.get('x-frame-options'), 'DENY', path);
+      assert.equal(r.headers.get('x-content-type-options'), 'nosniff', path);
     }
     assert.equal((await fetch(`${server.url}/v1/cache/stats`)).status, 401);
     const tenant = { Authorization: `Bearer ${TENANT_KEY}` };

@@ -588,7 +588,7 @@ FuzzReport RunFuzz(const FuzzOptions& o) {
 
 bool ServerStillServes(const FuzzOptions& o, std::string* why) {
   FuzzCase health;
-  health.bytes = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  health.bytes = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
   Answer a;
   if (!ParseAnswer(Exchange(o, health), &a) || a.status != 200) {
     *why = "GET /health did not answer 200";
@@ -598,7 +598,7 @@ bool ServerStillServes(const FuzzOptions& o, std::string* why) {
   Request r;
   r.path = "/v1/completions";
   r.body = "{\"prompt\":\"still there?\",\"max_tokens\":2}";
-  r.headers = {{"Host", "x"}, {"Connection", "close"}, {"Content-Type", "application/json"}};
+  r.headers = {{"Host", "127.0.0.1"}, {"Connection", "close"}, {"Content-Type", "application/json"}};
   if (!o.api_key.empty()) r.headers.push_back({"Authorization", "Bearer " + o.api_key});
   FuzzCase c = Framed("final", r);
   if (!ParseAnswer(Exchange(o, c), &a) || a.status != 200 || !json::accept(a.body)) {
