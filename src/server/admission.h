@@ -44,7 +44,9 @@ class Admission {
 };
 
 // The routes that run the model: chat and text completions, cache warm, and the Responses and
-// Messages APIs.
+// Messages APIs; and the ones that tokenize or render on the HTTP thread (/tokenize,
+// /detokenize, /apply-template, /v1/messages/count_tokens), so that a flood of them is shed
+// as early and as cheaply as one of generations.
 bool IsGenerationRoute(const std::string& method, const std::string& path);
 
 }  // namespace prefixd::server

@@ -264,7 +264,10 @@ TEST(Admission, LimitsPlacesPerThreadAndFreesThem) {
   EXPECT_TRUE(IsGenerationRoute("POST", "/v1/chat/completions"));
   EXPECT_TRUE(IsGenerationRoute("POST", "/v1/messages"));
   EXPECT_FALSE(IsGenerationRoute("GET", "/v1/chat/completions"));
-  EXPECT_FALSE(IsGenerationRoute("POST", "/tokenize"));
+  EXPECT_TRUE(IsGenerationRoute("POST", "/tokenize"));  // work on the HTTP thread is admitted
+  EXPECT_TRUE(IsGenerationRoute("POST", "/v1/messages/count_tokens"));
+  EXPECT_FALSE(IsGenerationRoute("POST", "/v1/cache/clear"));
+  EXPECT_FALSE(IsGenerationRoute("GET", "/health"));
 }
 
 TEST(RequestLog, LogfmtQuoting) {

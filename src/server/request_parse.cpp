@@ -248,6 +248,45 @@ MaybeError ParseMessages(const json& obj, std::string* out) {
   return std::nullopt;
 }
 
+// Counts the JSON values under `j` into *nodes and finds the object with the most optional
+// properties (those not in its "required").
+void MeasureSchema(const json& j, size_t* nodes, size_t* max_optional) {
+  ++*nodes;
+  if (j.is_object()) {
+    const auto props = j.find("properties");
+    if (props != j.end() && props->is_object()) {
+      size_t required = 0;
+      const auto req = j.find("required");
+      if (req != j.end() && req->is_array()) {
+        for (const json& r : *req) required += r.is_string() && props->contains(r.get<std::string>());
+      }
+      *max_optional = std::max(*max_optional, props->size() - std::min(required, props->size()));
+    }
+    for (const auto& [key, value] : j.items()) MeasureSchema(value, nodes, max_optional);
+  } else if (j.is_array()) {
+    for (const json& v : j) MeasureSchema(v, nodes, max_optional);
+  }
+}
+
+MaybeError CheckSchemaCost(const json& schema, const char* param, const std::string& what) {
+  size_t nodes = 0, max_optional = 0;
+  MeasureSchema(schema, &nodes, &max_optional);
+  if (nodes > kMaxSchemaNodes) {
+    return ApiError::Invalid(what + " has " + std::to_string(nodes) + " JSON values; at most " +
+                                 std::to_string(kMaxSchemaNodes) + " are turned into a grammar",
+                             param);
+  }
+  if (max_optional > kMaxOptionalProperties) {
+    return ApiError::Invalid(what + " has an object of " + std::to_string(max_optional) +
+                                 " optional properties; at most " +
+                                 std::to_string(kMaxOptionalProperties) +
+                                 " (the grammar's cost grows faster than their square): list "
+                                 "more of them in 'required', or split the object",
+                             param);
+  }
+  return std::nullopt;
+}
+
 MaybeError ParseTools(const json& obj, std::string* out) {
   const json* t = Field(obj, "tools");
   if (!t) return std::nullopt;
@@ -259,12 +298,22 @@ MaybeError ParseTools(const json& obj, std::string* out) {
       return ApiError::Invalid("each tool must be {\"type\":\"function\",\"function\":{\"name\":...}}",
                                "tools");
     }
-    if (const json* params = Field(*fn, "parameters"); params && !params->is_object()) {
+    const json* params = Field(*fn, "parameters");
+    if (params && !params->is_object()) {
       return ApiError::Invalid("a tool's function.parameters must be a JSON schema object",
                                "tools");
     }
+    if (params) {
+      const std::string what = "tool '" + (*fn)["name"].get<std::string>() + "''s parameters";
+      if (auto e = CheckSchemaCost(*params, "tools", what)) return e;
+    }
   }
   if (!t->empty()) *out = t->dump(-1, ' ', false, json::error_handler_t::replace);
+  if (out->size() > kMaxToolsBytes) {
+    return ApiError::Invalid("the tools are " + std::to_string(out->size()) +
+                                 " bytes of JSON; at most " + std::to_string(kMaxToolsBytes),
+                             "tools");
+  }
   return std::nullopt;
 }
 
@@ -324,6 +373,7 @@ MaybeError ParseJsonSchemaFormat(const json& rf, std::string* schema) {
   if (s && !s->is_object()) return WrongType("response_format", "an object schema", *s);
   json out = s ? *s : json::object();
   if (out.empty()) out["type"] = "object";  // no schema: any object
+  if (auto e = CheckSchemaCost(out, "response_format", "the response_format's schema")) return e;
   *schema = out.dump();
   return std::nullopt;
 }
@@ -483,6 +533,12 @@ MaybeError ParseTokenizeRequest(const std::string& body, TokenizeRequest* out) {
   if (!c) return ApiError::Invalid("'content' is required", "content");
   if (!c->is_string()) return WrongType("content", "a string", *c);
   out->content = c->get<std::string>();
+  if (out->content.size() > kMaxTokenizeBytes) {
+    return ApiError::Invalid("'content' is " + std::to_string(out->content.size()) +
+                                 " bytes; /tokenize takes at most " +
+                                 std::to_string(kMaxTokenizeBytes),
+                             "content");
+  }
   return GetBool(obj, "with_pieces", &out->with_pieces);
 }
 

@@ -56,6 +56,20 @@ std::optional<ApiError> ParseTextCompletionRequest(const std::string& body,
                                                    TextCompletionRequest* out);
 
 // POST /tokenize: {"content": str, "with_pieces"?: bool}.
+// What a JSON schema (a response_format's, a tool's parameters) may cost to turn into a grammar:
+// llama.cpp's converter spells out the orders optional properties may come in, so its time grows
+// faster than the square of an object's optional properties (measured: 100 -> 0.03 s,
+// 400 -> 0.42 s, 800 -> 2.1 s); past these a request is a 400 naming the schema.
+inline constexpr size_t kMaxOptionalProperties = 128;
+inline constexpr size_t kMaxSchemaNodes = 20000;   // JSON values in one schema
+inline constexpr size_t kMaxToolsBytes = 1u << 20;  // all of a request's tool definitions
+
+// The most tokens /tokenize answers with pieces: each piece is a JSON object of its own, ~30
+// times the bytes of its id; more is a 400 (without pieces the answer is ids only).
+inline constexpr size_t kMaxTokenizePieces = 32768;
+// The longest text /tokenize takes: ~1M tokens, a second of tokenizing.
+inline constexpr size_t kMaxTokenizeBytes = 4u << 20;
+
 struct TokenizeRequest {
   std::string content;
   bool with_pieces = false;

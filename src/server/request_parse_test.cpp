@@ -268,3 +268,57 @@ TEST(RequestParse, TokenizeAndDetokenize) {
 
 }  // namespace
 }  // namespace prefixd::server
+
+namespace prefixd::server {
+namespace {
+
+// An object schema of `n` properties, the first `required` of them required.
+std::string ObjectSchema(size_t n, size_t required) {
+  std::string props, req;
+  for (size_t i = 0; i < n; ++i) {
+    props += (i ? "," : "") + std::string("\"p") + std::to_string(i) + "\":{\"type\":\"integer\"}";
+    if (i < required) req += (i ? "," : "") + std::string("\"p") + std::to_string(i) + "\"";
+  }
+  return "{\"type\":\"object\",\"properties\":{" + props + "},\"required\":[" + req + "]}";
+}
+
+// What a schema may cost to become a grammar is bounded before any grammar is built: the
+// optional properties of one object (required ones are cheap), in a response_format and in a
+// tool's parameters alike.
+TEST(RequestParse, SchemasPastTheirGrammarCostAreRefused) {
+  auto format = [](const std::string& schema) {
+    return R"(,"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":)" +
+           schema + "}}";
+  };
+  auto tool = [](const std::string& schema) {
+    return R"(,"tools":[{"type":"function","function":{"name":"f","parameters":)" + schema + "}}]";
+  };
+  EXPECT_FALSE(Chat(format(ObjectSchema(kMaxOptionalProperties, 0))));
+  EXPECT_FALSE(Chat(format(ObjectSchema(800, 800))));  // all required: a sequence
+  auto e = Chat(format(ObjectSchema(kMaxOptionalProperties + 1, 0)));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "response_format");
+  EXPECT_NE(e->message.find("optional properties"), std::string::npos) << e->message;
+  EXPECT_FALSE(Chat(tool(ObjectSchema(kMaxOptionalProperties, 0))));
+  e = Chat(tool(ObjectSchema(800, 0)));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "tools");
+  EXPECT_NE(e->message.find("tool 'f'"), std::string::npos) << e->message;
+  std::string wide = "{\"enum\":[";
+  for (size_t i = 0; i <= kMaxSchemaNodes; ++i) wide += (i ? "," : "") + std::to_string(i);
+  e = Chat(format(wide + "]}"));
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->message.find("JSON values"), std::string::npos) << e->message;
+}
+
+TEST(RequestParse, TokenizeTakesBoundedText) {
+  TokenizeRequest t;
+  EXPECT_FALSE(ParseTokenizeRequest(R"({"content":"abc","with_pieces":true})", &t));
+  const std::string big(kMaxTokenizeBytes + 1, 'a');
+  auto e = ParseTokenizeRequest("{\"content\":\"" + big + "\"}", &t);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "content");
+}
+
+}  // namespace
+}  // namespace prefixd::server

@@ -52,6 +52,14 @@ void Tokenize(const RouteContext& ctx, const httplib::Request& req, httplib::Res
   // Exactly the tokens /v1/completions would evaluate for this text.
   auto prompt = ctx.backend->PrepareText(t.content);
   if (!prompt.ok()) return SendError(res, ApiErrorFromStatus(prompt.status()));
+  if (t.with_pieces && prompt->tokens.size() > kMaxTokenizePieces) {
+    return SendError(res, ApiError::Invalid(
+                              "the text is " + std::to_string(prompt->tokens.size()) +
+                                  " tokens; with_pieces answers at most " +
+                                  std::to_string(kMaxTokenizePieces) +
+                                  " (ask without pieces, or in parts)",
+                              "with_pieces"));
+  }
   json tokens = json::array();
   for (Token id : prompt->tokens) {
     if (t.with_pieces) {

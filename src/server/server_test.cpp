@@ -504,7 +504,9 @@ TEST_F(ServerTest, GenerationBeyondAdmissionGets503BeforeParsing) {
   auto busy = Post("/v1/chat/completions", "not even JSON");
   ExpectError(busy, 503, "", "server_overloaded");
   EXPECT_EQ(busy->get_header_value("Retry-After"), "1");
-  EXPECT_EQ(Post("/tokenize", R"({"content":"x"})")->status, 200) << "only generation is limited";
+  // Tokenizing is work on the HTTP thread too: admitted alike; reading is not.
+  ExpectError(Post("/tokenize", R"({"content":"x"})"), 503, "", "server_overloaded");
+  EXPECT_EQ(Client().Get("/v1/models")->status, 200) << "only work is limited";
   first.join();
   EXPECT_EQ(Post("/v1/chat/completions", kChat)->status, 200) << "the place was freed";
   ExpectError(Post("/v1/completions", "{"), 400);

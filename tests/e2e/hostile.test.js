@@ -3,7 +3,7 @@
 // while a stream on the other slot completes and /health stays up.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { makeModel, metric, metrics, post, startServer, tempDir } from './harness.js';
 
 const user = (content) => [{ role: 'user', content }];
@@ -53,6 +53,43 @@ describe('a request that used to crash the server', () => {
     assert.match(story, /"completion_tokens":200/);
     const health = await fetch(`${server.url}/health`);
     assert.equal(health.status, 200);
+  });
+
+  const rssMiB = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.proc.pid}/status`, 'utf8'))[1]) / 1024;
+
+  it('bounds what /tokenize answers and holds', async () => {
+    const before = rssMiB();
+    const text = 'the quick brown fox jumps over the lazy dog. '.repeat(1 << 13);  // 360 KB
+    const pieces = await post(server, '/tokenize', { content: text, with_pieces: true });
+    assert.equal(pieces.status, 400, 'pieces of more tokens than the bound');
+    assert.equal(pieces.json.error.param, 'with_pieces');
+    const ids = await post(server, '/tokenize', { content: text });
+    assert.equal(ids.status, 200, 'without pieces the same text is ids');
+    const huge = await post(server, '/tokenize', { content: 'x'.repeat((4 << 20) + 1) });
+    assert.equal(huge.status, 400);
+    assert.equal(huge.json.error.param, 'content');
+    const grown = rssMiB() - before;
+    console.log(`[ bounds ] /tokenize: RSS ${before.toFixed(0)} MiB -> +${grown.toFixed(0)} MiB`);
+    assert.ok(grown < 512, `the server grew by ${grown} MiB`);
+  });
+
+  it('refuses a schema whose grammar would cost seconds, before building it', async () => {
+    const schema = (n) => ({ type: 'object', properties: Object.fromEntries(
+      Array.from({ length: n }, (_, i) => [`p${i}`, { type: 'integer' }])) });
+    const ask = (n) => post(server, '/v1/chat/completions', { messages: user('hi'), max_tokens: 1,
+      response_format: { type: 'json_schema', json_schema: { name: 's', schema: schema(n) } }, ...noThinking });
+    let t0 = Date.now();
+    const refused = await ask(800);
+    const refusedMs = Date.now() - t0;
+    assert.equal(refused.status, 400);
+    assert.equal(refused.json.error.param, 'response_format');
+    t0 = Date.now();
+    const atCap = await ask(128);
+    const atCapMs = Date.now() - t0;
+    assert.equal(atCap.status, 200, atCap.text);
+    console.log(`[ bounds ] schema of 800 optional properties refused in ${refusedMs} ms; ` +
+      `128 (the cap) answered in ${atCapMs} ms`);
+    assert.ok(refusedMs < 2000, `the refusal took ${refusedMs} ms`);
   });
 });
 
