@@ -170,6 +170,10 @@ int32_t Engine::n_vocab() const { return impl_->model->n_vocab(); }
 uint32_t Engine::n_ctx_per_slot() const { return impl_->options.n_ctx_per_slot; }
 EngineStats Engine::GetStats() const { return impl_->scheduler->GetStats(); }
 Status Engine::ClearCache() { return impl_->scheduler->ClearCache(); }
+std::string Engine::DomainIdOf(const std::string& tenant_salt) const {
+  return impl_->scheduler->DomainIdOf(tenant_salt);
+}
+
 std::vector<CachedPrefix> Engine::ListCachedPrefixes(const std::string* tenant_salt) const {
   return impl_->scheduler->ListCachedPrefixes(tenant_salt);
 }

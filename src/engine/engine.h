@@ -195,6 +195,7 @@ struct SlotView {
   bool busy = false;
   uint32_t n_tokens = 0;  // busy: the running prompt's tokens; idle: what the sequence holds
   std::string session;    // the prefix tree (CachedPrefix::root) of those tokens; "" for none
+  std::string domain;     // its domain (CachedPrefix::domain: whose it is); "" for none
 };
 
 // One prefix tree of the cache (cache/prefix_inventory.h) in the RAM and disk tiers.
@@ -293,6 +294,8 @@ class Engine {
   // The prefix trees the tiers hold, merged over RAM and disk: every domain's, or only the
   // domain of `*tenant_salt` when it is not null. O(entries + disk records); reads no payload.
   std::vector<CachedPrefix> ListCachedPrefixes(const std::string* tenant_salt) const;
+  // The domain id (CachedPrefix::domain, SlotView::domain) of a tenant salt's entries.
+  std::string DomainIdOf(const std::string& tenant_salt) const;
   // Evicts the prefix tree `root` of `domain` (CachedPrefix's hex ids) from RAM and disk; idle
   // slots forget their sequences before the next request (as after ClearCache), so nothing
   // evicted is reused. NotFound when no tier holds it.

@@ -361,6 +361,10 @@ EngineStats Scheduler::GetStats() const {
   return s;
 }
 
+std::string Scheduler::DomainIdOf(const std::string& tenant_salt) const {
+  return ShortId(DomainFor(impl_->fingerprints, tenant_salt));
+}
+
 std::vector<CachedPrefix> Scheduler::ListCachedPrefixes(const std::string* tenant_salt) const {
   if (!impl_->cache) return {};
   std::vector<cache::PrefixSummary> ram = impl_->cache->ListPrefixes();
@@ -784,7 +788,10 @@ void Scheduler::Impl::NoteSlot(const Slot& slot) {
   // An idle slot's tree is that of its last prompt up to its tail (what the cache published).
   if (!v.busy && slot.held_tail > 0) tokens = tokens.first(std::min(tokens.size(), slot.held_tail));
   const Digest& domain = v.busy ? slot.domain : slot.held_domain;
-  if (cache_io) v.session = PrefixRootId(domain, tokens, options.block_size);
+  if (cache_io) {
+    v.session = PrefixRootId(domain, tokens, options.block_size);
+    v.domain = ShortId(domain);
+  }
   std::lock_guard<std::mutex> lock(mu);
   slot_views[size_t(&slot - slots.data())] = std::move(v);
 }

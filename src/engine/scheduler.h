@@ -29,6 +29,7 @@ class Scheduler {
   Status ClearCache();
   // Engine::ListCachedPrefixes / EvictCachedPrefix.
   std::vector<CachedPrefix> ListCachedPrefixes(const std::string* tenant_salt) const;
+  std::string DomainIdOf(const std::string& tenant_salt) const;
   Result<PrefixEviction> EvictCachedPrefix(const std::string& domain, const std::string& root);
   // Waits until everything published so far is on disk (no-op without a disk tier).
   void FlushDisk();

@@ -49,6 +49,8 @@ class Backend {
       const std::string* tenant_salt) const = 0;
   virtual Result<engine::PrefixEviction> EvictCachedPrefix(const std::string& domain,
                                                            const std::string& root) = 0;
+  // The domain id of a tenant salt's entries and sessions (CachedPrefix::domain).
+  virtual std::string DomainIdOf(const std::string& tenant_salt) const = 0;
 };
 
 // Wraps the real engine. REQUIRES: engine is not null.

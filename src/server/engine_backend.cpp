@@ -28,6 +28,9 @@ class EngineBackend final : public Backend {
   int32_t n_vocab() const override { return n_vocab_; }
   EngineStats GetStats() const override { return engine_->GetStats(); }
   Status ClearCache() override { return engine_->ClearCache(); }
+  std::string DomainIdOf(const std::string& tenant_salt) const override {
+    return engine_->DomainIdOf(tenant_salt);
+  }
   std::vector<engine::CachedPrefix> ListCachedPrefixes(
       const std::string* tenant_salt) const override {
     return engine_->ListCachedPrefixes(tenant_salt);

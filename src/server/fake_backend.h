@@ -104,8 +104,12 @@ class FakeBackend : public Backend {
     s.disk_records_by_kind = {{"rows", 2}, {"snap", 1}};
     s.memory_layout = "attention";
     s.block_size = 16;
-    s.slots = {engine::SlotView{true, 40, "00000000000000aa"}, engine::SlotView{}};
+    s.slots = {engine::SlotView{true, 40, "00000000000000aa", DomainIdOf("")},
+               engine::SlotView{}};
     return s;
+  }
+  std::string DomainIdOf(const std::string& tenant_salt) const override {
+    return DigestHex(Sha256Of(tenant_salt), 8);
   }
   // One prefix tree per distinct prompt: domain = the salt's first 16 hex digits of SHA-256,
   // root = the prompt's.

@@ -33,12 +33,15 @@ json ModelJson(const RouteContext& ctx, const engine::EngineStats& s) {
           {"block_size", s.block_size}};
 }
 
-json SlotsJson(const engine::EngineStats& s) {
+// Every slot; what it holds (its session and length) only when it is the caller's, or to an
+// admin: another tenant's session id and prompt length are that tenant's.
+json SlotsJson(const engine::EngineStats& s, const std::string* own_domain) {
   json slots = json::array();
   for (size_t i = 0; i < s.slots.size(); ++i) {
     const engine::SlotView& v = s.slots[i];
-    slots.push_back({{"index", i}, {"busy", v.busy}, {"n_tokens", v.n_tokens},
-                     {"session", v.session.empty() ? json(nullptr) : json(v.session)}});
+    const bool mine = own_domain == nullptr || v.domain == *own_domain;
+    slots.push_back({{"index", i}, {"busy", v.busy}, {"n_tokens", mine ? v.n_tokens : 0},
+                     {"session", !mine || v.session.empty() ? json(nullptr) : json(v.session)}});
   }
   return slots;
 }
@@ -74,9 +77,10 @@ json TotalsJson(const engine::EngineStats& s) {
 void Stats(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
   const engine::EngineStats s = ctx.backend->GetStats();
   const Tenant t = ctx.TenantOf(req);
+  const std::string own = ctx.backend->DomainIdOf(t.salt);
   SendJson(res, Dump({{"model", ModelJson(ctx, s)},
                       {"caller", {{"tenant", t.label}, {"admin", t.admin}}},
-                      {"slots", SlotsJson(s)},
+                      {"slots", SlotsJson(s, t.admin ? nullptr : &own)},
                       {"queue_depth", s.queue_depth},
                       {"tiers", TiersJson(s)},
                       {"totals", TotalsJson(s)}}));

@@ -52,6 +52,22 @@ describe('API keys', () => {
     assert.match(server.log, /tenant=[0-9a-f]{8} /);
     assert.doesNotMatch(server.log, /sk-tenant/, 'keys never reach the log');
   });
+
+  it('shows each tenant only its own slot sessions', async () => {
+    const stats = async (key) => (await (await fetch(`${server.url}/v1/cache/stats`,
+      { headers: { Authorization: `Bearer ${key}` } })).json()).slots;
+    const [a, b] = [await stats('sk-tenant-a'), await stats('sk-tenant-b')];
+    const sessions = (slots) => slots.filter((s) => s.session !== null).map((s) => s.session);
+    // Both tenants ran the same chat (above): each sees its own slot's session, never the
+    // other's, though both slots hold the same tokens.
+    assert.equal(sessions(a).length, 1, JSON.stringify(a));
+    assert.equal(sessions(b).length, 1, JSON.stringify(b));
+    assert.notEqual(sessions(a)[0], sessions(b)[0], 'the sessions differ by tenant');
+    for (let i = 0; i < a.length; i++) {
+      assert.ok(a[i].session === null || b[i].session === null, `slot ${i} shown to both`);
+      if (a[i].session === null) assert.equal(a[i].n_tokens, 0, 'no length of another tenant');
+    }
+  });
 });
 
 describe('admin keys and x-api-key', () => {
