@@ -24,12 +24,5 @@ void Admission::Release() {
   n_admitted_.fetch_sub(1);
 }
 
-bool IsGenerationRoute(const std::string& method, const std::string& path) {
-  if (method != "POST") return false;
-  return path == "/v1/chat/completions" || path == "/v1/completions" ||
-         path == "/v1/cache/warm" || path == "/v1/responses" || path == "/v1/messages" ||
-         path == "/tokenize" || path == "/detokenize" || path == "/apply-template" ||
-         path == "/v1/messages/count_tokens";
-}
 
 }  // namespace prefixd::server

@@ -1,10 +1,11 @@
 // Admission: a cheap early 503 for generation requests when the server is saturated.
 //
-// A generation request (IsGenerationRoute) is parsed and its chat rendered on its HTTP thread
+// A request that does work (the routes wrapped in Admitted, routes.h: generation, and
+// tokenizing or rendering on the HTTP thread) is parsed and its chat rendered on its HTTP thread
 // before the engine's queue can refuse it; under a flood of clients, that work for requests
 // that end in 503 anyway took the CPU from the admitted ones (64 clients on 2 slots and a queue
-// of 8 got 16 results a minute, p50 53 s; bench/results/load-*.md). Admission counts the
-// generation requests between the pre-routing check and the end of their handler (parsing,
+// of 8 got 16 results a minute, p50 53 s; bench/results/load-*.md). Admission counts these
+// requests from the moment their body has been read to the end of their handler (parsing,
 // rendering, waiting in the engine's queue, running — a stream until its first text), and
 // refuses more than `limit` of them at once before any parsing. The engine's own queue limit
 // still decides exactly; this only sheds load early. With limit = slots + max queue, a refused
@@ -43,10 +44,5 @@ class Admission {
   std::atomic<size_t> n_admitted_{0};
 };
 
-// The routes that run the model: chat and text completions, cache warm, and the Responses and
-// Messages APIs; and the ones that tokenize or render on the HTTP thread (/tokenize,
-// /detokenize, /apply-template, /v1/messages/count_tokens), so that a flood of them is shed
-// as early and as cheaply as one of generations.
-bool IsGenerationRoute(const std::string& method, const std::string& path);
 
 }  // namespace prefixd::server

@@ -261,13 +261,6 @@ TEST(Admission, LimitsPlacesPerThreadAndFreesThem) {
   Admission open(0);
   for (int i = 0; i < 5; ++i) EXPECT_TRUE(open.Admit());
   EXPECT_EQ(open.n_admitted(), 0u);
-  EXPECT_TRUE(IsGenerationRoute("POST", "/v1/chat/completions"));
-  EXPECT_TRUE(IsGenerationRoute("POST", "/v1/messages"));
-  EXPECT_FALSE(IsGenerationRoute("GET", "/v1/chat/completions"));
-  EXPECT_TRUE(IsGenerationRoute("POST", "/tokenize"));  // work on the HTTP thread is admitted
-  EXPECT_TRUE(IsGenerationRoute("POST", "/v1/messages/count_tokens"));
-  EXPECT_FALSE(IsGenerationRoute("POST", "/v1/cache/clear"));
-  EXPECT_FALSE(IsGenerationRoute("GET", "/health"));
 }
 
 TEST(RequestLog, LogfmtQuoting) {

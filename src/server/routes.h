@@ -24,6 +24,7 @@
 #include "server/backend.h"
 #include "server/metrics.h"
 #include "server/recent_requests.h"
+#include "server/admission.h"
 #include "server/request_parse.h"
 
 namespace prefixd::server {
@@ -39,6 +40,7 @@ struct RouteContext {
   std::vector<std::string> aliases;        // ServerOptions::aliases
   std::vector<std::pair<int32_t, float>> logit_bias;  // ServerOptions::logit_bias
   bool log_prompts = false;                // ServerOptions::log_prompts
+  Admission* admission = nullptr;          // the places of work routes (Admitted)
   const std::atomic<bool>* stopping = nullptr;  // true once the server is shutting down
 
   // The tenant of an authenticated request. REQUIRES: the pre-routing check let it in.
@@ -56,6 +58,12 @@ bool IsAdminRoute(const std::string& method, const std::string& path);
 // True for the paths served without a key even when keys are on: GET /health, and the web
 // page and its static assets (/, /assets/*), which hold no data.
 bool IsOpenRoute(const std::string& path);
+
+// A route that does work (runs the model, tokenizes, renders) takes an admission place once its
+// body has been read, before any parsing, or answers 503 (admission.h): a client that is slow
+// to send its body holds a connection thread, never a slot or a queue place. The place is
+// freed when the response is written (the server's post-routing handler).
+httplib::Server::Handler Admitted(const RouteContext& ctx, httplib::Server::Handler handler);
 
 class ApiAdapter;
 

@@ -53,16 +53,18 @@ void RegisterAgentRoutes(httplib::Server& http, const RouteContext& ctx) {
   // The adapters are stateless and live as long as the process.
   static const std::unique_ptr<ApiAdapter> responses = NewResponsesAdapter();
   static const std::unique_ptr<ApiAdapter> messages = NewMessagesAdapter();
-  http.Post("/v1/responses", [&ctx](const httplib::Request& req, httplib::Response& res) {
+  http.Post("/v1/responses", Admitted(ctx, [&ctx](const httplib::Request& req,
+                                                  httplib::Response& res) {
     HandleResponses(ctx, *responses, req, res);
-  });
-  http.Post("/v1/messages", [&ctx](const httplib::Request& req, httplib::Response& res) {
+  }));
+  http.Post("/v1/messages", Admitted(ctx, [&ctx](const httplib::Request& req,
+                                                 httplib::Response& res) {
     HandleMessages(ctx, *messages, req, res);
-  });
+  }));
   http.Post("/v1/messages/count_tokens",
-            [&ctx](const httplib::Request& req, httplib::Response& res) {
+            Admitted(ctx, [&ctx](const httplib::Request& req, httplib::Response& res) {
               HandleCountTokens(ctx, req, res);
-            });
+            }));
 }
 
 }  // namespace prefixd::server

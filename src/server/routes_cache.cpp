@@ -60,9 +60,10 @@ void RegisterCacheRoutes(httplib::Server& http, const RouteContext& ctx) {
   http.Get("/v1/cache", [&ctx](const httplib::Request&, httplib::Response& res) {
     SendJson(res, Dump(CacheCountersJson(ctx.backend->GetStats())));
   });
-  http.Post("/v1/cache/warm", [&ctx](const httplib::Request& req, httplib::Response& res) {
+  http.Post("/v1/cache/warm", Admitted(ctx, [&ctx](const httplib::Request& req,
+                                                   httplib::Response& res) {
     Warm(ctx, req, res);
-  });
+  }));
   http.Post("/v1/cache/clear", [&ctx](const httplib::Request&, httplib::Response& res) {
     Status st = ctx.backend->ClearCache();
     if (!st.ok()) return SendError(res, ApiErrorFromStatus(st));

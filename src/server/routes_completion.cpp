@@ -326,12 +326,14 @@ std::optional<ApiError> CountChatPromptTokens(const RouteContext& ctx,
 }
 
 void RegisterCompletionRoutes(httplib::Server& http, const RouteContext& ctx) {
-  http.Post("/v1/chat/completions", [&ctx](const httplib::Request& req, httplib::Response& res) {
+  http.Post("/v1/chat/completions", Admitted(ctx, [&ctx](const httplib::Request& req,
+                                                         httplib::Response& res) {
     HandleCompletion(ctx, Endpoint::kChat, req.body, nullptr, req, res);
-  });
-  http.Post("/v1/completions", [&ctx](const httplib::Request& req, httplib::Response& res) {
+  }));
+  http.Post("/v1/completions", Admitted(ctx, [&ctx](const httplib::Request& req,
+                                                    httplib::Response& res) {
     HandleCompletion(ctx, Endpoint::kText, req.body, nullptr, req, res);
-  });
+  }));
 }
 
 }  // namespace prefixd::server

@@ -24,6 +24,19 @@ ParseLimits RouteContext::Limits() const {
   return l;
 }
 
+httplib::Server::Handler Admitted(const RouteContext& ctx, httplib::Server::Handler handler) {
+  return [&ctx, handler = std::move(handler)](const httplib::Request& req,
+                                              httplib::Response& res) {
+    if (ctx.admission != nullptr && !ctx.admission->Admit()) {
+      return SendError(res, {ErrorKind::kOverloaded,
+                             "the server is busy: " + std::to_string(ctx.admission->limit()) +
+                                 " requests are being worked on or waiting; retry later",
+                             "", "server_overloaded"});
+    }
+    handler(req, res);
+  };
+}
+
 std::optional<ApiError> RouteContext::CheckModel(const std::string& model) const {
   if (model.empty() || model == model_id) return std::nullopt;
   if (std::find(aliases.begin(), aliases.end(), model) != aliases.end()) return std::nullopt;
@@ -122,15 +135,18 @@ void RegisterInfoRoutes(httplib::Server& http, const RouteContext& ctx) {
     res.set_content(ctx.metrics->Render(ctx.backend->GetStats()),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
-  http.Post("/tokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
+  http.Post("/tokenize", Admitted(ctx, [&ctx](const httplib::Request& req,
+                                              httplib::Response& res) {
     Tokenize(ctx, req, res);
-  });
-  http.Post("/detokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
+  }));
+  http.Post("/detokenize", Admitted(ctx, [&ctx](const httplib::Request& req,
+                                                httplib::Response& res) {
     Detokenize(ctx, req, res);
-  });
-  http.Post("/apply-template", [&ctx](const httplib::Request& req, httplib::Response& res) {
+  }));
+  http.Post("/apply-template", Admitted(ctx, [&ctx](const httplib::Request& req,
+                                                    httplib::Response& res) {
     ApplyTemplate(ctx, req, res);
-  });
+  }));
 }
 
 }  // namespace prefixd::server

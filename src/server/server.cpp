@@ -24,7 +24,6 @@ struct HttpServer::Impl {
 
   void SetUp();
   httplib::Server::HandlerResponse PreRoute(const httplib::Request& req, httplib::Response& res);
-  httplib::Server::HandlerResponse Admit(const httplib::Request& req, httplib::Response& res);
   void OnError(const httplib::Request& req, httplib::Response& res);
   ApiError MadeUpError(const httplib::Request& req, int status) const;
   void OnResponse(const httplib::Request& req, const httplib::Response& res);
@@ -71,7 +70,7 @@ httplib::Server::HandlerResponse HttpServer::Impl::PreRoute(const httplib::Reque
     SendError(res, *e);
     return httplib::Server::HandlerResponse::Handled;
   }
-  if (!ctx.auth->enabled()) return Admit(req, res);
+  if (!ctx.auth->enabled()) return httplib::Server::HandlerResponse::Unhandled;
   TenantAuth::Outcome auth =
       ctx.auth->Check(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
   if (!auth.tenant) {
@@ -82,20 +81,7 @@ httplib::Server::HandlerResponse HttpServer::Impl::PreRoute(const httplib::Reque
     SendError(res, Forbidden(*ctx.auth, req.path));
     return httplib::Server::HandlerResponse::Handled;
   }
-  return Admit(req, res);
-}
-
-// The early 503 (admission.h). The place is freed when the handler's response is written.
-httplib::Server::HandlerResponse HttpServer::Impl::Admit(const httplib::Request& req,
-                                                         httplib::Response& res) {
-  if (!IsGenerationRoute(req.method, req.path) || admission->Admit()) {
-    return httplib::Server::HandlerResponse::Unhandled;
-  }
-  SendError(res, {ErrorKind::kOverloaded,
-                  "the server is busy: " + std::to_string(admission->limit()) +
-                      " generation requests are running or waiting; retry later",
-                  "", "server_overloaded"});
-  return httplib::Server::HandlerResponse::Handled;
+  return httplib::Server::HandlerResponse::Unhandled;
 }
 
 // Called by httplib for every response with status >= 400; gives the ones httplib made up
@@ -189,6 +175,7 @@ HttpServer::HttpServer(Backend* backend, const TenantAuth* auth, ServerOptions o
   impl_->ctx.aliases = impl_->options.aliases;
   impl_->ctx.logit_bias = impl_->options.logit_bias;
   impl_->ctx.log_prompts = impl_->options.log_prompts;
+  impl_->ctx.admission = impl_->admission.get();
   impl_->ctx.model_id =
       impl_->options.model_id.empty() ? backend->model_name() : impl_->options.model_id;
   impl_->SetUp();

@@ -514,6 +514,31 @@ TEST_F(ServerTest, GenerationBeyondAdmissionGets503BeforeParsing) {
       << "a refused request's place was freed too";
 }
 
+// Clients that send their headers and then nothing of their body hold a connection thread,
+// never an admission place: with one place, two of them do not turn the next chat away.
+TEST_F(ServerTest, ClientsSlowToSendTheirBodyHoldNoPlace) {
+  Start("", "", /*max_admitted=*/1);
+  std::vector<int> slow;
+  for (int i = 0; i < 2; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(uint16_t(port_));
+    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    const std::string head =
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"messages\":";
+    ASSERT_EQ(send(fd, head.data(), head.size(), 0), ssize_t(head.size()));
+    slow.push_back(fd);
+  }
+  std::this_thread::sleep_for(100ms);  // both are in their handlers' body reads by now
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Post("/v1/chat/completions", kChat)->status, 200) << "request " << i;
+  }
+  for (int fd : slow) close(fd);
+}
+
 TEST_F(ServerTest, StreamingClientDisconnectCancels) {
   backend_.reply = std::string(200, 'z');
   backend_.piece_delay = 5ms;
