@@ -290,6 +290,7 @@ std::string RenderOptionsKey(const ChatRenderOptions& o) {
   AddKeyField(key, o.parallel_tool_calls ? "p" : "-");
   AddKeyField(key, o.json_schema);
   AddKeyField(key, o.enable_thinking ? "t" : "-");
+  AddKeyField(key, o.memo_scope);
   AddKeyField(key, std::to_string(o.template_kwargs.size()));
   for (const auto& [name, value] : o.template_kwargs) {
     AddKeyField(key, name);

@@ -32,6 +32,9 @@ struct ChatRenderOptions {
   std::string json_schema;  // a JSON schema the reply must follow (JSON text), or ""
   std::map<std::string, std::string> template_kwargs;  // name -> value as JSON text
   bool enable_thinking = true;
+  // Whose memo entries this render's are (the tenant's salt; "" for none): prefix renders and
+  // tokens are remembered per scope, so their timing tells one tenant nothing of another's.
+  std::string memo_scope;
 };
 
 // Everything in `options` that can change a prefix render, as one string (the render memo's

@@ -132,7 +132,7 @@ Result<Prompt> Engine::PrepareChat(const std::string& messages_json,
   PREFIXD_ASSIGN_OR_RETURN(ChatRender render,
                            RenderWithOutputAhead(*impl_->chat, chat, reuse_renders));
   prompt.times.render_ms = watch.Lap();
-  prompt.tokens = impl_->token_memo->Tokenize(render.prompt);
+  prompt.tokens = impl_->token_memo->Tokenize(render.prompt, options.memo_scope);
   prompt.times.tokenize_ms = watch.Lap();
   auto points = ChatCapturePoints(*impl_->model, *impl_->chat, chat, render.prompt,
                                   prompt.tokens, impl_->render_memo);
@@ -143,10 +143,10 @@ Result<Prompt> Engine::PrepareChat(const std::string& messages_json,
   return prompt;
 }
 
-Result<Prompt> Engine::PrepareText(const std::string& text) const {
+Result<Prompt> Engine::PrepareText(const std::string& text, const std::string& memo_scope) const {
   Prompt prompt;
   Stopwatch watch;
-  prompt.tokens = impl_->token_memo->Tokenize(text);
+  prompt.tokens = impl_->token_memo->Tokenize(text, memo_scope);
   prompt.times.tokenize_ms = watch.Lap();
   prompt.capture_points = TextCapturePoints(*impl_->model, prompt.tokens);
   prompt.times.points_ms = watch.Lap();

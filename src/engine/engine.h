@@ -275,7 +275,8 @@ class Engine {
                              bool add_generation_prompt = true) const;
   // Tokenizes raw completion text (special tokens parsed); the chat format's special tokens
   // (<|im_start|>, <|im_end|>) mark the capture points.
-  Result<Prompt> PrepareText(const std::string& text) const;
+  // `memo_scope`: as ChatRenderOptions::memo_scope.
+  Result<Prompt> PrepareText(const std::string& text, const std::string& memo_scope = "") const;
 
   // Runs one request to completion. ResourceExhausted when the queue is full (the server
   // answers 503), InvalidArgument when the prompt does not fit the context.

@@ -67,7 +67,8 @@ struct TokenMemo::Impl {
   std::vector<std::string> cuts;
   size_t max_tokens;
 
-  // A piece's tokens by (first piece?, SHA-256 of its text), least recently used first.
+  // A piece's tokens by (first piece?, SHA-256 of its scope and text), least recently used
+  // first.
   using Key = std::pair<bool, Digest>;
   struct Entry {
     std::vector<Token> tokens;
@@ -83,7 +84,7 @@ struct TokenMemo::Impl {
       : model(m), cuts(std::move(c)), max_tokens(max) {}
 
   std::vector<size_t> CutPoints(std::string_view text) const;
-  std::vector<Token> Piece(std::string_view piece, bool first) const;
+  std::vector<Token> Piece(std::string_view piece, bool first, std::string_view scope) const;
   void Remember(const Key& key, const std::vector<Token>& tokens) const;
 };
 
@@ -100,8 +101,13 @@ std::vector<size_t> TokenMemo::Impl::CutPoints(std::string_view text) const {
   return at;
 }
 
-std::vector<Token> TokenMemo::Impl::Piece(std::string_view piece, bool first) const {
-  const Key key{first, Sha256Of(piece.data(), piece.size())};
+std::vector<Token> TokenMemo::Impl::Piece(std::string_view piece, bool first,
+                                          std::string_view scope) const {
+  Sha256 h;
+  h.UpdateU64(scope.size());
+  h.Update(scope);
+  h.Update(piece);
+  const Key key{first, h.Finish()};
   {
     std::lock_guard<std::mutex> lock(mu);
     ++stats.pieces;
@@ -143,14 +149,14 @@ std::unique_ptr<TokenMemo> TokenMemo::ForModel(const Model& model) {
   return std::make_unique<TokenMemo>(model, SafeCutTexts(model, markers));
 }
 
-std::vector<Token> TokenMemo::Tokenize(std::string_view text) const {
+std::vector<Token> TokenMemo::Tokenize(std::string_view text, std::string_view scope) const {
   if (impl_->cuts.empty()) return impl_->model.Tokenize(text, true);
   std::vector<Token> out;
   size_t begin = 0;
   std::vector<size_t> cuts = impl_->CutPoints(text);
   cuts.push_back(text.size());
   for (size_t end : cuts) {
-    std::vector<Token> piece = impl_->Piece(text.substr(begin, end - begin), begin == 0);
+    std::vector<Token> piece = impl_->Piece(text.substr(begin, end - begin), begin == 0, scope);
     out.insert(out.end(), piece.begin(), piece.end());
     begin = end;
   }

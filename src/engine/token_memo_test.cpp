@@ -3,6 +3,8 @@
 // deepseek, command-r, ...), with the turn markers of its real chat templates as cuts.
 #include "engine/token_memo.h"
 
+#include "engine/chat_template.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -142,6 +144,39 @@ TEST(TokenMemo, NoCutWhereAnotherSpecialOverlaps) {
   std::vector<std::string> cuts = SafeCutTexts(**model, AllTemplates());
   EXPECT_NE(std::find(cuts.begin(), cuts.end(), "<|im_start|>"), cuts.end());
   EXPECT_TRUE(SafeCutTexts(**model, "").empty());  // only markers the template uses
+}
+
+}  // namespace
+}  // namespace prefixd::engine
+
+namespace prefixd::engine {
+namespace {
+
+// A tenant's pieces are a hit for that tenant only: what one tokenized tells the other
+// nothing (no faster path through the memo), and both get the same tokens.
+TEST(TokenMemoScopeTest, PiecesAreRememberedPerScope) {
+  auto loaded = Model::Load(
+      {(fs::path(PREFIXD_LLAMA_MODELS_DIR) / "ggml-vocab-qwen2.gguf").string(), 0, true});
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  const Model* model = loaded->get();
+  TokenMemo owned(*model, {"<|im_start|>", "<|im_end|>"});
+  TokenMemo* memo = &owned;
+  const std::string text = "<|im_start|>user\nA private document, sent by tenant A.<|im_end|>\n";
+  const auto a = memo->Tokenize(text, "salt-a");
+  const uint64_t hits = memo->GetStats().hits;
+  const auto b = memo->Tokenize(text, "salt-b");
+  EXPECT_EQ(memo->GetStats().hits, hits) << "tenant B hit tenant A's pieces";
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a, model->Tokenize(text, true));
+  memo->Tokenize(text, "salt-a");
+  EXPECT_GT(memo->GetStats().hits, hits) << "tenant A's own pieces are remembered";
+}
+
+TEST(RenderOptionsKeyTest, TheMemoScopeIsPartOfTheKey) {
+  ChatRenderOptions a, b;
+  a.memo_scope = "salt-a";
+  b.memo_scope = "salt-b";
+  EXPECT_NE(RenderOptionsKey(a), RenderOptionsKey(b));
 }
 
 }  // namespace

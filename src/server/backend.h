@@ -34,7 +34,9 @@ class Backend {
     options.add_generation_prompt = add_generation_prompt;
     return PrepareChat(messages_json, options);
   }
-  virtual Result<Prompt> PrepareText(const std::string& text) const = 0;
+  // `memo_scope`: the tenant's salt (ChatRenderOptions::memo_scope).
+  virtual Result<Prompt> PrepareText(const std::string& text,
+                                     const std::string& memo_scope) const = 0;
   // Blocks until done. ResourceExhausted when the queue is full; InvalidArgument when the
   // prompt does not fit the context; finish_reason "cancelled" when on_piece returned false.
   virtual Result<CompletionResult> Complete(CompletionRequest request) = 0;

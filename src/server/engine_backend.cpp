@@ -14,8 +14,9 @@ class EngineBackend final : public Backend {
                              const engine::ChatRenderOptions& options) const override {
     return engine_->PrepareChat(messages_json, options);
   }
-  Result<Prompt> PrepareText(const std::string& text) const override {
-    return engine_->PrepareText(text);
+  Result<Prompt> PrepareText(const std::string& text,
+                             const std::string& memo_scope) const override {
+    return engine_->PrepareText(text, memo_scope);
   }
   Result<CompletionResult> Complete(CompletionRequest request) override {
     return engine_->Complete(std::move(request));

@@ -38,11 +38,11 @@ class FakeBackend : public Backend {
       std::lock_guard<std::mutex> lock(mu_);
       last_options = options;
     }
-    auto p = PrepareText(messages_json + options.tools_json);
+    auto p = PrepareText(messages_json + options.tools_json, options.memo_scope);
     if (p.ok()) p->output = output;
     return p;
   }
-  Result<Prompt> PrepareText(const std::string& text) const override {
+  Result<Prompt> PrepareText(const std::string& text, const std::string&) const override {
     Prompt p;
     for (unsigned char c : text) p.tokens.push_back(Token(c));
     return p;

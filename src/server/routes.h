@@ -75,9 +75,11 @@ void RegisterAgentRoutes(httplib::Server& http, const RouteContext& ctx);
 void HandleChatVia(const RouteContext& ctx, const ApiAdapter& api, const std::string& chat_body,
                    const httplib::Request& req, httplib::Response& res);
 // Checks `chat_body` as a chat completion would be and counts the tokens of its rendered
-// prompt (with the generation prompt) into *n_tokens; else the error to answer.
+// prompt (with the generation prompt) into *n_tokens; else the error to answer. `scope`: the
+// tenant's salt (ChatRenderOptions::memo_scope).
 std::optional<ApiError> CountChatPromptTokens(const RouteContext& ctx,
-                                              const std::string& chat_body, int64_t* n_tokens);
+                                              const std::string& chat_body,
+                                              const std::string& scope, int64_t* n_tokens);
 void RegisterInfoRoutes(httplib::Server& http, const RouteContext& ctx);
 void RegisterCacheRoutes(httplib::Server& http, const RouteContext& ctx);
 void RegisterWebRoutes(httplib::Server& http, const RouteContext& ctx);

@@ -39,7 +39,7 @@ void HandleCountTokens(const RouteContext& ctx, const httplib::Request& req,
   std::string chat_body;
   int64_t n_tokens = 0;
   auto e = MessagesToChat(req.body, MessagesCall::kCountTokens, &chat_body);
-  if (!e) e = CountChatPromptTokens(ctx, chat_body, &n_tokens);
+  if (!e) e = CountChatPromptTokens(ctx, chat_body, ctx.TenantOf(req).salt, &n_tokens);
   if (e) {
     SendErrorBody(res, *e, AnthropicErrorBody(*e));
     return;

@@ -17,9 +17,12 @@ namespace {
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-std::optional<ApiError> WarmPrompt(const RouteContext& ctx, const WarmRequest& w, Prompt* out) {
+// `scope`: the tenant's salt (ChatRenderOptions::memo_scope).
+std::optional<ApiError> WarmPrompt(const RouteContext& ctx, WarmRequest w,
+                                   const std::string& scope, Prompt* out) {
+  w.chat.render.memo_scope = scope;
   auto prompt = w.is_chat ? ctx.backend->PrepareChat(w.chat.messages_json, w.chat.render)
-                          : ctx.backend->PrepareText(w.prompt);
+                          : ctx.backend->PrepareText(w.prompt, scope);
   if (!prompt.ok()) return ApiErrorFromStatus(prompt.status());
   if (prompt->tokens.empty()) return ApiError::Invalid("the prompt is empty", "prompt");
   if (prompt->tokens.size() >= ctx.backend->n_ctx_per_slot()) {
@@ -37,9 +40,11 @@ void Warm(const RouteContext& ctx, const httplib::Request& req, httplib::Respons
   WarmRequest w;
   if (auto e = ParseWarmRequest(req.body, &w)) return SendError(res, *e);
   CompletionRequest creq;
-  if (auto e = WarmPrompt(ctx, w, &creq.prompt)) return SendError(res, *e);
-  creq.max_tokens = 1;
   creq.tenant_salt = ctx.TenantOf(req).salt;
+  if (auto e = WarmPrompt(ctx, std::move(w), creq.tenant_salt, &creq.prompt)) {
+    return SendError(res, *e);
+  }
+  creq.max_tokens = 1;
   auto r = ctx.backend->Complete(std::move(creq));
   if (!r.ok()) return SendError(res, ApiErrorFromStatus(r.status()));
   SendJson(res, Dump({{"prompt_tokens", r->usage.prompt_tokens},

@@ -28,12 +28,14 @@ struct Prepared {
   bool logprobs = false;
 };
 
+// `scope`: the tenant's salt, whose memo entries the render and tokens are.
 std::optional<ApiError> PrepareChat(const RouteContext& ctx, const std::string& body,
-                                    Prepared* out) {
+                                    const std::string& scope, Prepared* out) {
   ChatRequest chat;
   if (auto e = ParseChatRequest(body, ctx.Limits(), &chat)) return e;
   out->params = std::move(chat.params);
   out->logprobs = chat.logprobs;
+  chat.render.memo_scope = scope;
   auto prompt = ctx.backend->PrepareChat(chat.messages_json, chat.render);
   if (!prompt.ok()) {
     ApiError e = ApiErrorFromStatus(prompt.status());
@@ -45,7 +47,7 @@ std::optional<ApiError> PrepareChat(const RouteContext& ctx, const std::string& 
 }
 
 std::optional<ApiError> PrepareText(const RouteContext& ctx, const std::string& body,
-                                    Prepared* out) {
+                                    const std::string& scope, Prepared* out) {
   TextCompletionRequest text;
   if (auto e = ParseTextCompletionRequest(body, ctx.Limits(), &text)) return e;
   out->params = std::move(text.params);
@@ -53,7 +55,7 @@ std::optional<ApiError> PrepareText(const RouteContext& ctx, const std::string& 
     out->prompt.tokens = std::move(text.prompt_tokens);
     return std::nullopt;
   }
-  auto prompt = ctx.backend->PrepareText(text.prompt);
+  auto prompt = ctx.backend->PrepareText(text.prompt, scope);
   if (!prompt.ok()) return ApiErrorFromStatus(prompt.status());
   out->prompt = std::move(*prompt);
   return std::nullopt;
@@ -81,8 +83,9 @@ std::optional<ApiError> FitContext(const RouteContext& ctx, Endpoint ep, Prepare
 }
 
 std::optional<ApiError> Prepare(const RouteContext& ctx, Endpoint ep, const std::string& body,
-                                Prepared* out) {
-  auto e = ep == Endpoint::kChat ? PrepareChat(ctx, body, out) : PrepareText(ctx, body, out);
+                                const std::string& scope, Prepared* out) {
+  auto e = ep == Endpoint::kChat ? PrepareChat(ctx, body, scope, out)
+                                 : PrepareText(ctx, body, scope, out);
   if (e) return e;
   if (auto m = ctx.CheckModel(out->params.model)) return m;
   auto& bias = out->params.sampling.logit_bias;
@@ -262,7 +265,7 @@ void HandleCompletion(const RouteContext& ctx, Endpoint ep, const std::string& b
   std::string route = RouteLabel(req.path);
   Tenant tenant = ctx.TenantOf(req);
   Prepared prepared;
-  if (auto e = Prepare(ctx, ep, body, &prepared)) {
+  if (auto e = Prepare(ctx, ep, body, tenant.salt, &prepared)) {
     Refuse(res, api, *e);
     WriteLogLine(LogLine("request")
                      .Add("route", route)
@@ -317,9 +320,10 @@ void HandleChatVia(const RouteContext& ctx, const ApiAdapter& api, const std::st
 }
 
 std::optional<ApiError> CountChatPromptTokens(const RouteContext& ctx,
-                                              const std::string& chat_body, int64_t* n_tokens) {
+                                              const std::string& chat_body,
+                                              const std::string& scope, int64_t* n_tokens) {
   Prepared prepared;
-  if (auto e = PrepareChat(ctx, chat_body, &prepared)) return e;
+  if (auto e = PrepareChat(ctx, chat_body, scope, &prepared)) return e;
   if (auto e = ctx.CheckModel(prepared.params.model)) return e;
   *n_tokens = int64_t(prepared.prompt.tokens.size());
   return std::nullopt;

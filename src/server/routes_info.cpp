@@ -63,7 +63,7 @@ void Tokenize(const RouteContext& ctx, const httplib::Request& req, httplib::Res
   TokenizeRequest t;
   if (auto e = ParseTokenizeRequest(req.body, &t)) return SendError(res, *e);
   // Exactly the tokens /v1/completions would evaluate for this text.
-  auto prompt = ctx.backend->PrepareText(t.content);
+  auto prompt = ctx.backend->PrepareText(t.content, ctx.TenantOf(req).salt);
   if (!prompt.ok()) return SendError(res, ApiErrorFromStatus(prompt.status()));
   if (t.with_pieces && prompt->tokens.size() > kMaxTokenizePieces) {
     return SendError(res, ApiError::Invalid(
@@ -100,6 +100,7 @@ void ApplyTemplate(const RouteContext& ctx, const httplib::Request& req, httplib
   WarmRequest w;
   if (auto e = ParseWarmRequest(req.body, &w)) return SendError(res, *e);
   if (!w.is_chat) return SendError(res, ApiError::Invalid("'messages' is required", "messages"));
+  w.chat.render.memo_scope = ctx.TenantOf(req).salt;
   auto prompt = ctx.backend->PrepareChat(w.chat.messages_json, w.chat.render);
   if (!prompt.ok()) return SendError(res, ApiErrorFromStatus(prompt.status()));
   SendJson(res, Dump({{"prompt", ctx.backend->Detokenize(prompt->tokens)},
