@@ -120,7 +120,28 @@ std::string OddValueBody(const FuzzOptions& o, Rng& rng) {
 
 // A body that is valid JSON but of the wrong shape, or an extreme size.
 std::string JsonEdgeBody(const FuzzOptions& o, Rng& rng) {
-  switch (Pick(rng, 8)) {
+  switch (Pick(rng, 11)) {
+    case 8: {  // a grammar that ends while ignore_eos masks the end (it killed the server once)
+      const char* schemas[] = {R"({"type":"boolean"})", R"({"enum":["a","b"]})",
+                               R"({"type":"integer","minimum":0,"maximum":9})", R"({})"};
+      return std::string(R"({"messages":[{"role":"user","content":"hi"}],"ignore_eos":true,)") +
+             R"("max_tokens":)" + std::to_string(1 + Pick(rng, 64)) +
+             R"(,"chat_template_kwargs":{"enable_thinking":false},"response_format":)" +
+             R"({"type":"json_schema","json_schema":{"name":"s","schema":)" + PickOf(rng, schemas) +
+             "}}}";
+    }
+    case 9: {  // a schema of many optional properties: refused before a grammar is built
+      std::string props;
+      const size_t n = 100 + Pick(rng, 900);
+      for (size_t i = 0; i < n; ++i) props += (i ? "," : "") + std::string("\"p") + std::to_string(i) + "\":{}";
+      return std::string(R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":1,)") +
+             R"("response_format":{"type":"json_schema","json_schema":{"name":"s","schema":)" +
+             R"({"type":"object","properties":{)" + props + "}}}}}";
+    }
+    case 10:  // an agent's system message in the middle, developer messages first
+      return R"({"messages":[{"role":"developer","content":"d"},{"role":"system","content":"s"},)"
+             R"({"role":"user","content":"u"},{"role":"system","content":"env"},)"
+             R"({"role":"assistant","content":"a"},{"role":"system","content":"n"}],"max_tokens":1})";
     case 0: return DeepJson(rng);
     case 1: return OddValueBody(o, rng);
     case 2: return PickOf(rng, kOddValues);
