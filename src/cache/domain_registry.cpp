@@ -30,8 +30,7 @@ Status RememberDomain(const std::string& cache_dir, const DomainInfo& info) {
   const fs::path file = dir / DigestHex(info.domain);
   std::error_code ec;
   if (fs::exists(file, ec)) return Status::OK();
-  fs::create_directories(dir, ec);
-  if (ec) return Status::IOError("cannot create " + dir.string() + ": " + ec.message());
+  PREFIXD_RETURN_IF_ERROR(Env::Default()->CreateDirs(dir.string()));
   std::string text = "model_fingerprint " + DigestHex(info.model_fingerprint) + "\nlayout " +
                      DigestHex(info.layout_fingerprint) + "\nmodel_path " + info.model_path +
                      "\n";

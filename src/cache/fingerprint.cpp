@@ -1,4 +1,5 @@
 #include "cache/fingerprint.h"
+#include "util/env.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -135,7 +136,7 @@ Status FingerprintMemo::Save() const {
     for (const auto& [id, d] : digests_) data += FormatRecord(id, d) + '\n';
   }
   std::string tmp = path_ + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kPrivateFileMode);
   if (fd < 0) return Errno("open", tmp);
   Status st = WriteAll(fd, data, tmp);
   if (st.ok() && ::fsync(fd) != 0) st = Errno("fsync", tmp);

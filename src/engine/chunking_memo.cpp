@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "llama.h"
+#include "util/env.h"
 
 namespace prefixd::engine {
 
@@ -67,16 +68,9 @@ Status SaveChunkingInvariant(const std::string& path, const Digest& key, bool in
     const std::string body = k + "\t" + v;
     out << body << '\t' << Checksum(body) << '\n';
   }
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << out.str();
-    if (!f.flush()) return Status::IOError("cannot write " + tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return Status::IOError("cannot rename " + tmp + ": " + ec.message());
-  return Status::OK();
+  const std::string text = out.str();
+  return Env::Default()->WriteFileAtomic(
+      path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
 }
 
 }  // namespace prefixd::engine

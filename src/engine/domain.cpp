@@ -4,6 +4,7 @@
 
 #include "cache/chain_hash.h"
 #include "cache/fingerprint.h"
+#include "util/env.h"
 
 namespace prefixd::engine {
 
@@ -37,8 +38,7 @@ Result<DomainFingerprints> ComputeFingerprints(const Model& model, const Context
   DomainFingerprints fp;
   std::string memo_path;
   if (!options.cache_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(options.cache_dir, ec);
+    (void)Env::Default()->CreateDirs(options.cache_dir);  // a memo not saved costs a re-hash
     memo_path = options.cache_dir + "/fingerprints.tsv";
   } else {
     memo_path = std::filesystem::temp_directory_path() / "prefixd-fingerprints.tsv";

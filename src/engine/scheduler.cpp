@@ -27,6 +27,7 @@
 #include "engine/prefill.h"
 #include "engine/prefix_views.h"
 #include "util/log.h"
+#include "util/env.h"
 
 namespace prefixd::engine {
 
@@ -44,8 +45,7 @@ ChunkingMemoSlot FindChunkingMemo(const Model& model, const ContextOptions& copt
                                   const EngineOptions& options) {
   ChunkingMemoSlot slot;
   if (options.cache_dir.empty()) return slot;
-  std::error_code ec;
-  std::filesystem::create_directories(options.cache_dir, ec);
+  (void)Env::Default()->CreateDirs(options.cache_dir);  // a memo not saved costs a re-probe
   cache::FingerprintMemo fingerprints(options.cache_dir + "/fingerprints.tsv");
   Result<Digest> model_digest = cache::FileFingerprint(model.path(), fingerprints);
   if (!model_digest.ok()) return slot;

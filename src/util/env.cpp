@@ -245,6 +245,13 @@ Result<std::vector<uint8_t>> Env::ReadFile(const std::string& path) {
   return data;
 }
 
+Status Env::CreateDirs(const std::string& dir) {
+  for (size_t at = dir.find('/', 1); at != std::string::npos; at = dir.find('/', at + 1)) {
+    PREFIXD_RETURN_IF_ERROR(CreateDir(dir.substr(0, at)));
+  }
+  return CreateDir(dir);
+}
+
 Status Env::WriteFileAtomic(const std::string& path, std::span<const uint8_t> data) {
   const std::string tmp = path + ".tmp";
   Status st = [&]() -> Status {

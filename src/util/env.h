@@ -97,6 +97,9 @@ class Env {
   Result<std::vector<uint8_t>> ReadFile(const std::string& path);
   // Writes `data` to `path` durably: temp file, fsync, rename, fsync of the directory.
   Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> data);
+  // Creates `dir` and every missing directory above it (CreateDir each: private); existing
+  // ones are left as they are.
+  Status CreateDirs(const std::string& dir);
 };
 
 // "a/b/c" -> "a/b"; "c" -> ".".

@@ -36,6 +36,12 @@ TEST(PosixEnvTest, CreatesPrivateFilesAndDirectories) {
   ASSERT_TRUE(lock.ok());
   EXPECT_EQ(ModeOf(dir + "/LOCK"), 0600u);
   lock->reset();
+  ASSERT_TRUE(env->CreateDirs(dir + "/a/b").ok());
+  EXPECT_EQ(ModeOf(dir + "/a"), 0700u);
+  EXPECT_EQ(ModeOf(dir + "/a/b"), 0700u);
+  EXPECT_TRUE(env->CreateDirs(dir + "/a/b").ok()) << "existing directories are no error";
+  ASSERT_TRUE(env->RemoveDir(dir + "/a/b").ok());
+  ASSERT_TRUE(env->RemoveDir(dir + "/a").ok());
   ::umask(old_umask);
   for (const char* name : {"/secret", "/record", "/LOCK"}) ASSERT_TRUE(env->RemoveFile(dir + name).ok());
   ASSERT_TRUE(env->RemoveDir(dir).ok());

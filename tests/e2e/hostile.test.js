@@ -3,8 +3,9 @@
 // while a stream on the other slot completes and /health stays up.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, rmSync } from 'node:fs';
-import { makeModel, metric, metrics, post, startServer, tempDir } from './harness.js';
+import { readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { makeModel, metric, metrics, post, sleep, startServer, tempDir } from './harness.js';
 
 const user = (content) => [{ role: 'user', content }];
 const noThinking = { chat_template_kwargs: { enable_thinking: false } };
@@ -71,6 +72,28 @@ describe('a request that used to crash the server', () => {
     const grown = rssMiB() - before;
     console.log(`[ bounds ] /tokenize: RSS ${before.toFixed(0)} MiB -> +${grown.toFixed(0)} MiB`);
     assert.ok(grown < 512, `the server grew by ${grown} MiB`);
+  });
+
+  it('keeps its cache directory to its owner: directories 0700, files 0600', async () => {
+    await post(server, '/v1/chat/completions', { messages: user('A prompt for the disk tier. '.repeat(30)),
+      max_tokens: 2, ...noThinking });
+    const seen = { dirs: 0, files: 0 };
+    for (let i = 0; i < 100; i++) {  // the disk tier writes behind the request
+      seen.files = 0;
+      walk(join(server.dir, 'cache'), seen);
+      if (seen.files >= 5) break;
+      await sleep(100);
+    }
+    assert.ok(seen.files >= 5, `records reached the disk (${seen.files} files)`);
+    function walk(dir, n) {
+      assert.equal(statSync(dir).mode & 0o777, 0o700, dir);
+      n.dirs++;
+      for (const e of readdirSync(dir, { withFileTypes: true })) {
+        const p = join(dir, e.name);
+        if (e.isDirectory()) walk(p, n);
+        else { assert.equal(statSync(p).mode & 0o777, 0o600, p); n.files++; }
+      }
+    }
   });
 
   it('refuses a schema whose grammar would cost seconds, before building it', async () => {
