@@ -67,6 +67,7 @@ struct ServeArgs {
   std::string logit_bias;
   bool log_prompts = false;
   std::string allowed_hosts;
+  std::string cors_origins;
   bool no_cache = false;
   bool whole_state = false;
   bool no_flash_attn = false;
@@ -237,6 +238,7 @@ Result<server::ServerOptions> ServerOptionsOf(const ServeArgs& a) {
   so.n_predict = int(a.n_predict);
   so.log_prompts = a.log_prompts;
   so.allowed_hosts = SplitList(a.allowed_hosts);
+  so.cors_origins = SplitList(a.cors_origins);
   return so;
 }
 
@@ -361,6 +363,9 @@ int CmdServe(int argc, char** argv) {
   flags.String("--allowed-host", &a.allowed_hosts,
                "NAME[,NAME...]: host names requests may use besides IP addresses and "
                "localhost (a page that re-resolves its own name to this machine is refused)");
+  flags.String("--cors-origin", &a.cors_origins,
+               "ORIGIN[,ORIGIN...] (e.g. http://localhost:3000): pages of these origins may call "
+               "the API from a browser (CORS); none by default");
   flags.Bool("--log-prompts", &a.log_prompts,
              "put the prompt text around a cache miss's divergence point into the log lines "
              "and /v1/requests/recent (off: the position only; it is every tenant's text)");

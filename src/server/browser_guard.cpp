@@ -85,4 +85,21 @@ std::vector<std::pair<std::string, std::string>> PageHeaders() {
           {"Referrer-Policy", "no-referrer"}};
 }
 
+std::vector<std::pair<std::string, std::string>> CorsHeaders(
+    const std::string& origin, const std::vector<std::string>& allowed_origins, bool preflight) {
+  if (origin.empty() ||
+      std::find(allowed_origins.begin(), allowed_origins.end(), origin) == allowed_origins.end()) {
+    return {};
+  }
+  std::vector<std::pair<std::string, std::string>> out = {{"Access-Control-Allow-Origin", origin},
+                                                           {"Vary", "Origin"}};
+  if (preflight) {
+    out.push_back({"Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS"});
+    out.push_back({"Access-Control-Allow-Headers",
+                   "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta"});
+    out.push_back({"Access-Control-Max-Age", "600"});
+  }
+  return out;
+}
+
 }  // namespace prefixd::server

@@ -36,4 +36,11 @@ std::optional<ApiError> CheckContentType(const std::string& method,
 // The headers the web page and its assets go out with.
 std::vector<std::pair<std::string, std::string>> PageHeaders();
 
+// CORS for the origins the operator names (`serve --cors-origin`; none by default, so no other
+// origin's page may read an answer or send JSON). For a request from one of them: the headers
+// that let its page read the answer, and for a preflight (OPTIONS) the methods and headers it
+// may send. Empty for any other origin, or none.
+std::vector<std::pair<std::string, std::string>> CorsHeaders(
+    const std::string& origin, const std::vector<std::string>& allowed_origins, bool preflight);
+
 }  // namespace prefixd::server

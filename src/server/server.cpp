@@ -64,6 +64,22 @@ httplib::Server::HandlerResponse HttpServer::Impl::PreRoute(const httplib::Reque
     SendError(res, *e);
     return httplib::Server::HandlerResponse::Handled;
   }
+  const std::string origin = req.get_header_value("Origin");
+  const bool preflight = req.method == "OPTIONS";
+  for (const auto& [name, value] : CorsHeaders(origin, options.cors_origins, preflight)) {
+    res.set_header(name, value);
+  }
+  if (preflight) {  // allowed or not, a preflight is answered here; only an allowed one opens
+    if (res.has_header("Access-Control-Allow-Origin")) {
+      res.status = 204;
+    } else {
+      SendError(res, {ErrorKind::kForbidden,
+                      "cross-origin requests from '" + origin.substr(0, 200) +
+                          "' are not allowed: start prefixd serve with --cors-origin ORIGIN",
+                      "", "origin_not_allowed"});
+    }
+    return httplib::Server::HandlerResponse::Handled;
+  }
   if (IsOpenRoute(req.path)) return httplib::Server::HandlerResponse::Unhandled;
   const bool has_key = req.has_header("Authorization") || req.has_header("x-api-key");
   if (auto e = CheckContentType(req.method, req.get_header_value("Content-Type"), has_key)) {

@@ -45,6 +45,9 @@ struct ServerOptions {
   bool log_prompts = false;
   // Host names requests may name besides IP literals and localhost (browser_guard.h).
   std::vector<std::string> allowed_hosts;
+  // Origins whose pages may call the API from a browser (CORS; browser_guard.h). None: no
+  // other origin may.
+  std::vector<std::string> cors_origins;
   size_t n_http_threads = 16;            // connection threads; keep >= slots + queue + 4
   // Generation requests parsed, rendered, queued or running at once; more get 503 before they
   // are parsed (admission.h). 0: no limit. serve sets slots + max queue.

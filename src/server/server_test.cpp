@@ -63,15 +63,21 @@ class ServerTest : public ::testing::Test {
     return Client().Post(path.c_str(), headers, body, "application/json");
   }
 
-  // Sends `request` on a raw socket, reads until `stop_after` is seen (or EOF), closes.
-  std::string RawExchange(const std::string& request, const std::string& stop_after) {
+  // A raw socket connected to the server, with `bytes` sent on it.
+  int ConnectAndSend(const std::string& bytes) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(uint16_t(port_));
     inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
     EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(send(fd, request.data(), request.size(), 0), ssize_t(request.size()));
+    EXPECT_EQ(send(fd, bytes.data(), bytes.size(), 0), ssize_t(bytes.size()));
+    return fd;
+  }
+
+  // Sends `request` on a raw socket, reads until `stop_after` is seen (or EOF), closes.
+  std::string RawExchange(const std::string& request, const std::string& stop_after) {
+    int fd = ConnectAndSend(request);
     std::string got;
     char buf[4096];
     while (!stop_after.empty() && got.find(stop_after) == std::string::npos) {
@@ -519,19 +525,10 @@ TEST_F(ServerTest, GenerationBeyondAdmissionGets503BeforeParsing) {
 TEST_F(ServerTest, ClientsSlowToSendTheirBodyHoldNoPlace) {
   Start("", "", /*max_admitted=*/1);
   std::vector<int> slow;
-  for (int i = 0; i < 2; ++i) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(uint16_t(port_));
-    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    const std::string head =
-        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"messages\":";
-    ASSERT_EQ(send(fd, head.data(), head.size(), 0), ssize_t(head.size()));
-    slow.push_back(fd);
-  }
+  const std::string head =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+      "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"messages\":";
+  for (int i = 0; i < 2; ++i) slow.push_back(ConnectAndSend(head));
   std::this_thread::sleep_for(100ms);  // both are in their handlers' body reads by now
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(Post("/v1/chat/completions", kChat)->status, 200) << "request " << i;

@@ -178,3 +178,37 @@ describe('other web pages', () => {
     assert.equal(keyed.status, 200, 'a request with a key is no page\'s');
   });
 });
+
+// CORS only for the origins the operator names.
+describe('--cors-origin', () => {
+  let dir; let server;
+  const ALLOWED = 'http://localhost:3000';
+  before(async () => {
+    dir = tempDir('cors');
+    server = await startServer({ model: makeModel(dir), args: ['--cors-origin', ALLOWED] });
+  });
+  after(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('lets the named origin preflight and read, and no other', async () => {
+    const preflight = (origin) => fetch(`${server.url}/v1/chat/completions`, { method: 'OPTIONS',
+      headers: { Origin: origin, 'Access-Control-Request-Method': 'POST',
+        'Access-Control-Request-Headers': 'content-type' } });
+    const ok = await preflight(ALLOWED);
+    assert.equal(ok.status, 204);
+    assert.equal(ok.headers.get('access-control-allow-origin'), ALLOWED);
+    assert.match(ok.headers.get('access-control-allow-headers') ?? '', /Content-Type/);
+    const other = await preflight('http://evil.example');
+    assert.equal(other.status, 403);
+    assert.equal(other.headers.get('access-control-allow-origin'), null);
+    const read = await post(server, '/v1/chat/completions', { messages: user('hi'), max_tokens: 1 },
+      { Origin: ALLOWED });
+    assert.equal(read.status, 200);
+    assert.equal(read.headers.get('access-control-allow-origin'), ALLOWED);
+    const denied = await post(server, '/v1/chat/completions', { messages: user('hi'), max_tokens: 1 },
+      { Origin: 'http://evil.example' });
+    assert.equal(denied.headers.get('access-control-allow-origin'), null, 'no other origin may read');
+  });
+});
