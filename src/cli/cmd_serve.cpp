@@ -137,11 +137,7 @@ std::vector<std::string> Aliases(const ServeArgs& a) { return SplitList(a.alias)
 // --logit-bias ID(+|-)BIAS[,...], as llama-server spells it: 151645+5,42-100.
 Result<std::vector<std::pair<int32_t, float>>> ParseLogitBias(const std::string& spec) {
   std::vector<std::pair<int32_t, float>> out;
-  size_t begin = 0;
-  while (begin < spec.size()) {
-    size_t end = spec.find(',', begin);
-    if (end == std::string::npos) end = spec.size();
-    const std::string item = spec.substr(begin, end - begin);
+  for (const std::string& item : SplitList(spec)) {
     const size_t sign = item.find_first_of("+-", 1);
     char* id_end = nullptr;
     char* bias_end = nullptr;
@@ -153,13 +149,13 @@ Result<std::vector<std::pair<int32_t, float>>> ParseLogitBias(const std::string&
                                      "TOKEN_ID-BIAS");
     }
     out.emplace_back(int32_t(id), bias);
-    begin = end + 1;
   }
   return out;
 }
 
 std::string ModelId(const ServeArgs& a) {
-  if (!a.alias.empty()) return Aliases(a).empty() ? a.alias : Aliases(a).front();
+  const std::vector<std::string> aliases = Aliases(a);
+  if (!aliases.empty()) return aliases.front();
   std::string id = a.model.substr(a.model.find_last_of('/') + 1);
   if (id.size() > 5 && id.compare(id.size() - 5, 5, ".gguf") == 0) id.resize(id.size() - 5);
   return id;
