@@ -13,5 +13,9 @@ echo "test.sh: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 104857
 if [[ -f tests/e2e/package.json ]]; then
   (cd tests/e2e && npm install --no-audit --no-fund --silent >/dev/null)
 fi
-ctest --test-dir "$build_dir" --output-on-failure -j "${PREFIXD_JOBS:-2}" --timeout 600 "$@"
+if ! ctest --test-dir "$build_dir" --output-on-failure -j "${PREFIXD_JOBS:-2}" --timeout 600 "$@"; then
+  bash scripts/failure-digest.sh "$build_dir"
+  echo "test.sh: tests failed after $(( $(date +%s) - start )) s"
+  exit 8
+fi
 echo "test.sh: all tests passed in $(( $(date +%s) - start )) s"

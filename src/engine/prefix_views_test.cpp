@@ -135,5 +135,26 @@ TEST_F(EngineInventoryTest, ListsSlotSessionsAndEvictsOneTreeFromBothTiers) {
   EXPECT_LT(Run(text).usage.cached_tokens, 32);
 }
 
+TEST_F(EngineInventoryTest, EvictionRightAfterTheAnswerTakesWhatItsWritesStillPin) {
+  std::string system;
+  for (int i = 0; i < 120; ++i) system += "item" + std::to_string(i) + " ";
+  const std::string text =
+      "<|im_start|>system\n" + system + "<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n";
+  Run(text);
+  // No FlushCache: the request's disk records may still be queued when the eviction comes.
+  const std::string session = engine_->GetStats().slots[0].session;
+  std::vector<CachedPrefix> all = engine_->ListCachedPrefixes(nullptr);
+  auto it = std::find_if(all.begin(), all.end(),
+                         [&](const CachedPrefix& p) { return p.root == session; });
+  ASSERT_NE(it, all.end());
+  auto ev = engine_->EvictCachedPrefix(it->domain, it->root);
+  ASSERT_TRUE(ev.ok()) << ev.status().ToString();
+  EXPECT_GT(ev->ram_entries, 0u) << "entries pinned by their queued writes stayed";
+  engine_->FlushCache();
+  for (const CachedPrefix& p : engine_->ListCachedPrefixes(nullptr)) {
+    EXPECT_NE(p.root, session) << "the evicted prefix is still listed";
+  }
+}
+
 }  // namespace
 }  // namespace prefixd::engine

@@ -93,6 +93,9 @@ struct Scheduler::Impl {
   // clear (idle slots at the next admission, busy ones when their request finishes).
   std::atomic<uint64_t> clear_epoch{0};
   uint64_t forgotten_epoch = 0;  // the clear the idle slots were last cleared for
+  // Held from a request's answer to the end of its cache work: an eviction or a clear its
+  // client sends after the answer comes after what that request publishes, not before it.
+  std::mutex publish_mu;
 
   Impl(const Model& m, const EngineOptions& o) : model(m), options(o) {}
 
@@ -377,6 +380,7 @@ std::vector<CachedPrefix> Scheduler::ListCachedPrefixes(const std::string* tenan
 
 Result<PrefixEviction> Scheduler::EvictCachedPrefix(const std::string& domain,
                                                     const std::string& root) {
+  std::lock_guard<std::mutex> published(impl_->publish_mu);
   std::optional<cache::PrefixSummary> found;
   if (impl_->cache) found = FindPrefix(impl_->cache->ListPrefixes(), domain, root);
   if (!found && impl_->store) {
@@ -385,6 +389,8 @@ Result<PrefixEviction> Scheduler::EvictCachedPrefix(const std::string& domain,
   }
   if (!found) return Status::NotFound("no cached prefix " + domain + "/" + root);
   impl_->clear_epoch++;  // the slots holding it forget it (as after ClearCache)
+  // A write still queued pins its RAM entry and would put its record back after the removal.
+  if (impl_->store) impl_->store->Flush();
   PrefixEviction out;
   out.ram_entries = impl_->cache->EvictPrefix(found->domain, found->root);
   if (impl_->store) {
@@ -394,6 +400,7 @@ Result<PrefixEviction> Scheduler::EvictCachedPrefix(const std::string& domain,
 }
 
 Status Scheduler::ClearCache() {
+  std::lock_guard<std::mutex> published(impl_->publish_mu);
   impl_->clear_epoch++;  // nothing the slots hold now is reused
   if (impl_->cache) impl_->cache->Clear();
   if (impl_->store) return impl_->store->Clear(std::nullopt);
@@ -743,6 +750,7 @@ void Scheduler::Impl::Finish(Slot& slot, FinishReason reason) {
   if (slot.phase == Phase::kGenerate) r.usage.decode_ms = MillisSince(slot.decode_started);
   const CompletionResult counted = r;  // counted once the cache work is done (FlushDisk)
   const bool publish_generation = cache_io && reason != FinishReason::kCancelled;
+  std::lock_guard<std::mutex> publishing(publish_mu);
   slot.job->done.set_value(std::move(r));  // the client has its answer; the cache work follows
   PublishPrompt(slot);
   if (publish_generation) {

@@ -38,10 +38,30 @@ describe('web page', () => {
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
+  // Screenshots are artifacts for a reader, not assertions: one chromium fails to take is logged.
   const shot = async (name) => {
     const file = join(ARTIFACTS, `web-${name}.png`);
-    await page.screenshot({ path: file, fullPage: true });
-    console.log(`screenshot: ${file}`);
+    try {
+      await page.screenshot({ path: file, fullPage: true });
+      console.log(`screenshot: ${file}`);
+    } catch (e) {
+      console.log(`screenshot ${file} not taken: ${e.message}`);
+    }
+  };
+  // page.waitForFunction, failing with what the page showed instead of a bare timeout.
+  const waitFor = async (what, fn, ...args) => {
+    try {
+      await page.waitForFunction(fn, WAIT, ...args);
+    } catch (e) {
+      throw new Error(`waiting for ${what}: ${e.message}${await pageState()}`);
+    }
+  };
+  // What the page showed and logged, for a failure's message.
+  const seen = [];
+  const pageState = async () => {
+    const chat = await page.$eval('#chat', (c) => c.innerText).catch((e) => `(unreadable: ${e.message})`);
+    return `\n--- chat ---\n${chat}\n--- page log ---\n${seen.join('\n')}\n--- server log (tail) ---\n` +
+      server.log.split('\n').slice(-30).join('\n');
   };
 
   it('serves / and its assets without a key, and the data only with one', async () => {
@@ -71,25 +91,30 @@ describe('web page', () => {
     page = await browser.newPage();
     await page.setViewport({ width: 1200, height: 900 });
     const errors = [];
-    page.on('pageerror', (e) => errors.push(e.message));
+    page.on('pageerror', (e) => { errors.push(e.message); seen.push(`pageerror: ${e.message}`); });
+    page.on('console', (m) => seen.push(`console.${m.type()}: ${m.text()}`));
+    page.on('requestfailed', (r) => seen.push(`requestfailed: ${r.method()} ${r.url()} ${r.failure()?.errorText}`));
+    page.on('response', (r) => { if (r.status() >= 400) seen.push(`HTTP ${r.status()}: ${r.request().method()} ${r.url()}`); });
     await page.goto(server.url + '/', { waitUntil: 'load' });
 
     await page.waitForSelector('#key-form:not([hidden])', WAIT);
     await page.type('#key-input', ADMIN_KEY);
     await page.click('#key-form button[type=submit]');
     await page.waitForSelector('#key-form', { hidden: true, ...WAIT });
-    await page.waitForFunction(() => document.querySelector('#model-id').textContent === 'tiny', WAIT);
-    await page.waitForFunction(() => document.querySelector('#caller').textContent.includes('admin'), WAIT);
+    await waitFor('the model id', () => document.querySelector('#model-id').textContent === 'tiny');
+    await waitFor('the admin caller', () => document.querySelector('#caller').textContent.includes('admin'));
 
     await page.click('.tab[data-tab=playground]');
     await page.$eval('#max-tokens', (e) => { e.value = '12'; });
     const turn = async (text, n) => {
+      // The usage chunk lands before the stream ends; the form takes the next turn once it has.
+      await waitFor('the send button', () => !document.querySelector('#send').disabled);
       await page.type('#user-input', text);
       await page.click('#send');
-      await page.waitForFunction((k) => {
+      await waitFor(`answer ${n}`, (k) => {
         const infos = document.querySelectorAll('.msg.assistant .cache-info');
         return infos.length === k && infos[k - 1].dataset.cached !== undefined;
-      }, WAIT, n);
+      }, n);
       return page.$$eval('.msg.assistant', (ms) => ms.map((m) => ({
         text: m.querySelector('.text').textContent + m.querySelector('.thinking').textContent,
         cached: Number(m.querySelector('.cache-info').dataset.cached),
@@ -97,18 +122,18 @@ describe('web page', () => {
       })));
     };
     const first = await turn('Hello! Please say something about caches.', 1);
-    assert.ok(first[0].text.length > 0, 'the streamed answer is shown');
-    assert.match(first[0].info, /prompt tokens from the cache/);
+    assert.ok(first[0].text.length > 0, `the streamed answer is shown${await pageState()}`);
+    assert.match(first[0].info, /prompt tokens from the cache/, await pageState());
     const second = await turn('And one more thing?', 2);
-    assert.ok(second[1].cached > 0, `the second turn reuses the first: ${second[1].info}`);
+    assert.ok(second[1].cached > 0, `the second turn reuses the first: ${second[1].info}${await pageState()}`);
     await shot('playground');
 
     await page.click('.tab[data-tab=dashboard]');
-    await page.waitForFunction(() => {
+    await waitFor('the request chart', () => {
       const c = document.querySelector('#req-chart');
       return Number(c.dataset.points) >= 2 && Number(c.dataset.cachedPoints) >= 1;
-    }, WAIT);
-    assert.match(await page.$eval('#saved', (e) => e.textContent), /cached/);
+    });
+    assert.match(await page.$eval('#saved', (e) => e.textContent), /cached/, await pageState());
     await shot('dashboard');
 
     await page.click('.tab[data-tab=cache]');
@@ -117,9 +142,9 @@ describe('web page', () => {
     assert.ok(ids.length >= 1);
     await shot('cache');
     await page.click(`#entries tbody tr[data-id="${ids[0]}"] button.evict`);
-    await page.waitForFunction(() => document.querySelector('#cache-msg').textContent.startsWith('Evicted'), WAIT);
-    await page.waitForFunction((id) => !document.querySelector(`#entries tbody tr[data-id="${id}"]`), WAIT, ids[0]);
+    await waitFor('the eviction message', () => document.querySelector('#cache-msg').textContent.startsWith('Evicted'));
+    await waitFor('the evicted row to go', (id) => !document.querySelector(`#entries tbody tr[data-id="${id}"]`), ids[0]);
     assert.match(server.log, /prefixd cache_evicted id=/);
-    assert.deepEqual(errors, [], 'no script errors on the page');
+    assert.deepEqual(errors, [], `no script errors on the page${await pageState()}`);
   });
 });
