@@ -64,6 +64,8 @@ struct ServeArgs {
   int64_t gpu_layers = kEngine.n_gpu_layers;
   int64_t max_queue = int64_t(kEngine.max_queue);
   int64_t n_predict = server::ServerOptions{}.n_predict;
+  int64_t request_read_timeout_s = server::ServerOptions{}.request_read_timeout_ms / 1000;
+  int64_t max_connections_per_address = int64_t(server::ServerOptions{}.max_connections_per_address);
   std::string logit_bias;
   bool log_prompts = false;
   std::string allowed_hosts;
@@ -173,6 +175,12 @@ Status CheckRanges(const ServeArgs& a) {
   if (a.max_queue < 0 || a.max_queue > 100000) {
     return Status::InvalidArgument("--max-queue: 0..100000");
   }
+  if (a.request_read_timeout_s < 0 || a.request_read_timeout_s > 86400) {
+    return Status::InvalidArgument("--request-read-timeout: 0 (none) or 1..86400 seconds");
+  }
+  if (a.max_connections_per_address < 0 || a.max_connections_per_address > 100000) {
+    return Status::InvalidArgument("--max-connections-per-address: 0 (no cap) or 1..100000");
+  }
   if (a.n_predict < 0 || a.n_predict > (1 << 24)) {
     return Status::InvalidArgument("--n-predict: 0 (no cap) or 1..16777216");
   }
@@ -233,6 +241,8 @@ Result<server::ServerOptions> ServerOptionsOf(const ServeArgs& a) {
   so.max_admitted = size_t(a.slots + a.max_queue);
   so.n_predict = int(a.n_predict);
   so.log_prompts = a.log_prompts;
+  so.request_read_timeout_ms = int(a.request_read_timeout_s * 1000);
+  so.max_connections_per_address = size_t(a.max_connections_per_address);
   so.allowed_hosts = SplitList(a.allowed_hosts);
   so.cors_origins = SplitList(a.cors_origins);
   return so;
@@ -355,6 +365,11 @@ int CmdServe(int argc, char** argv) {
             "the most tokens one request generates: a larger max_tokens (or none) is lowered "
             "to it; 0: no cap but the context");
   flags.String("--max-body", &a.max_body, "largest request body accepted (e.g. 32M)");
+  flags.Int("--request-read-timeout", &a.request_read_timeout_s,
+            "seconds a request's headers and body may take to arrive from its first byte, "
+            "however they trickle; 0: none but 60 s per read");
+  flags.Int("--max-connections-per-address", &a.max_connections_per_address,
+            "connections one client address may have open; more get 429 at once; 0: no cap");
   flags.Bool("--no-cache", &a.no_cache, "turn the prompt cache fully off");
   flags.String("--allowed-host", &a.allowed_hosts,
                "NAME[,NAME...]: host names requests may use besides IP addresses and "

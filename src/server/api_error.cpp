@@ -15,6 +15,7 @@ int HttpStatusOf(ErrorKind kind) {
     case ErrorKind::kMethodNotAllowed: return 405;
     case ErrorKind::kPayloadTooLarge: return 413;
     case ErrorKind::kUnsupportedMediaType: return 415;
+    case ErrorKind::kTooManyConnections: return 429;
     case ErrorKind::kOverloaded: return 503;
     case ErrorKind::kInternal: return 500;
   }
@@ -27,13 +28,16 @@ const char* ErrorTypeOf(ErrorKind kind) {
     case ErrorKind::kForbidden: return "permission_error";
     case ErrorKind::kNotFound:
     case ErrorKind::kModelNotFound: return "not_found_error";
+    case ErrorKind::kTooManyConnections: return "rate_limit_error";
     case ErrorKind::kOverloaded: return "overloaded_error";
     case ErrorKind::kInternal: return "server_error";
     default: return "invalid_request_error";
   }
 }
 
-int RetryAfterSecondsOf(ErrorKind kind) { return kind == ErrorKind::kOverloaded ? 1 : 0; }
+int RetryAfterSecondsOf(ErrorKind kind) {
+  return kind == ErrorKind::kOverloaded || kind == ErrorKind::kTooManyConnections ? 1 : 0;
+}
 
 std::string ErrorBody(const ApiError& error) {
   auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };

@@ -22,6 +22,7 @@ enum class ErrorKind {
   kMethodNotAllowed,  // 405
   kPayloadTooLarge,   // 413: the body is over --max-body
   kUnsupportedMediaType,  // 415: a POST without Content-Type: application/json (browser_guard.h)
+  kTooManyConnections,  // 429 + Retry-After: the client's address has its connections open
   kOverloaded,        // 503 + Retry-After: the request queue is full
   kInternal,          // 500
 };

@@ -497,6 +497,7 @@ const char* AnthropicErrorType(ErrorKind kind) {
     case ErrorKind::kNotFound:
     case ErrorKind::kModelNotFound: return "not_found_error";
     case ErrorKind::kPayloadTooLarge: return "request_too_large";
+    case ErrorKind::kTooManyConnections: return "rate_limit_error";
     case ErrorKind::kOverloaded: return "overloaded_error";
     case ErrorKind::kInternal: return "api_error";
     default: return "invalid_request_error";

@@ -155,6 +155,16 @@ void ServerMetrics::RecordCancelled() {
   ++cancelled_;
 }
 
+void ServerMetrics::RecordConnectionRefused() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++connections_refused_;
+}
+
+void ServerMetrics::RecordReadDeadlineCut() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++read_deadline_cuts_;
+}
+
 void ServerMetrics::RenderServer(std::string* out) const {
   Header("prefixd_http_requests_total", "counter", "HTTP requests by route and status.", out);
   for (const auto& [key, n] : requests_) {
@@ -178,6 +188,12 @@ void ServerMetrics::RenderServer(std::string* out) const {
   Counter("prefixd_requests_cancelled_total",
           "Completions cancelled because the client went away or the server stopped.",
           cancelled_, out);
+  Counter("prefixd_http_connections_refused_total",
+          "Connections answered 429 because their address had --max-connections-per-address open.",
+          connections_refused_, out);
+  Counter("prefixd_http_read_deadline_cuts_total",
+          "Requests whose headers and body did not arrive within --request-read-timeout.",
+          read_deadline_cuts_, out);
 }
 
 std::string ServerMetrics::Render(const engine::EngineStats& engine) const {

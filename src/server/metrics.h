@@ -39,6 +39,10 @@ class ServerMetrics {
   // One finished completion (whatever its end), with its time to first token (< 0: none).
   void RecordCompletion(const engine::CompletionResult& result, double ttft_seconds);
   void RecordCancelled();
+  // A connection refused by the per-address cap; a request cut by its read deadline
+  // (connection_guard.h).
+  void RecordConnectionRefused();
+  void RecordReadDeadlineCut();
 
   // The whole /metrics page.
   std::string Render(const engine::EngineStats& engine) const;
@@ -53,6 +57,8 @@ class ServerMetrics {
   Histogram prefill_;
   Histogram queue_wait_;
   uint64_t cancelled_ = 0;
+  uint64_t connections_refused_ = 0;
+  uint64_t read_deadline_cuts_ = 0;
 };
 
 }  // namespace prefixd::server

@@ -9,6 +9,7 @@
 #include "server/admission.h"
 #include "server/api_error.h"
 #include "server/auth.h"
+#include "server/connection_guard.h"
 #include "server/metrics.h"
 #include "server/request_log.h"
 #include "server/response_json.h"
@@ -104,6 +105,27 @@ TEST(ApiError, StatusChosenInOnePlace) {
   EXPECT_EQ(body["error"]["param"], "x");
   EXPECT_TRUE(body["error"]["code"].is_null());
   EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+}
+
+TEST(AddressCounts, CapsEachAddressAlone) {
+  AddressCounts counts(2);
+  EXPECT_TRUE(counts.Acquire("10.0.0.1"));
+  EXPECT_TRUE(counts.Acquire("10.0.0.1"));
+  EXPECT_FALSE(counts.Acquire("10.0.0.1")) << "a third connection from the address";
+  EXPECT_EQ(counts.open("10.0.0.1"), 2u);
+  EXPECT_TRUE(counts.Acquire("10.0.0.2")) << "another address is not counted with it";
+  counts.Release("10.0.0.1");
+  EXPECT_TRUE(counts.Acquire("10.0.0.1"));
+  counts.Release("10.0.0.9");  // never acquired: nothing happens
+  EXPECT_EQ(counts.open("10.0.0.9"), 0u);
+  AddressCounts uncapped(0);
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(uncapped.Acquire("10.0.0.1"));
+}
+
+TEST(ApiError, TooManyConnectionsIs429WithRetryAfter) {
+  EXPECT_EQ(HttpStatusOf(ErrorKind::kTooManyConnections), 429);
+  EXPECT_EQ(RetryAfterSecondsOf(ErrorKind::kTooManyConnections), 1);
+  EXPECT_STREQ(ErrorTypeOf(ErrorKind::kTooManyConnections), "rate_limit_error");
 }
 
 TEST(Metrics, HistogramIsCumulative) {

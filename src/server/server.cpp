@@ -7,6 +7,7 @@
 #include "server/admission.h"
 #include "server/api_messages.h"
 #include "server/browser_guard.h"
+#include "server/connection_guard.h"
 #include "server/http_io.h"
 #include "server/request_log.h"
 #include "server/routes.h"
@@ -14,13 +15,24 @@
 namespace prefixd::server {
 
 struct HttpServer::Impl {
+  explicit Impl(ServerOptions o)
+      : options(std::move(o)), http(LimitsOf(options), &metrics) {}
+  static ConnectionLimits LimitsOf(const ServerOptions& o) {
+    ConnectionLimits l;
+    l.request_read_deadline = o.request_read_timeout_ms > 0
+                                  ? std::chrono::milliseconds(o.request_read_timeout_ms)
+                                  : std::chrono::hours(24 * 365);  // none
+    l.max_per_address = o.max_connections_per_address;
+    return l;
+  }
+
   ServerOptions options;
   ServerMetrics metrics;
   RecentRequests recent;
   std::atomic<bool> stopping{false};
   std::unique_ptr<Admission> admission;
   RouteContext ctx;
-  httplib::Server http;
+  ConnectionGuardedServer http;
 
   void SetUp();
   httplib::Server::HandlerResponse PreRoute(const httplib::Request& req, httplib::Response& res);
@@ -143,8 +155,13 @@ void HttpServer::Impl::OnResponse(const httplib::Request& req, const httplib::Re
 }
 
 void HttpServer::Impl::SetUp() {
-  size_t n_threads = options.n_http_threads;
-  http.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
+  // Threads beyond the base start as connections need them, up to the one address's cap more:
+  // an address at its cap leaves every base thread to the others.
+  const size_t n_threads = options.n_http_threads;
+  const size_t max_threads = n_threads + options.max_connections_per_address;
+  http.new_task_queue = [n_threads, max_threads] {
+    return new httplib::ThreadPool(n_threads, max_threads);
+  };
   http.set_payload_max_length(options.max_body_bytes);
   http.set_read_timeout(60);
   http.set_write_timeout(60);
@@ -179,8 +196,7 @@ void HttpServer::Impl::SetUp() {
 }
 
 HttpServer::HttpServer(Backend* backend, const TenantAuth* auth, ServerOptions options)
-    : impl_(std::make_unique<Impl>()) {
-  impl_->options = std::move(options);
+    : impl_(std::make_unique<Impl>(std::move(options))) {
   impl_->admission = std::make_unique<Admission>(impl_->options.max_admitted);
   impl_->ctx.backend = backend;
   impl_->ctx.auth = auth;

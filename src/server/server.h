@@ -49,6 +49,12 @@ struct ServerOptions {
   // other origin may.
   std::vector<std::string> cors_origins;
   size_t n_http_threads = 16;            // connection threads; keep >= slots + queue + 4
+  // A request's headers and body arrive within this of its first byte, or it is cut
+  // (connection_guard.h). 0: no deadline but the 60 s per read.
+  int request_read_timeout_ms = 60000;
+  // Connections one client address may have open at once; more get 429. The thread pool grows
+  // by as many, so one address never holds the threads others need. 0: no cap.
+  size_t max_connections_per_address = 32;
   // Generation requests parsed, rendered, queued or running at once; more get 503 before they
   // are parsed (admission.h). 0: no limit. serve sets slots + max queue.
   size_t max_admitted = 0;

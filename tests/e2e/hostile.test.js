@@ -212,3 +212,99 @@ describe('--cors-origin', () => {
     assert.equal(denied.headers.get('access-control-allow-origin'), null, 'no other origin may read');
   });
 });
+
+// Slow clients: connections from another loopback address (127.0.0.2) that send headers and no
+// body, or trickle header bytes, against normal traffic from 127.0.0.1.
+describe('slow clients', () => {
+  const CAP = 8;
+  const DEADLINE_S = 2;
+  let dir; let server; const sockets = [];
+  before(async () => {
+    dir = tempDir('slow');
+    server = await startServer({
+      model: makeModel(dir),
+      args: ['--slots', '1', '--max-queue', '1', '--request-read-timeout', String(DEADLINE_S),
+        '--max-connections-per-address', String(CAP)],
+    });
+  });
+  after(async () => {
+    for (const s of sockets) { clearInterval(s.trickle); s.destroy(); }
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  // A connection from 127.0.0.2 that sends `head` and then one byte every 200 ms (trickle) or
+  // nothing; resolves to a record of what the server answered and when it closed.
+  async function slowConnection(head, trickle) {
+    const { connect } = await import('node:net');
+    const s = connect({ host: '127.0.0.1', port: server.port, localAddress: '127.0.0.2' });
+    sockets.push(s);
+    const rec = { got: '', closedAt: 0, openedAt: Date.now(), socket: s };
+    s.on('data', (d) => { rec.got += d; });
+    s.on('close', () => { rec.closedAt = Date.now(); clearInterval(s.trickle); });
+    s.on('error', () => {});
+    await new Promise((resolve) => s.on('connect', resolve));
+    s.write(head);
+    if (trickle) s.trickle = setInterval(() => { if (!s.destroyed) s.write('a'); }, 200);
+    return rec;
+  }
+  const timed = async (f) => { const t = Date.now(); const r = await f(); return [r, Date.now() - t]; };
+  const chat = { messages: user('hi'), max_tokens: 2, ...noThinking };
+
+  it('hold no slot or queue place while their bodies have not come', async () => {
+    const held = [];
+    for (let i = 0; i < 3; i++) {
+      held.push(await slowConnection('POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n' +
+        'Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n', false));
+    }
+    for (let i = 0; i < 3; i++) {
+      const r = await post(server, '/v1/chat/completions', chat);
+      assert.equal(r.status, 200, `chat ${i} while 3 bodies are missing: ${r.text}`);
+    }
+    const deadline = Date.now() + (DEADLINE_S + 5) * 1000;
+    while (held.some((h) => !h.closedAt) && Date.now() < deadline) await sleep(100);
+    for (const h of held) {
+      assert.ok(h.closedAt, 'a body that never comes is cut at the read deadline');
+      assert.ok(h.closedAt - h.openedAt < (DEADLINE_S + 4) * 1000, `cut after ${h.closedAt - h.openedAt} ms`);
+    }
+  });
+
+  it('hold at most their address\'s cap of connections, each for at most the deadline', async () => {
+    const before = await metrics(server);
+    const refusedBefore = metric(before, 'prefixd_http_connections_refused_total');
+    const cutBefore = metric(before, 'prefixd_http_read_deadline_cuts_total');
+    const conns = [];
+    for (let i = 0; i < 5 * CAP; i++) {
+      conns.push(await slowConnection('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ', true));
+    }
+    await sleep(300);
+    const refused = conns.filter((c) => c.got.startsWith('HTTP/1.1 429'));
+    assert.equal(refused.length, 4 * CAP, `all but ${CAP} are refused at once`);
+    assert.match(refused[0].got, /Retry-After: 1/);
+    assert.equal(JSON.parse(refused[0].got.split('\r\n\r\n')[1]).error.type, 'rate_limit_error');
+    // The rest of the world is served meanwhile, from another address.
+    for (let i = 0; i < 5; i++) {
+      const [r, ms] = await timed(() => fetch(`${server.url}/health`));
+      assert.equal(r.status, 200);
+      assert.ok(ms < 2000, `/health answered in ${ms} ms while ${CAP} connections trickle`);
+    }
+    const r = await post(server, '/v1/chat/completions', chat);
+    assert.equal(r.status, 200, r.text);
+    const held = conns.filter((c) => !c.got.startsWith('HTTP/1.1 429'));
+    const until = Date.now() + (DEADLINE_S + 5) * 1000;
+    while (held.some((h) => !h.closedAt) && Date.now() < until) await sleep(100);
+    for (const h of held) {
+      assert.ok(h.closedAt, 'a trickling request is cut at its deadline');
+      assert.ok(h.closedAt - h.openedAt < (DEADLINE_S + 4) * 1000, `cut after ${h.closedAt - h.openedAt} ms`);
+    }
+    const page = await metrics(server);
+    assert.equal(metric(page, 'prefixd_http_connections_refused_total') - refusedBefore, 4 * CAP);
+    assert.equal(metric(page, 'prefixd_http_read_deadline_cuts_total') - cutBefore, CAP);
+    assert.match(server.log, /prefixd connection_refused address=127\.0\.0\.2/);
+    // Its connections closed, the address is welcome again.
+    const again = await slowConnection('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n', false);
+    const t = Date.now() + 5000;
+    while (!again.closedAt && Date.now() < t) await sleep(50);
+    assert.match(again.got, /^HTTP\/1\.1 200/);
+  });
+});

@@ -527,6 +527,12 @@ std::string FuzzReport::Summary() const {
 FuzzCase MakeCase(const FuzzOptions& o, size_t index) {
   Rng rng(o.seed * 0x9e3779b97f4a7c15ull + index);
   size_t roll = Pick(rng, 100);
+  if (roll < 3) {  // a valid request from a slow client: the same answer, a little later
+    FuzzCase c = ValidCase(o, rng);
+    c.kind = "trickled";
+    c.trickle_ms = 1 + int(Pick(rng, 20));
+    return c;
+  }
   if (roll < 12) return ValidCase(o, rng);
   if (roll < 37) return BodyCase("mutated", o, rng, MutatedBody(o, rng));
   if (roll < 55) return BodyCase("json_edge", o, rng, JsonEdgeBody(o, rng));
@@ -550,7 +556,15 @@ std::string CheckAnswer(const FuzzCase& c, const std::string& raw) {
 std::string Exchange(const FuzzOptions& o, const FuzzCase& c) {
   int fd = ConnectTo(o);
   if (fd < 0) return "";
-  SendAll(fd, c.bytes);
+  if (c.trickle_ms > 0) {
+    const size_t piece = c.bytes.size() / 4 + 1;
+    for (size_t at = 0; at < c.bytes.size(); at += piece) {
+      if (at) std::this_thread::sleep_for(std::chrono::milliseconds(c.trickle_ms));
+      SendAll(fd, c.bytes.substr(at, piece));
+    }
+  } else {
+    SendAll(fd, c.bytes);
+  }
   std::string got;
   if (!c.close_early) {
     // A server may take a half-closed connection for a client that left (and cancel a stream),

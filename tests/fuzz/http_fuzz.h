@@ -30,6 +30,7 @@ struct FuzzCase {
   bool expect_answer = true;   // the framing is correct: silence is a violation
   bool close_early = false;    // cut the connection right after writing (never read)
   bool head = false;           // a HEAD request: no body in the answer
+  int trickle_ms = 0;          // > 0: written in pieces this far apart (a slow client)
 };
 
 struct FuzzOptions {
