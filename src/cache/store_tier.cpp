@@ -82,6 +82,10 @@ PayloadRef StoreTier::ReadVerified(const Digest& key, RecordKind kind,
                                   std::span<const Token> expected) {
   auto rec = store_.Read(key, kind);
   if (!rec.ok()) return nullptr;
+  if (rec->meta.sealed) {  // sealed under a key this server was not given: unusable here
+    store_.Remove(key, kind);
+    return nullptr;
+  }
   if (!std::equal(rec->meta.tokens.begin(), rec->meta.tokens.end(), expected.begin(),
                   expected.end())) {
     store_.Remove(key, kind);  // a hash match with other tokens: never served
@@ -164,6 +168,10 @@ std::optional<store::OpenedRecord> StoreTier::OpenVerified(const Digest& key,
                                                            std::span<const Token> expected) {
   auto rec = store_.OpenRecord(key, kind);
   if (!rec.ok()) return std::nullopt;
+  if (rec->meta.sealed) {  // as in ReadVerified
+    store_.Remove(key, kind);
+    return std::nullopt;
+  }
   if (!std::equal(rec->meta.tokens.begin(), rec->meta.tokens.end(), expected.begin(),
                   expected.end())) {
     store_.Remove(key, kind);  // a hash match with other tokens: never served

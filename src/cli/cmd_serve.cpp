@@ -71,6 +71,7 @@ struct ServeArgs {
   std::string allowed_hosts;
   std::string cors_origins;
   bool no_cache = false;
+  bool encrypt_cache = false;
   bool whole_state = false;
   bool no_flash_attn = false;
   std::string api_key_file;
@@ -190,6 +191,19 @@ Status CheckRanges(const ServeArgs& a) {
   return Status::OK();
 }
 
+// --encrypt-cache: the records' key, derived from the cache directory's server-secret (the
+// secret tenant salts come from too), so every server given a copy of it reads the same
+// records, and no one without it.
+Result<AeadKey> RecordKey(const std::string& cache_dir) {
+  if (cache_dir.empty()) {
+    return Status::InvalidArgument(
+        "--encrypt-cache needs a cache directory: its server-secret is where the key comes from");
+  }
+  PREFIXD_ASSIGN_OR_RETURN(std::string secret,
+                           server::LoadOrCreateServerSecret(Env::Default(), cache_dir));
+  return DeriveAeadKey(secret, "prefixd cache records v1");
+}
+
 Result<engine::EngineOptions> EngineOptionsOf(const ServeArgs& a) {
   PREFIXD_RETURN_IF_ERROR(CheckRanges(a));
   engine::EngineOptions eo;
@@ -214,6 +228,9 @@ Result<engine::EngineOptions> EngineOptionsOf(const ServeArgs& a) {
   eo.whole_state = a.whole_state;
   eo.flash_attn = !a.no_flash_attn;
   eo.max_queue = size_t(a.max_queue);
+  if (a.encrypt_cache) {
+    PREFIXD_ASSIGN_OR_RETURN(eo.record_key, RecordKey(eo.cache_dir));
+  }
   if (!a.chat_template.empty()) {
     auto source = engine::LoadTemplateSource(a.chat_template);
     if (!source.ok()) {
@@ -371,6 +388,10 @@ int CmdServe(int argc, char** argv) {
   flags.Int("--max-connections-per-address", &a.max_connections_per_address,
             "connections one client address may have open; more get 429 at once; 0: no cap");
   flags.Bool("--no-cache", &a.no_cache, "turn the prompt cache fully off");
+  flags.Bool("--encrypt-cache", &a.encrypt_cache,
+             "seal every disk and shared-tier record (AES-256-GCM under a key from the cache "
+             "dir's server-secret): a copied cache dir or a shared Redis shows no prompt, and "
+             "records that do not verify are never used");
   flags.String("--allowed-host", &a.allowed_hosts,
                "NAME[,NAME...]: host names requests may use besides IP addresses and "
                "localhost (a page that re-resolves its own name to this machine is refused)");

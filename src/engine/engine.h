@@ -26,6 +26,7 @@
 #include "engine/sampler.h"
 #include "engine/types.h"
 #include "store/redis_store.h"
+#include "util/aead.h"
 #include "util/status.h"
 
 namespace prefixd::engine {
@@ -37,6 +38,9 @@ struct EngineOptions {
   std::string cache_dir;             // "" = no disk tier
   std::string remote_cache_url;      // "" = no shared tier; else redis://HOST:PORT[/DB]
   std::string remote_cache_password; // AUTH for the shared tier ("" = none)
+  // Seal every record the disk and shared tiers hold under this key, and use only records
+  // that verify under it (store/sealed_store.h). nullopt: records in the clear.
+  std::optional<AeadKey> record_key;
   uint64_t ram_budget_bytes = 2ull << 30;
   uint64_t disk_quota_bytes = 20ull << 30;
   uint32_t block_size = 256;

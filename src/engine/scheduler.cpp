@@ -18,6 +18,7 @@
 #include "cache/tiered_cache.h"
 #include "store/disk_store.h"
 #include "store/redis_store.h"
+#include "store/sealed_store.h"
 #include "engine/cache_io.h"
 #include "engine/chunking_memo.h"
 #include "engine/codec_probe.h"
@@ -70,6 +71,8 @@ struct Scheduler::Impl {
   std::unique_ptr<cache::PrefixCache> cache;  // null with --no-cache
   std::unique_ptr<store::DiskStore> store;    // null without a cache dir
   std::unique_ptr<store::RedisStore> remote;  // null without --remote-cache
+  // The tiers as the cache sees them: sealing over `store` and `remote` with a record key.
+  std::unique_ptr<store::SealedStore> sealed_store, sealed_remote;
   std::unique_ptr<cache::TieredCache> tiers;
   std::unique_ptr<CacheIo> cache_io;
   bool open_disk = false;  // a prefix on disk is opened, not read into RAM (TieredCache::Promote)
@@ -103,6 +106,7 @@ struct Scheduler::Impl {
   Status Setup();
   Status SetupCache(const ContextOptions& copt);
   Status OpenLowerTiers();
+  cache::TieredCache::Lower LowerTiers();
   void ReleaseContext();
   void Loop();
   bool Admit();
@@ -260,7 +264,8 @@ Status Scheduler::Impl::SetupCache(const ContextOptions& copt) {
   io.needs_snapshot = whole || LayoutNeedsSnapshot(model.layout());
   io.tiled_from = TiledFrom(options.flash_attn);
   io.mode = state_mode;
-  open_disk = io.has_rows && !options.disk_hits_through_ram;
+  // A sealed record is opened whole, never read in place (SealedStore::OpenRecord).
+  open_disk = io.has_rows && !options.disk_hits_through_ram && !options.record_key;
   cache::PrefixCache::Options co;
   co.block_size = options.block_size;
   co.ram_budget_bytes = options.ram_budget_bytes;
@@ -268,8 +273,7 @@ Status Scheduler::Impl::SetupCache(const ContextOptions& copt) {
   co.needs_snapshot = io.needs_snapshot;
   cache = std::make_unique<cache::PrefixCache>(co);
   PREFIXD_RETURN_IF_ERROR(OpenLowerTiers());
-  tiers = std::make_unique<cache::TieredCache>(
-      *cache, cache::TieredCache::Lower{store.get(), remote.get()});
+  tiers = std::make_unique<cache::TieredCache>(*cache, LowerTiers());
   cache_io = std::make_unique<CacheIo>(*ctx, *tiers, io, std::move(probe->shape));
   return Status::OK();
 }
@@ -297,6 +301,13 @@ Status Scheduler::Impl::OpenLowerTiers() {
     PREFIXD_ASSIGN_OR_RETURN(remote, store::RedisStore::Open(ro));
   }
   return Status::OK();
+}
+
+cache::TieredCache::Lower Scheduler::Impl::LowerTiers() {
+  if (!options.record_key) return {store.get(), remote.get()};
+  if (store) sealed_store = std::make_unique<store::SealedStore>(*store, *options.record_key);
+  if (remote) sealed_remote = std::make_unique<store::SealedStore>(*remote, *options.record_key);
+  return {sealed_store.get(), sealed_remote.get()};
 }
 
 Scheduler::~Scheduler() {

@@ -815,7 +815,7 @@ void DiskStoreImpl::ReportCorrupt(const Key& key, RecordKind kind) {
     ++stats_.quarantined;
   }
   DropEntry(id, gen, /*unlink=*/true);
-  Logf(LogLevel::kWarning, "%s: payload checksum mismatch (quarantined)", RecordPath(id).c_str());
+  Logf(LogLevel::kWarning, "%s: payload failed its check (checksum, or a seal that does not verify): quarantined", RecordPath(id).c_str());
 }
 
 VerifyReport DiskStoreImpl::Verify() {

@@ -72,7 +72,7 @@ void AppendHeaderBody(const RecordMeta& meta, uint64_t created_ms, std::vector<u
   PutDigest(out, meta.domain);
   out->push_back(static_cast<uint8_t>(meta.kind));
   out->push_back(meta.snapshot_kind);
-  PutFixed16(out, 0);
+  PutFixed16(out, meta.sealed ? kRecordFlagSealed : 0);
   PutFixed32(out, meta.position);
   PutFixed64(out, created_ms);
   PutFixed32(out, static_cast<uint32_t>(meta.tokens.size()));
@@ -94,6 +94,11 @@ Result<RecordMeta> DecodeHeaderBody(std::span<const uint8_t> body, uint64_t* cre
     return Status::Corruption("unknown record kind " + std::to_string(p[96]));
   }
   m.snapshot_kind = p[97];
+  const uint16_t flags = DecodeFixed16(p + 98);
+  if ((flags & ~kRecordFlagSealed) != 0) {
+    return Status::Corruption("unknown record flags " + std::to_string(flags));
+  }
+  m.sealed = (flags & kRecordFlagSealed) != 0;
   m.position = DecodeFixed32(p + 100);
   *created_ms = DecodeFixed64(p + 104);
   uint32_t n_tokens = DecodeFixed32(p + 112);

@@ -36,6 +36,9 @@ struct RecordMeta {
   std::vector<int32_t> tokens;   // the block's or tail's own tokens, for verification
   uint64_t payload_bytes = 0;
   uint64_t last_access_unix_ms = 0;
+  // The payload is sealed (store/sealed_store.h): tokens and state encrypted and authenticated
+  // inside it, `tokens` empty here. A reader without the key never uses such a record.
+  bool sealed = false;
 
   bool operator==(const RecordMeta&) const = default;
 };
@@ -58,6 +61,7 @@ inline constexpr uint16_t kRecordVersion = 1;
 inline constexpr size_t kPrefixBytes = 12;            // magic, version, reserved, header_len
 inline constexpr size_t kHeaderFixedBytes = 116;      // header body without the tokens
 inline constexpr size_t kMaxTokensPerRecord = 1 << 20;
+inline constexpr uint16_t kRecordFlagSealed = 1;      // header body flags (offset 98)
 
 // Header body size for a record with `n_tokens` tokens.
 inline size_t HeaderBodyBytes(size_t n_tokens) { return kHeaderFixedBytes + 4 * n_tokens; }

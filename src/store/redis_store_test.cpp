@@ -9,6 +9,7 @@
 
 #include "store/redis_link.h"
 #include "store/redis_test_server.h"
+#include "store/sealed_store.h"
 
 namespace prefixd::store {
 namespace {
@@ -84,6 +85,32 @@ TEST(RedisStore, RecordsRoundTripInTheDiskFormatUnderTheirContentAddress) {
   EXPECT_EQ(st.puts_written, 2u);
   EXPECT_EQ(st.get_hits, 2u);
   EXPECT_EQ(st.get_not_found, 1u);
+}
+
+TEST(RedisStore, SealedRecordsShowRedisNeitherTokensNorPayload) {
+  RedisTestServer redis;
+  ASSERT_TRUE(redis.Start());
+  auto s = OpenStore(redis.url());
+  SealedStore sealed(*s, DeriveAeadKey("fleet secret", "prefixd cache records v1"));
+  ASSERT_TRUE(sealed.PutAsync(MetaFor(1), PayloadPtr(1, 5000)));
+  s->Flush();
+  const RecordId id1{MetaFor(1).key, RecordKind::kBlockRows};
+  const std::string value = redis.Command({"GET", RedisKey(id1)});
+  auto rec = DecodeRecord({reinterpret_cast<const uint8_t*>(value.data()), value.size()});
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_TRUE(rec->meta.sealed);
+  EXPECT_TRUE(rec->meta.tokens.empty());
+  const std::vector<uint8_t> clear = PayloadFor(1, 5000);
+  EXPECT_EQ(std::search(rec->payload.begin(), rec->payload.end(), clear.begin(), clear.begin() + 64),
+            rec->payload.end());
+  auto back = sealed.Read(id1.key, id1.kind);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->meta.tokens, MetaFor(1).tokens);
+  EXPECT_EQ(back->payload, clear);
+  // Another fleet's key opens nothing, and the record is dropped from Redis.
+  SealedStore other(*s, DeriveAeadKey("another secret", "prefixd cache records v1"));
+  EXPECT_TRUE(other.Read(id1.key, id1.kind).status().IsCorruption());
+  EXPECT_TRUE(Eventually([&] { return redis.Command({"EXISTS", RedisKey(id1)}) == "0"; }));
 }
 
 TEST(RedisStore, GarbageIsACountedCleanMissAndIsDeleted) {

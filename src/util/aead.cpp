@@ -1,0 +1,81 @@
+#include "util/aead.h"
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include <memory>
+
+namespace prefixd {
+
+namespace {
+
+struct CtxFree {
+  void operator()(EVP_CIPHER_CTX* c) const { EVP_CIPHER_CTX_free(c); }
+};
+using Ctx = std::unique_ptr<EVP_CIPHER_CTX, CtxFree>;
+
+// EVP takes int lengths: larger inputs go through in pieces.
+constexpr size_t kMaxPiece = size_t(1) << 30;
+
+bool Update(EVP_CIPHER_CTX* c, uint8_t* out, std::span<const uint8_t> in) {
+  for (size_t at = 0; at < in.size(); at += kMaxPiece) {
+    const int n = int(std::min(kMaxPiece, in.size() - at));
+    int written = 0;
+    if (EVP_CipherUpdate(c, out ? out + at : nullptr, &written, in.data() + at, n) != 1) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+AeadKey DeriveAeadKey(std::string_view secret, std::string_view purpose) {
+  return HmacSha256(secret, purpose);
+}
+
+Status AeadSeal(const AeadKey& key, std::span<const uint8_t> aad,
+                std::span<const uint8_t> plaintext, std::vector<uint8_t>* out) {
+  const size_t start = out->size();
+  out->resize(start + kAeadNonceBytes + plaintext.size() + kAeadTagBytes);
+  uint8_t* nonce = out->data() + start;
+  uint8_t* body = nonce + kAeadNonceBytes;
+  if (RAND_bytes(nonce, int(kAeadNonceBytes)) != 1) {
+    out->resize(start);
+    return Status::IOError("no random bytes for a nonce (OpenSSL RAND_bytes)");
+  }
+  Ctx c(EVP_CIPHER_CTX_new());
+  int tail = 0;
+  const bool ok = c && EVP_EncryptInit_ex(c.get(), EVP_aes_256_gcm(), nullptr, key.data(), nonce) == 1 &&
+                  Update(c.get(), nullptr, aad) && Update(c.get(), body, plaintext) &&
+                  EVP_EncryptFinal_ex(c.get(), body + plaintext.size(), &tail) == 1 &&
+                  EVP_CIPHER_CTX_ctrl(c.get(), EVP_CTRL_GCM_GET_TAG, int(kAeadTagBytes),
+                                      body + plaintext.size()) == 1;
+  if (!ok) {
+    out->resize(start);
+    return Status::Internal("AES-256-GCM sealing failed (OpenSSL)");
+  }
+  return Status::OK();
+}
+
+Result<std::vector<uint8_t>> AeadOpen(const AeadKey& key, std::span<const uint8_t> aad,
+                                      std::span<const uint8_t> sealed) {
+  if (sealed.size() < kAeadOverheadBytes) {
+    return Status::Corruption("a sealed payload of " + std::to_string(sealed.size()) +
+                              " bytes is shorter than its nonce and tag");
+  }
+  const uint8_t* nonce = sealed.data();
+  std::span<const uint8_t> body = sealed.subspan(kAeadNonceBytes, sealed.size() - kAeadOverheadBytes);
+  std::vector<uint8_t> tag(sealed.end() - kAeadTagBytes, sealed.end());
+  std::vector<uint8_t> plain(body.size());
+  Ctx c(EVP_CIPHER_CTX_new());
+  int tail = 0;
+  const bool ok = c && EVP_DecryptInit_ex(c.get(), EVP_aes_256_gcm(), nullptr, key.data(), nonce) == 1 &&
+                  Update(c.get(), nullptr, aad) && Update(c.get(), plain.data(), body) &&
+                  EVP_CIPHER_CTX_ctrl(c.get(), EVP_CTRL_GCM_SET_TAG, int(kAeadTagBytes), tag.data()) == 1 &&
+                  EVP_DecryptFinal_ex(c.get(), plain.data() + plain.size(), &tail) == 1;
+  if (!ok) {
+    return Status::Corruption("a sealed payload does not verify (another key, or changed bytes)");
+  }
+  return plain;
+}
+
+}  // namespace prefixd
