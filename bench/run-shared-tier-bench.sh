@@ -5,7 +5,8 @@
 #      empty engine (GB/s, TTFT against a cold prefill), --reps times;
 #   2. the agent trace replayed against two prefixd servers on different cache dirs sharing the
 #      Redis, each request to the other server (prefixd bench --b-url --alternate): reuse.
-# Writes $OUT/shared-tier-{restore.txt,alternating.json,alternating.md}. docs/bench.md explains.
+# Writes $OUT/shared-tier-restore-qwen35-$SHAPE.txt and $OUT/shared-tier-alternating-$SHAPE.{json,md}.
+# docs/bench.md explains.
 #
 # Usage: bench/run-shared-tier-bench.sh [--shape small] [--tokens 2048] [--reps 3] [--skip-restore]
 #        [--skip-trace]
@@ -73,7 +74,7 @@ if [[ "$SKIP_RESTORE" == 0 ]]; then
   { echo "# $DISK_BENCH --model $model --shape $SHAPE --tokens $TOKENS --reps $REPS --threads $THREADS --remote-cache redis://127.0.0.1:PORT"
     "$DISK_BENCH" --model "$model" --shape "$SHAPE" --tokens "$TOKENS" --reps "$REPS" \
       --threads "$THREADS" --work-dir "$WORK/disk-bench" --remote-cache "redis://127.0.0.1:$redis_port"
-  } | tee "$OUT/shared-tier-restore.txt"
+  } | tee "$OUT/shared-tier-restore-qwen35-$SHAPE.txt"
 fi
 
 [[ "$SKIP_TRACE" == 1 ]] && exit 0
@@ -88,5 +89,5 @@ pa="$(free_port)"; pb="$(free_port)"
 "$PREFIXD_BIN" bench "${TRACE_ARGS[@]}" --url "http://127.0.0.1:$pa" --label "A+B alternating" \
   --server-cmd "$(serve "$pa" a)" --server-log "$WORK/a.log" \
   --b-url "http://127.0.0.1:$pb" --b-server-cmd "$(serve "$pb" b)" --b-server-log "$WORK/b.log" \
-  --alternate --out "$OUT/shared-tier-alternating.json" --md "$OUT/shared-tier-alternating.md"
+  --alternate --out "$OUT/shared-tier-alternating-$SHAPE.json" --md "$OUT/shared-tier-alternating-$SHAPE.md"
 log "done: $OUT/shared-tier-*"

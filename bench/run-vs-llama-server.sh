@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Side-by-side bench: prefixd serve vs llama-server (built from the SAME pinned llama.cpp source),
 # one generated `small` model per family, the same agent trace, one after the other.
-# Writes bench/results/<arch>.{json,md,png} and bench/results/README.md. docs/bench.md explains.
+# Writes bench/results/vs-llama-server/<arch>.{json,md,png} and bench/results/vs-llama-server/README.md.
+# docs/bench.md explains.
 #
 # Usage: bench/run-vs-llama-server.sh [--only-build] [--shape small|tiny] [--archs "llama qwen35 …"] [--real]
 #        An arch entry ARCH[@VOCAB][+TEMPLATE] makes the model with a real tokenizer and chat
@@ -16,7 +17,7 @@
 #        [--all-real]: the ten rows of issue 13 (ALL_REAL_ROWS), with --check-output.
 # Env: PREFIXD_BIN (default build/bin/prefixd), PREFIXD_JOBS (default 2), THREADS (default 2),
 #      LLAMA_SKIP_PARSING (templates llama-server runs with --skip-chat-parsing; see below),
-#      SLOTS (default 2), CTX (per slot, default 8192), OUT (default bench/results),
+#      SLOTS (default 2), CTX (per slot, default 8192), OUT (default bench/results/vs-llama-server),
 #      WORK (default /tmp/prefixd-vs-llama), LLAMA_SERVER_EXTRA (more llama-server flags, e.g.
 #      "-fa off"; both servers use flash attention by default (llama-server: "auto", on for CPU;
 #      prefixd serve: on unless --no-flash-attn).
@@ -37,7 +38,7 @@ SERVER_BUILD="$DEPS_DIR/llama.cpp-$LLAMA_COMMIT_SHORT/build-server"
 JOBS="${PREFIXD_JOBS:-2}"
 THREADS="${THREADS:-2}"
 RUN_COMMAND="${OUT:+OUT=$OUT }bench/run-vs-llama-server.sh $*"  # for the report
-OUT="${OUT:-$here/bench/results}"
+OUT="${OUT:-$here/bench/results/vs-llama-server}"
 WORK="${WORK:-/tmp/prefixd-vs-llama}"
 PREFIXD_BIN="${PREFIXD_BIN:-$here/build/bin/prefixd}"
 SHAPE=small
