@@ -1,4 +1,4 @@
-// Baselines a restore is measured against, in the same run on the same bytes (issue 15): what
+// Baselines a restore is measured against, in the same run on the same bytes: what
 // memcpy and a plain sequential read() achieve on this machine right now.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Decode throughput (issue 11): N concurrent streamed chat completions that each generate
+// Decode throughput: N concurrent streamed chat completions that each generate
 // exactly max_tokens tokens ("ignore_eos": true) from a short prompt of their own, timed by the
 // client.
 //

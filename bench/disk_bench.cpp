@@ -1,4 +1,4 @@
-// prefixd_disk_bench: the disk tier after a restart, side by side in one run (issue 5).
+// prefixd_disk_bench: the disk tier after a restart, side by side in one run.
 //
 //  1. Restore throughput: a long prompt is served and written to the disk tier; after a
 //     restart (a new Engine on the same cache dir, RAM empty) the same prompt restores its
@@ -6,9 +6,9 @@
 //     sequential read() of the same files in the same run (page cache warm for both).
 //  2. Restart-to-first-warm-token vs cold prefill: wall time from creating the Engine to the
 //     first generated token, on the restored cache vs with --no-cache (timed once per run).
-//  3. Restore throughput from RAM (issue 15): in the restarted Engine another prompt takes the
+//  3. Restore throughput from RAM: in the restarted Engine another prompt takes the
 //     only slot, then the first prompt comes back and restores from the RAM Tier.
-// With --remote-cache URL (issue 17) the prompt is written to the shared tier too, and every
+// With --remote-cache URL the prompt is written to the shared tier too, and every
 // restart is "another server": a new Engine on an empty cache dir and the same Redis, so its
 // prefix comes from the shared tier (columns "remote" instead of "disk").
 // Both restores are set against baselines measured in the same rep on the same bytes: memcpy

@@ -256,7 +256,7 @@ void PrintTotals(const ReplayTotals& r) {
 }
 
 // Restore throughput by Tier against memcpy of the largest restore and a plain read() of the
-// cache's record files, both measured now (issue 15).
+// cache's record files, both measured now.
 void PrintRestoreRates(const Totals& t, const std::string& cache_dir) {
   const double memcpy_bw = MemcpyGBps(t.max_restore_bytes);
   uint64_t file_bytes = 0;
@@ -363,7 +363,7 @@ Result<double> DecodeRate(Engine& e, int streams, int tokens) {
   return Ratio(generated * 1000, decode_ms);
 }
 
-// Issue 11: decode with the cache on runs as fast as with it off. One engine at a time (two
+// Decode with the cache on runs as fast as with it off. One engine at a time (two
 // engines in one process are two scheduler threads, each with its own OpenMP thread team,
 // which is exactly the slowdown this guards against), best of `reps` per cell.
 Status MeasureDecode(const BenchArgs& a, const std::string& model) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes bench/results/README.md from the <arch>.json files of bench/run-vs-llama-server.sh.
+"""Writes the report README.md (bench/results/vs-llama-server/ by default) from the <arch>.json files of bench/run-vs-llama-server.sh.
 
 Usage: results_readme.py OUT_DIR ARCH... [--shape S] [--llama-server PATH] [--trace-args A]
        [--minutes N]

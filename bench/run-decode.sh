@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Decode throughput side by side (issue 11): prefixd with the cache on, prefixd --no-cache and
+# Decode throughput side by side: prefixd with the cache on, prefixd --no-cache and
 # llama-server built from the SAME pinned llama.cpp source, on the qwen35 `tiny` and `small`
 # test models, 1 and 2 concurrent streams, in one run. The three servers of a shape run at
 # once (idle but for the one measured) and the measurements are interleaved: round r measures

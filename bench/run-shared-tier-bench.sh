@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The shared tier (issue 17) on one machine: a throw-away redis-server on a free loopback port
+# The shared tier on one machine: a throw-away redis-server on a free loopback port
 # (persistence off, its own temp dir, killed at the end), then
 #   1. prefixd_disk_bench --remote-cache: restore from the shared tier into another server's
 #      empty engine (GB/s, TTFT against a cold prefill), --reps times;

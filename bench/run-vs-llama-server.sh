@@ -14,7 +14,7 @@
 #        [--check-output]: also replay the trace against prefixd serve --no-cache and compare
 #        prefixd's streamed answers request by request (greedy; bench/output_check.py): the
 #        report's "output = cache off" column. --real implies it.
-#        [--all-real]: the ten rows of issue 13 (ALL_REAL_ROWS), with --check-output.
+#        [--all-real]: the ten real-template rows (ALL_REAL_ROWS), with --check-output.
 # Env: PREFIXD_BIN (default build/bin/prefixd), PREFIXD_JOBS (default 2), THREADS (default 2),
 #      LLAMA_SKIP_PARSING (templates llama-server runs with --skip-chat-parsing; see below),
 #      SLOTS (default 2), CTX (per slot, default 8192), OUT (default bench/results/vs-llama-server),
@@ -42,9 +42,9 @@ OUT="${OUT:-$here/bench/results/vs-llama-server}"
 WORK="${WORK:-/tmp/prefixd-vs-llama}"
 PREFIXD_BIN="${PREFIXD_BIN:-$here/build/bin/prefixd}"
 SHAPE=small
-# The rows with real tokenizers and templates (issue 13): --archs "$REAL_ROWS" or added to a list.
+# The rows with real tokenizers and templates: --archs "$REAL_ROWS" or added to a list.
 REAL_ROWS="qwen35@qwen35+Qwen3.5-4B qwen35@qwen35+openai-gpt-oss-120b qwen35@gemma-4+google-gemma-4-31B-it"
-# The ten templates issue 13 names, all on the tiny hybrid qwen35 (docs/test-models.md).
+# The ten templates agents meet, all on the tiny hybrid qwen35 (docs/test-models.md).
 ALL_REAL_ROWS="$REAL_ROWS qwen35@qwen35+Qwen3-Coder qwen35@qwen35+NVIDIA-Nemotron-3-Nano-30B-A3B-BF16
   qwen35@qwen35+ibm-granite-granite-4.0 qwen35@qwen35+LFM2.5-Instruct
   qwen35@qwen35+deepseek-ai-DeepSeek-V3.2 qwen35@qwen35+GLM-4.7-Flash

@@ -68,7 +68,7 @@ struct TraceRequest {
 // Builds the trace. REQUIRES: options are positive (InvalidArgument otherwise).
 Result<std::vector<TraceRequest>> GenerateTrace(const TraceOptions& options);
 
-// One long agent session (issue 10): a single conversation that grows by about step_tokens a
+// One long agent session: a single conversation that grows by about step_tokens a
 // request, from about start_tokens (system prompt with n_tools tool schemas, the user's task)
 // until the next request would pass max_context_tokens. Between two requests the history gains
 // one assistant turn that reasons (<think>…</think> in its content) and calls a tool with

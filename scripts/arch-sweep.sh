@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The architecture sweep (issue 12, docs/architectures.md): every model the pinned llama.cpp's
+# The architecture sweep (docs/architectures.md): every model the pinned llama.cpp's
 # test-llama-archs generates, served by `prefixd serve` with and without the cache; fails on a
 # crash, an output mismatch not allowed in bench/arch_sweep.py, or an unexpected refusal.
 # Usage: scripts/arch-sweep.sh [--sample] [--doc] [--arch NAME]... [--json FILE] [--timeout S]

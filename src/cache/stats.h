@@ -20,7 +20,6 @@ enum class InsertOutcome : uint8_t {
   kRefusedConflict,  // a ChainHash collision with different stored tokens: not stored
 };
 inline constexpr size_t kInsertOutcomeCount = 7;
-const char* InsertOutcomeName(InsertOutcome outcome);
 inline bool IsRefused(InsertOutcome o) { return o >= InsertOutcome::kRefusedTooLarge; }
 
 // Payload bytes held in one Tier, by what they are.

@@ -4,15 +4,6 @@
 
 namespace prefixd::cache {
 
-const char* TierName(Tier tier) {
-  switch (tier) {
-    case Tier::kRam: return "ram";
-    case Tier::kDisk: return "disk";
-    case Tier::kRemote: return "remote";
-  }
-  return "?";
-}
-
 TieredCache::TieredCache(PrefixCache& ram, Lower lower) : ram_(ram) {
   if (lower.disk) disk_ = std::make_unique<StoreTier>(*lower.disk, ram);
   // What the shared tier gives is kept on disk too: the next restart finds it locally.

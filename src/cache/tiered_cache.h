@@ -52,7 +52,7 @@ class TieredCache {
   //
   // `open_disk` (a RAM Tier with rows, and no shared tier): the disk's prefix, when longer
   // than RAM's, is opened instead (StoreTier::Open, `opened`) and not read into RAM, so that
-  // the restore reads each payload once, from the page cache into the sequence (issue 15).
+  // the restore reads each payload once, from the page cache into the sequence.
   // When opening fails it is promoted as usual.
   struct Promoted {
     size_t ram = 0, disk = 0, remote = 0;
@@ -84,7 +84,5 @@ class TieredCache {
   std::unique_ptr<StoreTier> remote_;
 };
 
-// "ram", "disk", "remote": the names logs, metrics and JSON use.
-const char* TierName(Tier tier);
 
 }  // namespace prefixd::cache

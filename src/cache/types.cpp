@@ -15,22 +15,3 @@ const char* MissReasonName(MissReason reason) {
 }
 
 }  // namespace prefixd::cache
-
-#include "cache/stats.h"
-
-namespace prefixd::cache {
-
-const char* InsertOutcomeName(InsertOutcome outcome) {
-  switch (outcome) {
-    case InsertOutcome::kInserted: return "inserted";
-    case InsertOutcome::kAlreadyPresent: return "already_present";
-    case InsertOutcome::kRefusedTooLarge: return "refused_too_large";
-    case InsertOutcome::kRefusedNoRoom: return "refused_no_room";
-    case InsertOutcome::kRefusedNoParent: return "refused_no_parent";
-    case InsertOutcome::kRefusedInvalid: return "refused_invalid";
-    case InsertOutcome::kRefusedConflict: return "refused_conflict";
-  }
-  return "unknown";
-}
-
-}  // namespace prefixd::cache

@@ -142,7 +142,7 @@ Status CacheIo::Impl::RestoreMatch(Slot& slot, const cache::PrefixCache::Match& 
     PREFIXD_ASSIGN_OR_RETURN(snap, SplitSnapshot(m.snapshot->bytes));
   }
   // The state is set straight from the payloads (held by `m` until we return): one copy of
-  // each row, from the Tier into the KV tensors (issue 15).
+  // each row, from the Tier into the KV tensors.
   PREFIXD_RETURN_IF_ERROR(
       AssembleStatePieces(rows, snap.state, *shape, int32_t(m.n_tokens), &pieces));
   Status set = ctx.SetStatePieces(slot.seq, pieces.pieces, pieces.size, {}, {}, snap.layout);
@@ -240,7 +240,8 @@ cache::PrefixCache::Match CacheIo::Impl::LookupTiers(const Slot& slot, size_t ma
 // exactly as a cold run (ExactRestoreFloor of the slot's chunk schedule): a match that is not is
 // looked up again, shorter. A Snapshot is taken where it is: one at another prompt's boundary
 // variant, a token or a few off this prompt's planned ends, continues in calls of another class
-// (last bits, docs/architecture.md), but falling back would lose the reuse issue 13 proves.
+// (last bits, docs/architecture.md), but falling back would lose the reuse the real-template
+// tests prove.
 cache::PrefixCache::Match CacheIo::Impl::LookupExact(const Slot& slot, size_t max_len,
                                                       size_t good_enough, CacheTier* tier) {
   cache::PrefixCache::Match m = LookupTiers(slot, max_len, good_enough, tier);

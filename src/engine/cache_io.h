@@ -76,7 +76,7 @@ class CacheIo {
 // tokens[0, max_len) that RAM holds (TieredCache::Promote). Any thread: the scheduler calls it
 // on the submitting thread, so a prefix on disk or in the shared tier is read before the
 // request queues and the worker, which decodes every slot, restores it from RAM instead of
-// waiting on the disk or the network (issue 15). Returns what each tier offered.
+// waiting on the disk or the network. Returns what each tier offered.
 // `open_disk` (models with rows): a longer prefix on disk is opened instead, its files asked
 // into the page cache, and the restore reads it from there into the sequence in one copy.
 PrefetchResult Prefetch(cache::TieredCache& cache, const Digest& domain,

@@ -1,4 +1,4 @@
-// Chat output (issue 14): the sampler on common_sampler (greedy unchanged, logit bias,
+// Chat output: the sampler on common_sampler (greedy unchanged, logit bias,
 // penalties, grammars), logprobs, the reply parser on real templates, grammar-constrained
 // tool calls and JSON, and the cache across a tool-call turn.
 #include "engine/chat_output.h"

@@ -1,6 +1,6 @@
 // ChunkingMemo: what the chunking-invariance probe (CodecProbe::chunking_invariant) found,
 // remembered in the cache dir per model and settings, so that a restart decodes no probe prompt
-// for it (issue 15: the probe's 128 tokens were most of a restart's time to first token).
+// for it (the probe's 128 tokens were most of a restart's time to first token).
 //
 // The answer only chooses a log note and a stat; nothing the cache restores depends on it. The
 // key covers what the answer depends on: the model file's content digest, the context settings

@@ -5,7 +5,7 @@
 // Thread-safety: a Context belongs to the thread that created it (the engine's scheduler
 // thread) and every method that reaches the llama context aborts when called from another one:
 // ggml's CPU backend keeps an OpenMP thread team per calling thread, and a second team halves
-// decode speed on a small machine (issue 11). Not internally synchronized. Owns its llama_context; borrows the Model, which must
+// decode speed on a small machine. Not internally synchronized. Owns its llama_context; borrows the Model, which must
 // outlive it.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Restoring a prefix the disk tier holds without reading it into RAM first (issue 15).
+// Restoring a prefix the disk tier holds without reading it into RAM first.
 //
 // The submitting thread opened the records (cache::OpenedPrefix: fronts verified, files asked
 // into the page cache). Here, on the worker, each rows payload's front (header, layer table,

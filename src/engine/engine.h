@@ -58,7 +58,7 @@ struct EngineOptions {
   size_t max_queue = 64;             // requests waiting for a slot beyond this are refused
   bool whole_state = false;          // Snapshots hold whole states even where the codec can
                                      // slice the model (--whole-state: a diagnostic)
-  // A disk hit is read into the RAM tier and restored from there (the path before issue 15;
+  // A disk hit is read into the RAM tier and restored from there (the path before the direct restore;
   // a copy into fresh memory more) instead of from the files straight into the sequence. The
   // disk bench sets it to measure both paths in one run; no flag.
   bool disk_hits_through_ram = false;

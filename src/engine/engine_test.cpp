@@ -1,4 +1,4 @@
-// The cache correctness suite (issue 4): for every architecture and every scenario, greedy
+// The cache correctness suite: for every architecture and every scenario, greedy
 // output with the cache on equals output with the cache off token for token, and the cached
 // tokens equal the reusable length wherever a capture point was recorded at that length.
 #include "engine/engine.h"
@@ -369,7 +369,7 @@ TEST_P(EngineCacheTest, RestartReusesFromDisk) {
   EXPECT_EQ(with->tokens, without->tokens);
   EXPECT_EQ(with->usage.cached_tokens, expected) << CacheMissName(with->cache.miss);
   EXPECT_EQ(with->cache.tier, CacheTier::kDisk);
-  // The disk was read on the submitting thread before the request queued (issue 15): the
+  // The disk was read on the submitting thread before the request queued: the
   // worker, which decodes every slot, restored from RAM.
   EXPECT_GT(with->usage.prefetch_ms, 0.0);
   on_.reset();
@@ -419,7 +419,7 @@ TEST_P(EngineCacheTest, DamagedDiskFilesFailClosed) {
   fs::remove_all(dir);
 }
 
-// A prefix on disk is read from its record files straight into the sequence (issue 15): none
+// A prefix on disk is read from its record files straight into the sequence: none
 // of it goes into the RAM tier first. A rows record damaged inside its rows (its front intact,
 // so the prefetch opens it) is caught by the checksum taken where the rows landed: the request
 // answers as a cold run, the record is quarantined, and the run's own records replace it.
@@ -554,7 +554,7 @@ TEST_P(EngineCacheTest, ConcurrentRequestsMatchSequential) {
   EXPECT_GT(cached, 0);  // the later requests restored the shared system prompt
 }
 
-// A session continuing on its slot (issue 10): the next prompt starts with everything the slot
+// A session continuing on its slot: the next prompt starts with everything the slot
 // decoded (its prompt and answer), so nothing is restored and only the new tokens are
 // evaluated, with output equal to a cold run.
 TEST_P(EngineCacheTest, SessionContinuingOnItsSlotRestoresNothing) {
@@ -645,7 +645,7 @@ TEST_P(EngineCacheTest, RewrittenHistoryRestoresOnlyThePartial) {
   }
 }
 
-// A client gone during a long prefill frees the slot at the next chunk (issue 10).
+// A client gone during a long prefill frees the slot at the next chunk.
 TEST_P(EngineCacheTest, CancelledBetweenPrefillChunks) {
   std::string text = "<|im_start|>user\n";
   for (int i = 0; i < 40; ++i) text += "the cache keeps every block it saw and more ";
@@ -677,7 +677,7 @@ std::string ParamName(const ::testing::TestParamInfo<std::string>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, EngineCacheTest, ::testing::ValuesIn(TestModelArchs()), ParamName);
-// The memory types issue 12 added (llama.cpp's generator's models with prefixd's chat
+// The memory types the architecture sweep added (llama.cpp's generator's models with prefixd's chat
 // tokenizer, and gemma4 by prefixd): hybrid + index (qwen4exp), MLA (deepseek2), DSA (glm-dsa),
 // iswa with shared-KV layers (gemma4), and deepseek4's own cache (whole-state snapshots).
 INSTANTIATE_TEST_SUITE_P(Issue12Archs, EngineCacheTest,

@@ -1,4 +1,4 @@
-// Issue 16: the cache must not change the answer. Long prompts (8K tokens and more), raw text
+// the cache must not change the answer. Long prompts (8K tokens and more), raw text
 // and chat, flash attention on and off: with the cache on — cold, an exact repeat, a next turn
 // that goes on after the first prompt, and an edit inside one of its messages — the greedy
 // tokens and the log-probabilities of every vocabulary token at each of them (the last prompt
@@ -41,7 +41,7 @@ struct Case {
 };
 
 // The default sample, one arch per memory family with flash attention on: gemma3 (sliding-window
-// attention, the arch issue 16 was seen on) raw and chat, and without flash attention; llama
+// attention, the arch a changed answer was first seen on) raw and chat, and without flash attention; llama
 // (pure attention: restores at any position) with flash attention on and off; qwen35 (hybrid:
 // attention and Gated DeltaNet, restores at Snapshots only); qwen4exp (hybrid with an indexer
 // cache, llama.cpp's generator; 54 to 58 s on 2 cores) with flash attention on, chat; gemma4

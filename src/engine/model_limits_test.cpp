@@ -1,4 +1,4 @@
-// What a model can serve, decided at load (issue 12): a model with learned absolute positions
+// What a model can serve, decided at load: a model with learned absolute positions
 // (gpt2) gets its context capped at the trained length, so that an over-long prompt is refused
 // instead of aborting the process in llama.cpp's get_rows; a diffusion model is refused at load.
 // The models come from the pinned llama.cpp's own generator, test-llama-archs (set up by

@@ -42,7 +42,7 @@ constexpr int32_t TiledFrom(bool flash_attn) { return flash_attn ? kMinCallRows 
 // boundaries) and every `spacing` tokens (the boundary Snapshots' grid), except a grid point
 // closer than kMinCallRows to a message point or to n: the call between them would take flash
 // attention's per-row path, whose every row reads the whole KV cache (at 53K tokens of context
-// a 52-row call cost twice a 512-row one; issue 10), and the message point beside it serves a
+// a 52-row call cost twice a 512-row one), and the message point beside it serves a
 // restore as well. Message points closer than that to each other stay (every reusable token
 // is restored at them). Ascending, unique, inside (0, n). A pure-attention model needs none:
 // its rows are sliced anywhere.

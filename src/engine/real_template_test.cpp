@@ -1,4 +1,4 @@
-// Real tokenizers and real chat templates (issue 13): the prompt cache on a hybrid test model
+// Real tokenizers and real chat templates: the prompt cache on a hybrid test model
 // (qwen35: Gated DeltaNet layers, so a token no Snapshot covers cannot be restored) with the
 // tokenizers (models/ggml-vocab-*.gguf) and chat templates (models/templates/*.jinja) of the
 // pinned llama.cpp source, serving an agent session with tools, assistant tool calls, tool
@@ -11,7 +11,7 @@
 // the last user message (the shared prefix then ends where the first rewritten turn's reasoning
 // began), gpt-oss drops the analysis channel of finished turns, some close a tool block only
 // when the next message is not a tool result. Whatever remains shared must be reused in full:
-//   - EngineRealTemplateTest: ten templates named by issue 13, cache on == cache off token for
+//   - EngineRealTemplateTest: ten templates agents meet, cache on == cache off token for
 //     token, and cached_tokens == reusable on every request (GLM-4.7-Flash: one token short on
 //     one request, marked at its case).
 //   - TemplateSweepTest: every template of models/templates reuses >= 0.99 of the reusable
@@ -277,7 +277,7 @@ Step ServeStep(Engine& on, Engine* off, const json& messages, Reusable& reusable
   return step;
 }
 
-// --- the ten templates of issue 13: cache on == off, every reusable token reused -------------
+// --- the ten templates: cache on == off, every reusable token reused -------------
 
 struct RealCase {
   std::string tmpl;
@@ -318,7 +318,7 @@ INSTANTIATE_TEST_SUITE_P(
                       RealCase{"LFM2.5-Instruct", "qwen35"},
                       RealCase{"deepseek-ai-DeepSeek-V3.2", "qwen35"},
                       // GLM-4.7-Flash misses one token of request 1 (of 309 reusable): not
-                      // found yet (issue 13 report).
+                      // found yet.
                       RealCase{"GLM-4.7-Flash", "qwen35", true, 1},
                       // Llama 3.1 refuses two tool calls in one message ("This model only
                       // supports single tool-calls at once!").

@@ -1,6 +1,6 @@
 // RenderMemo: what the capture points remember of earlier prefix renders, so that a continuing
 // conversation renders only its new messages instead of every prefix on every request
-// (issue 10).
+//.
 //
 // The capture points need, for each prefix render p of a chat (PrefixesToCompare), the length
 // it shares with the full render F, LCP(p, F) in characters. The memo keys a prefix render by

@@ -1,4 +1,4 @@
-// The render memo (issue 10): memoized capture points equal the reference (every prefix
+// The render memo: memoized capture points equal the reference (every prefix
 // rendered) on every request of growing agent sessions, for the test models' template and for
 // real templates the pinned llama.cpp ships; a continuing request renders a small constant
 // times its new messages, also one that adds a user message after a long agent run (the

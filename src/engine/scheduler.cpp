@@ -11,74 +11,21 @@
 #include <set>
 #include <thread>
 
-#include "cache/chain_hash.h"
-#include "cache/domain_registry.h"
-#include "cache/fingerprint.h"
-#include "cache/prefix_cache.h"
-#include "cache/tiered_cache.h"
-#include "store/disk_store.h"
-#include "store/redis_store.h"
-#include "store/sealed_store.h"
 #include "engine/cache_io.h"
-#include "engine/chunking_memo.h"
-#include "engine/codec_probe.h"
+#include "engine/cache_stack.h"
 #include "engine/context.h"
-#include "engine/domain.h"
 #include "engine/job.h"
 #include "engine/prefill.h"
 #include "engine/prefix_views.h"
 #include "util/log.h"
-#include "util/env.h"
 
 namespace prefixd::engine {
-
-namespace {
-
-// Where the chunking probe's answer for these settings is remembered, and the answer when an
-// earlier start found it (no cache dir: no memo, the probe runs).
-struct ChunkingMemoSlot {
-  std::string path;
-  std::optional<Digest> key;
-  std::optional<bool> known;
-};
-
-ChunkingMemoSlot FindChunkingMemo(const Model& model, const ContextOptions& copt,
-                                  const EngineOptions& options) {
-  ChunkingMemoSlot slot;
-  if (options.cache_dir.empty()) return slot;
-  (void)Env::Default()->CreateDirs(options.cache_dir);  // a memo not saved costs a re-probe
-  cache::FingerprintMemo fingerprints(options.cache_dir + "/fingerprints.tsv");
-  Result<Digest> model_digest = cache::FileFingerprint(model.path(), fingerprints);
-  if (!model_digest.ok()) return slot;
-  slot.path = options.cache_dir + "/chunking.tsv";
-  slot.key = ChunkingKey(*model_digest, copt, options.n_gpu_layers);
-  slot.known = LoadChunkingInvariant(slot.path, *slot.key);
-  return slot;
-}
-
-// The boundary Snapshots' spacing, which is also a grid of prefill cuts: the batch rounded
-// down to Blocks (at least one Block).
-uint32_t SnapshotSpacing(const EngineOptions& o) {
-  return std::max(o.n_batch / o.block_size, 1u) * o.block_size;
-}
-
-}  // namespace
 
 struct Scheduler::Impl {
   const Model& model;
   EngineOptions options;
   std::unique_ptr<Context> ctx;
-  std::unique_ptr<cache::PrefixCache> cache;  // null with --no-cache
-  std::unique_ptr<store::DiskStore> store;    // null without a cache dir
-  std::unique_ptr<store::RedisStore> remote;  // null without --remote-cache
-  // The tiers as the cache sees them: sealing over `store` and `remote` with a record key.
-  std::unique_ptr<store::SealedStore> sealed_store, sealed_remote;
-  std::unique_ptr<cache::TieredCache> tiers;
-  std::unique_ptr<CacheIo> cache_io;
-  bool open_disk = false;  // a prefix on disk is opened, not read into RAM (TieredCache::Promote)
-  DomainFingerprints fingerprints;
-  StateMode state_mode = StateMode::kSliced;
-  bool chunking_invariant = true;  // what the codec probe found (see CodecProbe)
+  std::unique_ptr<CacheStack> cache;  // set by Setup; off (io() null) with --no-cache
 
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -87,7 +34,6 @@ struct Scheduler::Impl {
   bool stopping = false;
   EngineStats stats;
   std::vector<SlotView> slot_views;  // what GetStats shows of each slot (NoteSlot)
-  std::set<Digest> remembered_domains;  // written to <cache_dir>/domains once each
   std::vector<Slot> slots;  // sized once; never reallocated
   std::thread worker;
   size_t next_prefill = 0;
@@ -102,17 +48,13 @@ struct Scheduler::Impl {
 
   Impl(const Model& m, const EngineOptions& o) : model(m), options(o) {}
 
+  CacheIo* cache_io() const { return cache ? cache->io() : nullptr; }
   void Run(std::promise<Status>& ready);
   Status Setup();
-  Status SetupCache(const ContextOptions& copt);
-  Status OpenLowerTiers();
-  cache::TieredCache::Lower LowerTiers();
   void ReleaseContext();
   void Loop();
   bool Admit();
   bool AnyActive() const;
-  void NoteBusy(bool busy);
-  bool store_busy = false;  // what the disk store was last told (SetForegroundBusy)
   Slot& PickSlot(std::span<const Token> tokens, const Digest& domain);
   void Start(Slot& slot, std::unique_ptr<Job> job, std::unique_ptr<Sampler> sampler);
   void Refuse(std::unique_ptr<Job> job, const Status& st);
@@ -137,37 +79,14 @@ struct Scheduler::Impl {
   void Fail(Slot& slot, const Status& st);
   void CountRequest(const CompletionResult& r);
   void CountCacheError(CacheWork what, const Status& st);
-  void RememberDomain(const Digest& domain);
-  void Prefetch(Job& job);
 };
-
-// On the submitting thread: what the disk and the shared tier hold of this prompt's prefix go
-// into RAM before the job queues, so the worker (which decodes every slot) never waits on disk
-// or network reads for it. If the RAM Tier drops it again before the job is admitted, the
-// worker reads the disk itself (never the network).
-void Scheduler::Impl::Prefetch(Job& job) {
-  if (!tiers || !tiers->has_lower() || job.request.prompt.tokens.size() < 2) return;
-  const auto& tokens = job.request.prompt.tokens;
-  const auto t0 = Clock::now();
-  job.prefetch = engine::Prefetch(*tiers, DomainFor(fingerprints, job.request.tenant_salt),
-                                  tokens, tokens.size() - 1, open_disk);
-  job.prefetch_ms = MillisSince(t0);
-}
-
-// Lets `prefixd cache --model F` find this domain's records later.
-void Scheduler::Impl::RememberDomain(const Digest& domain) {
-  if (options.cache_dir.empty() || !remembered_domains.insert(domain).second) return;
-  Status st = cache::RememberDomain(
-      options.cache_dir, {domain, fingerprints.model, fingerprints.layout, model.path()});
-  if (!st.ok()) CountCacheError(CacheWork::kDomain, st);
-}
 
 Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 // Everything that touches the llama context runs on the worker thread, set-up included: ggml's
 // CPU backend (OpenMP) keeps a thread team for every thread that ever ran a graph, and a second
 // team makes libgomp count more threads than cores and put its spinning workers to sleep around
-// every op, which slowed every decode step (issue 11). Context enforces it.
+// every op, which slowed every decode step. Context enforces it.
 Result<std::unique_ptr<Scheduler>> Scheduler::Create(const Model& model,
                                                      const EngineOptions& options) {
   auto impl = std::make_unique<Impl>(model, options);
@@ -195,7 +114,7 @@ void Scheduler::Impl::Run(std::promise<Status>& ready) {
 
 // The context is freed by the thread that used it.
 void Scheduler::Impl::ReleaseContext() {
-  cache_io.reset();
+  if (cache) cache->ReleaseIo();
   ctx.reset();
 }
 
@@ -218,96 +137,8 @@ Status Scheduler::Impl::Setup() {
     std::lock_guard<std::mutex> lock(mu);
     slot_views.resize(options.n_slots);
   }
-  return options.cache_enabled ? SetupCache(copt) : Status::OK();
-}
-
-// Probes the state codec on this model (kWhole when it cannot slice the state), then builds
-// the tiers and CacheIo for that mode. Runs on this thread: the probe decodes.
-Status Scheduler::Impl::SetupCache(const ContextOptions& copt) {
-  const ChunkingMemoSlot memo = FindChunkingMemo(model, copt, options);
-  ProbeOptions po;
-  po.force_whole = options.whole_state;
-  po.known_chunking_invariant = memo.known;
-  Result<CodecProbe> probe = ProbeStateCodec(*ctx, 0, po);
-  if (!probe.ok()) {
-    Logf(LogLevel::kWarning, "the prompt cache is off for this model: %s",
-         probe.status().ToString().c_str());
-    return Status::OK();
-  }
-  state_mode = probe->mode;
-  chunking_invariant = probe->chunking_invariant;
-  if (probe->chunking_measured && memo.key) {
-    Status saved = SaveChunkingInvariant(memo.path, *memo.key, chunking_invariant);
-    if (!saved.ok()) Logf(LogLevel::kWarning, "chunking probe memo: %s", saved.ToString().c_str());
-  }
-  if (!chunking_invariant) {
-    Log(LogLevel::kInfo, "note: with these settings the model's logits depend on how a "
-                         "prompt is cut into prefill calls (flash attention on CPU computes 64 "
-                         "rows or more in tiles); every prompt is prefilled by the same calls "
-                         "with the cache on or off, so restores do not change the output, except "
-                         "a session's answer reused as it was decoded (docs/architecture.md, "
-                         "\"The chunk schedule\")");
-  }
-  const bool whole = state_mode == StateMode::kWhole;
-  if (whole && options.whole_state) {
-    Log(LogLevel::kInfo, "--whole-state: the cache keeps whole-state snapshots");
-  } else if (whole) {
-    Logf(LogLevel::kInfo, "the state codec cannot slice this model's state (%s); the cache "
-                          "keeps whole-state snapshots at capture points (correct, larger)",
-         probe->why_whole.c_str());
-  }
-  PREFIXD_ASSIGN_OR_RETURN(fingerprints, ComputeFingerprints(model, copt, options, state_mode));
-  CacheIoOptions io;
-  io.block_size = options.block_size;
-  io.snapshot_spacing = SnapshotSpacing(options);
-  io.has_rows = !whole && LayoutHasRows(model.layout());
-  io.needs_snapshot = whole || LayoutNeedsSnapshot(model.layout());
-  io.tiled_from = TiledFrom(options.flash_attn);
-  io.mode = state_mode;
-  // A sealed record is opened whole, never read in place (SealedStore::OpenRecord).
-  open_disk = io.has_rows && !options.disk_hits_through_ram && !options.record_key;
-  cache::PrefixCache::Options co;
-  co.block_size = options.block_size;
-  co.ram_budget_bytes = options.ram_budget_bytes;
-  co.has_rows = io.has_rows;
-  co.needs_snapshot = io.needs_snapshot;
-  cache = std::make_unique<cache::PrefixCache>(co);
-  PREFIXD_RETURN_IF_ERROR(OpenLowerTiers());
-  tiers = std::make_unique<cache::TieredCache>(*cache, LowerTiers());
-  cache_io = std::make_unique<CacheIo>(*ctx, *tiers, io, std::move(probe->shape));
+  PREFIXD_ASSIGN_OR_RETURN(cache, CacheStack::Create(model, *ctx, copt, options));
   return Status::OK();
-}
-
-// The disk tier (with a cache dir) and the shared tier (with a remote cache URL; Redis being
-// down is no error: the tier connects when it answers).
-Status Scheduler::Impl::OpenLowerTiers() {
-  const uint64_t queue_bytes = std::min<uint64_t>(options.ram_budget_bytes / 2, uint64_t(1) << 30);
-  if (!options.cache_dir.empty()) {
-    store::DiskStore::Options so;
-    so.dir = options.cache_dir;
-    so.quota_bytes = options.disk_quota_bytes;
-    so.writer_queue_depth = 1024;
-    so.writer_queue_bytes = queue_bytes;
-    PREFIXD_ASSIGN_OR_RETURN(store, store::DiskStore::Open(so));
-    Logf(LogLevel::kInfo, "disk tier %s: %s", so.dir.c_str(),
-         store->GetStats().recovery.ToString().c_str());
-  }
-  if (!options.remote_cache_url.empty()) {
-    store::RedisStoreOptions ro;
-    ro.url = options.remote_cache_url;
-    ro.password = options.remote_cache_password;
-    ro.writer_queue_depth = 1024;
-    ro.writer_queue_bytes = queue_bytes;
-    PREFIXD_ASSIGN_OR_RETURN(remote, store::RedisStore::Open(ro));
-  }
-  return Status::OK();
-}
-
-cache::TieredCache::Lower Scheduler::Impl::LowerTiers() {
-  if (!options.record_key) return {store.get(), remote.get()};
-  if (store) sealed_store = std::make_unique<store::SealedStore>(*store, *options.record_key);
-  if (remote) sealed_remote = std::make_unique<store::SealedStore>(*remote, *options.record_key);
-  return {sealed_store.get(), sealed_remote.get()};
 }
 
 Scheduler::~Scheduler() {
@@ -329,7 +160,7 @@ Result<CompletionResult> Scheduler::Submit(CompletionRequest request) {
   }
   auto job = std::make_unique<Job>();
   job->request = std::move(request);
-  impl_->Prefetch(*job);
+  impl_->cache->Prefetch(*job);
   auto done = job->done.get_future();
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
@@ -347,75 +178,35 @@ Result<CompletionResult> Scheduler::Submit(CompletionRequest request) {
 EngineStats Scheduler::GetStats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   EngineStats s = impl_->stats;
-  s.state_mode = impl_->state_mode;
-  s.chunking_invariant = impl_->chunking_invariant;
-  s.cache_on = impl_->cache_io != nullptr;
   s.queue_depth = uint32_t(impl_->queue.size());
   s.slots = impl_->slot_views;
   s.memory_layout = MemoryLayoutName(impl_->model.layout());
   s.block_size = impl_->options.block_size;
-  if (impl_->cache) {
-    cache::Stats cs = impl_->cache->GetStats();
-    s.bytes_by_tier[CacheTier::kRam] = cs.ram.total();
-    s.evictions_by_tier[CacheTier::kRam] = cs.evictions;
-    s.ram_budget_bytes = cs.ram_budget_bytes;
-    s.ram_blocks = cs.blocks;
-    s.ram_snapshots = cs.snapshots;
-    s.ram_tails = cs.tails;
-  }
-  if (impl_->store) {
-    store::Stats ds = impl_->store->GetStats();
-    s.bytes_by_tier[CacheTier::kDisk] = ds.bytes;
-    s.evictions_by_tier[CacheTier::kDisk] = ds.evictions;
-    s.disk_quota_bytes = ds.quota_bytes;
-    s.disk_records = ds.records;
-    s.disk_records_by_kind = ds.records_by_kind;
-  }
-  if (impl_->remote) s.remote = impl_->remote->GetStats();
+  impl_->cache->AddStats(&s);
   return s;
 }
 
 std::string Scheduler::DomainIdOf(const std::string& tenant_salt) const {
-  return ShortId(DomainFor(impl_->fingerprints, tenant_salt));
+  return ShortId(impl_->cache->DomainOf(tenant_salt));
 }
 
 std::vector<CachedPrefix> Scheduler::ListCachedPrefixes(const std::string* tenant_salt) const {
-  if (!impl_->cache) return {};
-  std::vector<cache::PrefixSummary> ram = impl_->cache->ListPrefixes();
-  std::vector<cache::PrefixSummary> disk;
-  if (impl_->store) disk = cache::ListStorePrefixes(*impl_->store, impl_->options.block_size);
-  if (tenant_salt == nullptr) return MergePrefixes(ram, disk, nullptr);
-  const Digest domain = DomainFor(impl_->fingerprints, *tenant_salt);
-  return MergePrefixes(ram, disk, &domain);
+  return impl_->cache->List(tenant_salt);
 }
 
 Result<PrefixEviction> Scheduler::EvictCachedPrefix(const std::string& domain,
                                                     const std::string& root) {
   std::lock_guard<std::mutex> published(impl_->publish_mu);
-  std::optional<cache::PrefixSummary> found;
-  if (impl_->cache) found = FindPrefix(impl_->cache->ListPrefixes(), domain, root);
-  if (!found && impl_->store) {
-    found = FindPrefix(cache::ListStorePrefixes(*impl_->store, impl_->options.block_size), domain,
-                       root);
-  }
+  std::optional<cache::PrefixSummary> found = impl_->cache->Find(domain, root);
   if (!found) return Status::NotFound("no cached prefix " + domain + "/" + root);
   impl_->clear_epoch++;  // the slots holding it forget it (as after ClearCache)
-  // A write still queued pins its RAM entry and would put its record back after the removal.
-  if (impl_->store) impl_->store->Flush();
-  PrefixEviction out;
-  out.ram_entries = impl_->cache->EvictPrefix(found->domain, found->root);
-  if (impl_->store) {
-    out.disk_records = cache::RemoveStorePrefix(*impl_->store, found->domain, found->root);
-  }
-  return out;
+  return impl_->cache->Evict(*found);
 }
 
 Status Scheduler::ClearCache() {
   std::lock_guard<std::mutex> published(impl_->publish_mu);
   impl_->clear_epoch++;  // nothing the slots hold now is reused
-  if (impl_->cache) impl_->cache->Clear();
-  if (impl_->store) return impl_->store->Clear(std::nullopt);
-  return Status::OK();
+  return impl_->cache->Clear();
 }
 
 void Scheduler::FlushDisk() {
@@ -423,8 +214,7 @@ void Scheduler::FlushDisk() {
     std::unique_lock<std::mutex> lock(impl_->mu);
     impl_->idle_cv.wait(lock, [&] { return impl_->queue.empty() && impl_->stats.slots_busy == 0; });
   }
-  if (impl_->store) impl_->store->Flush();
-  if (impl_->remote) impl_->remote->Flush();
+  impl_->cache->Flush();
 }
 
 void Scheduler::Impl::Loop() {
@@ -440,7 +230,7 @@ void Scheduler::Impl::Loop() {
       });
       if (stopping) break;
     }
-    if (Admit()) NoteBusy(true);
+    if (Admit()) cache->NoteForegroundBusy(true);
     Slot* prefill = nullptr;
     for (size_t i = 0; i < slots.size() && prefill == nullptr; ++i) {
       Slot& s = slots[(next_prefill + i) % slots.size()];
@@ -451,7 +241,7 @@ void Scheduler::Impl::Loop() {
       Guarded(*prefill, [&] { PrefillStep(*prefill); });
     }
     GenerateStep();
-    if (!AnyActive()) NoteBusy(false);
+    if (!AnyActive()) cache->NoteForegroundBusy(false);
   }
   for (Slot& s : slots) {
     if (s.phase != Phase::kIdle) Finish(s, FinishReason::kCancelled);
@@ -466,14 +256,6 @@ bool Scheduler::Impl::AnyActive() const {
     if (s.phase != Phase::kIdle) return true;
   }
   return false;
-}
-
-// Write-behind waits while the model runs (issue 11): on a small machine a disk writer taking
-// a core makes every decode step wait for the preempted inference thread.
-void Scheduler::Impl::NoteBusy(bool busy) {
-  if (!store || busy == store_busy) return;
-  store_busy = busy;
-  store->SetForegroundBusy(busy);
 }
 
 bool Scheduler::Impl::Admit() {
@@ -505,7 +287,7 @@ void Scheduler::Impl::StartJob(std::unique_ptr<Job> job) {
     auto sampler = Sampler::Create(model, job->request.sampling);
     if (!sampler.ok()) return Refuse(std::move(job), sampler.status());
     Digest domain{};
-    if (cache_io) domain = DomainFor(fingerprints, job->request.tenant_salt);
+    if (cache_io()) domain = cache->DomainOf(job->request.tenant_salt);
     slot = &PickSlot(job->request.prompt.tokens, domain);
     slot->domain = domain;
     Start(*slot, std::move(job), std::move(sampler).value());
@@ -610,9 +392,11 @@ void Scheduler::Impl::Start(Slot& slot, std::unique_ptr<Job> job,
   slot.epoch = forgotten_epoch;  // the clear its held tokens were checked against (Admit)
   NoteSlot(slot);
   slot.chunk_ends = PlanPrefill(slot.job->request.prompt);
-  if (cache_io) {
-    RememberDomain(slot.domain);
-    cache_io->Restore(slot);
+  if (CacheIo* io = cache_io()) {
+    if (Status st = cache->RememberDomain(slot.domain); !st.ok()) {
+      CountCacheError(CacheWork::kDomain, st);
+    }
+    io->Restore(slot);
     slot.result.usage.restore_ms = MillisSince(slot.started);
   } else {
     ForgetHeld(slot);
@@ -650,10 +434,11 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   slot.pos = stop;
   // Every point up to here: a Snapshot's points are planned ends (CacheIo::Restore), the
   // others (Tails of pure attention) are sliced from the rows at publish time.
-  for (; cache_io && slot.next_capture < slot.captures.size() &&
+  CacheIo* io = cache_io();
+  for (; io && slot.next_capture < slot.captures.size() &&
          slot.captures[slot.next_capture].pos <= stop;
        ++slot.next_capture) {
-    Status cst = cache_io->Capture(slot, slot.captures[slot.next_capture]);
+    Status cst = io->Capture(slot, slot.captures[slot.next_capture]);
     // A failed capture costs reuse later, never correctness.
     if (!cst.ok()) CountCacheError(CacheWork::kCapture, cst);
   }
@@ -661,7 +446,7 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   slot.result.usage.prefill_ms = MillisSince(slot.started);
   slot.decode_started = Clock::now();
   slot.phase = Phase::kGenerate;
-  slot.publish_pending = cache_io != nullptr;
+  slot.publish_pending = io != nullptr;
   SampleAndAccept(slot, -1);  // the first token goes out before the cache work
   PublishPrompt(slot);        // (a no-op when the request has ended)
 }
@@ -670,7 +455,7 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
 void Scheduler::Impl::PublishPrompt(Slot& slot) {
   if (!slot.publish_pending) return;
   slot.publish_pending = false;
-  Status st = cache_io->Publish(slot);
+  Status st = cache_io()->Publish(slot);
   if (!st.ok()) CountCacheError(CacheWork::kPublish, st);
 }
 
@@ -760,15 +545,16 @@ void Scheduler::Impl::Finish(Slot& slot, FinishReason reason) {
   r.usage.completion_tokens = int32_t(r.tokens.size());
   if (slot.phase == Phase::kGenerate) r.usage.decode_ms = MillisSince(slot.decode_started);
   const CompletionResult counted = r;  // counted once the cache work is done (FlushDisk)
-  const bool publish_generation = cache_io && reason != FinishReason::kCancelled;
+  CacheIo* io = cache_io();
+  const bool publish_generation = io && reason != FinishReason::kCancelled;
   std::lock_guard<std::mutex> publishing(publish_mu);
   slot.job->done.set_value(std::move(r));  // the client has its answer; the cache work follows
   PublishPrompt(slot);
   if (publish_generation) {
-    Status st = cache_io->PublishGeneration(slot, counted.tokens);
+    Status st = io->PublishGeneration(slot, counted.tokens);
     if (!st.ok()) CountCacheError(CacheWork::kPublish, st);
   }
-  if (cache_io && slot.epoch == clear_epoch) {
+  if (io && slot.epoch == clear_epoch) {
     KeepHeld(slot, counted.tokens);
   } else {
     ForgetHeld(slot);
@@ -807,7 +593,7 @@ void Scheduler::Impl::NoteSlot(const Slot& slot) {
   // An idle slot's tree is that of its last prompt up to its tail (what the cache published).
   if (!v.busy && slot.held_tail > 0) tokens = tokens.first(std::min(tokens.size(), slot.held_tail));
   const Digest& domain = v.busy ? slot.domain : slot.held_domain;
-  if (cache_io) {
+  if (cache_io()) {
     v.session = PrefixRootId(domain, tokens, options.block_size);
     v.domain = ShortId(domain);
   }

@@ -76,7 +76,7 @@ class ByteWriter {
   std::vector<uint8_t>* out_;
 };
 
-// Writes a state as a list of pieces instead of one buffer (issue 15: a restore sets the state
+// Writes a state as a list of pieces instead of one buffer (a restore sets the state
 // straight from the cached payloads, with no assembled copy). Fixed fields and short appends
 // are copied into `headers`; an append of kMinPiece bytes or more becomes a piece pointing at
 // the caller's bytes, which must outlive the pieces. Resolve() turns header pieces (recorded as

@@ -337,7 +337,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, StateCodecTest, ::testing::ValuesIn(TestModelArc
                            return name;
                          });
 
-// One thread owns the llama context (issue 11): a call from another thread aborts instead of
+// One thread owns the llama context: a call from another thread aborts instead of
 // quietly creating a second OpenMP thread team.
 TEST(ContextTest, RefusesOtherThreads) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");

@@ -66,7 +66,7 @@ class PieceReader : public llama_io_read_i {
 
   // Host tensors (the CPU backend's) are written in place with streaming stores: the restored
   // rows are read by the next decode, not now, and a restore's pieces are below the size from
-  // which memcpy streams by itself (issue 15). Others go through ggml_backend_tensor_set.
+  // which memcpy streams by itself. Others go through ggml_backend_tensor_set.
   void read_tensor(ggml_tensor* tensor, size_t offset, size_t size) override {
     Dest d{HostData(tensor, offset, size), tensor, offset};
     Walk(size, [&](const uint8_t* p, size_t n) { Deliver(p, n, d, /*tensor_rows=*/true); });

@@ -1,4 +1,4 @@
-// Setting a sequence state from pieces (issue 15). llama_state_seq_set_data takes one
+// Setting a sequence state from pieces. llama_state_seq_set_data takes one
 // contiguous buffer, so a restore used to copy every cached row into an assembled state and
 // llama.cpp then copied it again into the KV tensors. SetStateGathered hands llama.cpp's state
 // reader (llama_io_read_i, the interface its own file and buffer readers implement) a reader

@@ -470,7 +470,7 @@ TEST(TestModelTest, ChatTemplateStripsReasoningOfEarlierTurns) {
 }
 
 
-// Real tokenizers (issue 13): a model made with --vocab tokenizes as the vocab-only GGUF does,
+// Real tokenizers: a model made with --vocab tokenizes as the vocab-only GGUF does,
 // carries its chat template (or --template's), is a few tens of MB with a 250K vocabulary,
 // and is the same file for the same seed.
 struct VocabCase {

@@ -1,6 +1,6 @@
 // TokenMemo: tokenizes a prompt as the pieces between special-token boundaries and remembers
 // each piece's tokens, so a growing conversation tokenizes only its new pieces instead of the
-// whole context on every request (issue 10: ~100 ms per request at 64K tokens).
+// whole context on every request (~100 ms per request at 64K tokens).
 //
 // Why the pieces give exactly the whole text's tokens: llama.cpp first cuts the text at every
 // special-token occurrence (parse_special) and then tokenizes each raw fragment on its own

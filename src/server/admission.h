@@ -4,7 +4,7 @@
 // tokenizing or rendering on the HTTP thread) is parsed and its chat rendered on its HTTP thread
 // before the engine's queue can refuse it; under a flood of clients, that work for requests
 // that end in 503 anyway took the CPU from the admitted ones (64 clients on 2 slots and a queue
-// of 8 got 16 results a minute, p50 53 s; bench/results/load-*.md). Admission counts these
+// of 8 got 16 results a minute, p50 53 s; docs/bench.md, "Load test"). Admission counts these
 // requests from the moment their body has been read to the end of their handler (parsing,
 // rendering, waiting in the engine's queue, running — a stream until its first text), and
 // refuses more than `limit` of them at once before any parsing. The engine's own queue limit

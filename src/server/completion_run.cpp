@@ -34,7 +34,6 @@ bool CompletionRun::OnPiece(const std::string& piece) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!piece.empty()) {
     pending_ += piece;
-    produced_ = true;
     cv_.notify_all();
   }
   return true;
@@ -49,11 +48,6 @@ CompletionRun::Event CompletionRun::Next(std::chrono::milliseconds timeout, std:
     return Event::kText;
   }
   return finished_ ? Event::kFinished : Event::kTimeout;
-}
-
-bool CompletionRun::produced_text() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return produced_;
 }
 
 }  // namespace prefixd::server

@@ -41,8 +41,6 @@ class CompletionRun {
 
   void Cancel() { cancel_ = true; }
   bool cancelled() const { return cancel_; }
-  // True once any text was produced (the response has begun).
-  bool produced_text() const;
   // REQUIRES: Next() returned kFinished.
   Result<CompletionResult>& result() { return *result_; }
 
@@ -54,7 +52,6 @@ class CompletionRun {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::string pending_;               // guarded by mu_
-  bool produced_ = false;             // guarded by mu_
   bool finished_ = false;             // guarded by mu_
   std::optional<Result<CompletionResult>> result_;  // set under mu_ before finished_
   std::thread thread_;

@@ -181,12 +181,6 @@ json FinishChunkJson(const ResponseMeta& meta, const engine::CompletionResult& r
   return body;
 }
 
-std::string FinishChunk(const ResponseMeta& meta, const engine::CompletionResult& result,
-                        bool include_usage) {
-  return Dump(
-      FinishChunkJson(meta, result, ClientFinishReason(result.finish_reason), include_usage));
-}
-
 std::string UsageChunk(const ResponseMeta& meta, const engine::CompletionResult& result) {
   json body = Envelope(meta, /*chunk=*/true);
   body["choices"] = json::array();

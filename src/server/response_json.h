@@ -51,8 +51,6 @@ std::string DeltaChunk(const ResponseMeta& meta, const std::string& text, bool f
 // The last chunk with choices; `finish_reason` as ClientFinishReason() or ChatFinishReason().
 nlohmann::json FinishChunkJson(const ResponseMeta& meta, const engine::CompletionResult& result,
                                const std::string& finish_reason, bool include_usage);
-std::string FinishChunk(const ResponseMeta& meta, const engine::CompletionResult& result,
-                        bool include_usage);
 std::string UsageChunk(const ResponseMeta& meta, const engine::CompletionResult& result);
 
 // The finish_reason the client sees for an engine finish reason.

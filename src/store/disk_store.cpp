@@ -49,7 +49,7 @@ int FanoutIndex(const std::string& name) {
 
 // Reserves n bytes for `v` (empty). A large buffer is fresh memory: its pages are made present
 // in one madvise call, not one page fault per 4 KiB page as the bytes are appended (on the
-// shared VM a fault costs more than reading the page's bytes; issue 15).
+// shared VM a fault costs more than reading the page's bytes).
 void ReservePopulated(std::vector<uint8_t>* v, size_t n) {
   v->reserve(n);
 #ifdef MADV_POPULATE_WRITE
@@ -78,7 +78,7 @@ Result<DecodedFront> ReadFront(const RandomAccessFile& file, uint64_t file_bytes
 // Reads a payload of `n` bytes and its 4-byte checksum trailer at `offset` and appends the
 // payload to `out` (empty), verifying the checksum in the same pass: a slice at a time into a
 // small buffer that stays in the CPU cache, checked there, then appended. Nothing zero-fills
-// `out` first (issue 15: every pass over fresh memory costs as much as the read).
+// `out` first (every pass over fresh memory costs as much as the read).
 Status ReadVerifiedPayload(const RandomAccessFile& file, uint64_t offset, uint64_t n,
                            std::vector<uint8_t>* out) {
   constexpr size_t kSlice = size_t(256) << 10;

@@ -68,7 +68,7 @@ TEST(DiskStore, RoundTrip) {
   EXPECT_EQ(st.bytes, RecordFileBytes(rec->meta));
 }
 
-// OpenRecord verifies the front and leaves the payload in the file (issue 15): the reader reads it
+// OpenRecord verifies the front and leaves the payload in the file: the reader reads it
 // where it wants and PayloadMatches says whether what it read is the record's; a damaged
 // payload is reported back and quarantined. A damaged front fails OpenRecord itself.
 TEST(DiskStore, OpenLeavesThePayloadInTheFileForTheReaderToCheck) {
@@ -109,7 +109,7 @@ TEST(DiskStore, OpenLeavesThePayloadInTheFileForTheReaderToCheck) {
   EXPECT_FALSE(store->Contains(other.key, RecordKind::kBlockRows));
 }
 
-// Write-behind yields to inference (issue 11): while the foreground is busy a put waits; it is
+// Write-behind yields to inference: while the foreground is busy a put waits; it is
 // written once the foreground is idle, or at once when Flush() waits for it.
 TEST(DiskStore, ForegroundBusyDefersWrites) {
   TempDir dir;

@@ -67,11 +67,6 @@ bool FaultEnv::crashed() const {
   return crashed_;
 }
 
-int64_t FaultEnv::mutating_ops() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return ops_;
-}
-
 void FaultEnv::FailNthOp(Op op, int64_t k, Status status) {
   std::lock_guard<std::mutex> lock(mu_);
   nth_faults_[static_cast<size_t>(op)] = NthFault{k, std::move(status)};

@@ -43,8 +43,6 @@ class FaultEnv : public Env {
   // After `n` more mutating operations (every Op but kRead), every call fails without effect.
   void CrashAfterOps(int64_t n);
   bool crashed() const;
-  // Mutating operations performed since construction.
-  int64_t mutating_ops() const;
   // The k-th (1-based, counted from now) operation of kind `op` fails once with `status`.
   void FailNthOp(Op op, int64_t k, Status status = Status::IOError("injected I/O error"));
   // Appends beyond `bytes` more bytes fail with ResourceExhausted (ENOSPC). -1 = unlimited.

@@ -135,7 +135,7 @@ TEST_F(FaultEnvTest, ReadOnlyAndNthOpAndBitFlip) {
   EXPECT_EQ(std::string(d->begin(), d->end()), "acc");
 }
 
-// Preload waits until the range is in the page cache (the disk tier's opened records, issue 15).
+// Preload waits until the range is in the page cache (the disk tier's opened records).
 TEST_F(FaultEnvTest, PreloadBringsARangeIntoThePageCache) {
   const std::string data(size_t(4) << 20, 'p');
   Write(Env::Default(), "big", data, true);

@@ -109,7 +109,7 @@ namespace {
 // The SSE4.2 crc32 instruction computes CRC32C: ~10x the table version, so verifying a record
 // costs far less than reading it. It has a latency of 3 cycles and a throughput of 1 per cycle,
 // so one dependency chain runs at a third of its speed: long buffers run three chains over
-// three lanes side by side and join them (issue 15: the restore checks every byte it reads).
+// three lanes side by side and join them (the restore checks every byte it reads).
 __attribute__((target("sse4.2"))) uint64_t Crc32cRaw(uint64_t c, const uint8_t* p, size_t n) {
   while (n >= 8) {
     uint64_t v;

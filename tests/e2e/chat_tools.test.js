@@ -1,4 +1,4 @@
-// Agent features of /v1/chat/completions through the official `openai` client (issue 14):
+// Agent features of /v1/chat/completions through the official `openai` client:
 // grammar-constrained tool calls (streamed and not), JSON-schema replies, logprobs, errors,
 // and a tool loop whose second turn is restored from the cache — on real chat templates the
 // pinned llama.cpp ships (--chat-template NAME).

@@ -1,0 +1,252 @@
+#include "engine/cache_stack.h"
+
+#include <algorithm>
+
+#include "cache/domain_registry.h"
+#include "cache/fingerprint.h"
+#include "cache/prefix_inventory.h"
+#include "cache/tiered_cache.h"
+#include "engine/cache_io.h"
+#include "engine/chunking_memo.h"
+#include "engine/codec_probe.h"
+#include "engine/prefill.h"
+#include "engine/prefix_views.h"
+#include "store/disk_store.h"
+#include "store/redis_store.h"
+#include "store/sealed_store.h"
+#include "util/env.h"
+#include "util/log.h"
+
+namespace prefixd::engine {
+
+namespace {
+
+// Where the chunking probe's answer for these settings is remembered, and the answer when an
+// earlier start found it (no cache dir: no memo, the probe runs).
+struct ChunkingMemoSlot {
+  std::string path;
+  std::optional<Digest> key;
+  std::optional<bool> known;
+};
+
+ChunkingMemoSlot FindChunkingMemo(const Model& model, const ContextOptions& copt,
+                                  const EngineOptions& options) {
+  ChunkingMemoSlot slot;
+  if (options.cache_dir.empty()) return slot;
+  (void)Env::Default()->CreateDirs(options.cache_dir);  // a memo not saved costs a re-probe
+  cache::FingerprintMemo fingerprints(options.cache_dir + "/fingerprints.tsv");
+  Result<Digest> model_digest = cache::FileFingerprint(model.path(), fingerprints);
+  if (!model_digest.ok()) return slot;
+  slot.path = options.cache_dir + "/chunking.tsv";
+  slot.key = ChunkingKey(*model_digest, copt, options.n_gpu_layers);
+  slot.known = LoadChunkingInvariant(slot.path, *slot.key);
+  return slot;
+}
+
+void LogProbeFindings(const CodecProbe& probe, bool whole_state_asked) {
+  if (!probe.chunking_invariant) {
+    Log(LogLevel::kInfo, "note: with these settings the model's logits depend on how a "
+                         "prompt is cut into prefill calls (flash attention on CPU computes 64 "
+                         "rows or more in tiles); every prompt is prefilled by the same calls "
+                         "with the cache on or off, so restores do not change the output, except "
+                         "a session's answer reused as it was decoded (docs/architecture.md, "
+                         "\"The chunk schedule\")");
+  }
+  if (probe.mode != StateMode::kWhole) return;
+  if (whole_state_asked) {
+    Log(LogLevel::kInfo, "--whole-state: the cache keeps whole-state snapshots");
+  } else {
+    Logf(LogLevel::kInfo, "the state codec cannot slice this model's state (%s); the cache "
+                          "keeps whole-state snapshots at capture points (correct, larger)",
+         probe.why_whole.c_str());
+  }
+}
+
+}  // namespace
+
+uint32_t SnapshotSpacing(const EngineOptions& o) {
+  return std::max(o.n_batch / o.block_size, 1u) * o.block_size;
+}
+
+CacheStack::~CacheStack() = default;
+
+Result<std::unique_ptr<CacheStack>> CacheStack::Create(const Model& model, Context& ctx,
+                                                       const ContextOptions& copt,
+                                                       const EngineOptions& options) {
+  std::unique_ptr<CacheStack> stack(new CacheStack());
+  stack->options_ = options;
+  stack->model_path_ = model.path();
+  if (!options.cache_enabled) return stack;
+  PREFIXD_RETURN_IF_ERROR(stack->Build(model, ctx, copt));
+  return stack;
+}
+
+// Probes the state codec on this model (kWhole when it cannot slice the state), then builds
+// the tiers and CacheIo for that mode.
+Status CacheStack::Build(const Model& model, Context& ctx, const ContextOptions& copt) {
+  const ChunkingMemoSlot memo = FindChunkingMemo(model, copt, options_);
+  ProbeOptions po;
+  po.force_whole = options_.whole_state;
+  po.known_chunking_invariant = memo.known;
+  Result<CodecProbe> probe = ProbeStateCodec(ctx, 0, po);
+  if (!probe.ok()) {
+    Logf(LogLevel::kWarning, "the prompt cache is off for this model: %s",
+         probe.status().ToString().c_str());
+    return Status::OK();
+  }
+  state_mode_ = probe->mode;
+  chunking_invariant_ = probe->chunking_invariant;
+  if (probe->chunking_measured && memo.key) {
+    Status saved = SaveChunkingInvariant(memo.path, *memo.key, chunking_invariant_);
+    if (!saved.ok()) Logf(LogLevel::kWarning, "chunking probe memo: %s", saved.ToString().c_str());
+  }
+  LogProbeFindings(*probe, options_.whole_state);
+  const bool whole = state_mode_ == StateMode::kWhole;
+  PREFIXD_ASSIGN_OR_RETURN(fingerprints_, ComputeFingerprints(model, copt, options_, state_mode_));
+  CacheIoOptions io;
+  io.block_size = options_.block_size;
+  io.snapshot_spacing = SnapshotSpacing(options_);
+  io.has_rows = !whole && LayoutHasRows(model.layout());
+  io.needs_snapshot = whole || LayoutNeedsSnapshot(model.layout());
+  io.tiled_from = TiledFrom(options_.flash_attn);
+  io.mode = state_mode_;
+  // A sealed record is opened whole, never read in place (SealedStore::OpenRecord).
+  open_disk_ = io.has_rows && !options_.disk_hits_through_ram && !options_.record_key;
+  cache::PrefixCache::Options co;
+  co.block_size = options_.block_size;
+  co.ram_budget_bytes = options_.ram_budget_bytes;
+  co.has_rows = io.has_rows;
+  co.needs_snapshot = io.needs_snapshot;
+  ram_ = std::make_unique<cache::PrefixCache>(co);
+  PREFIXD_RETURN_IF_ERROR(OpenLowerTiers());
+  cache::TieredCache::Lower lower{disk_.get(), remote_.get()};
+  if (options_.record_key) {
+    if (disk_) sealed_disk_ = std::make_unique<store::SealedStore>(*disk_, *options_.record_key);
+    if (remote_) {
+      sealed_remote_ = std::make_unique<store::SealedStore>(*remote_, *options_.record_key);
+    }
+    lower = {sealed_disk_.get(), sealed_remote_.get()};
+  }
+  tiers_ = std::make_unique<cache::TieredCache>(*ram_, lower);
+  io_ = std::make_unique<CacheIo>(ctx, *tiers_, io, std::move(probe->shape));
+  return Status::OK();
+}
+
+// The disk tier (with a cache dir) and the shared tier (with a remote cache URL; Redis being
+// down is no error: the tier connects when it answers).
+Status CacheStack::OpenLowerTiers() {
+  const uint64_t queue_bytes = std::min<uint64_t>(options_.ram_budget_bytes / 2, uint64_t(1) << 30);
+  if (!options_.cache_dir.empty()) {
+    store::DiskStore::Options so;
+    so.dir = options_.cache_dir;
+    so.quota_bytes = options_.disk_quota_bytes;
+    so.writer_queue_depth = 1024;
+    so.writer_queue_bytes = queue_bytes;
+    PREFIXD_ASSIGN_OR_RETURN(disk_, store::DiskStore::Open(so));
+    Logf(LogLevel::kInfo, "disk tier %s: %s", so.dir.c_str(),
+         disk_->GetStats().recovery.ToString().c_str());
+  }
+  if (!options_.remote_cache_url.empty()) {
+    store::RedisStoreOptions ro;
+    ro.url = options_.remote_cache_url;
+    ro.password = options_.remote_cache_password;
+    ro.writer_queue_depth = 1024;
+    ro.writer_queue_bytes = queue_bytes;
+    PREFIXD_ASSIGN_OR_RETURN(remote_, store::RedisStore::Open(ro));
+  }
+  return Status::OK();
+}
+
+Digest CacheStack::DomainOf(const std::string& tenant_salt) const {
+  return DomainFor(fingerprints_, tenant_salt);
+}
+
+void CacheStack::Prefetch(Job& job) const {
+  if (!tiers_ || !tiers_->has_lower() || job.request.prompt.tokens.size() < 2) return;
+  const auto& tokens = job.request.prompt.tokens;
+  const auto t0 = Clock::now();
+  job.prefetch = engine::Prefetch(*tiers_, DomainOf(job.request.tenant_salt), tokens,
+                                  tokens.size() - 1, open_disk_);
+  job.prefetch_ms = MillisSince(t0);
+}
+
+Status CacheStack::RememberDomain(const Digest& domain) {
+  if (options_.cache_dir.empty() || !remembered_domains_.insert(domain).second) {
+    return Status::OK();
+  }
+  return cache::RememberDomain(options_.cache_dir,
+                               {domain, fingerprints_.model, fingerprints_.layout, model_path_});
+}
+
+void CacheStack::NoteForegroundBusy(bool busy) {
+  if (!disk_ || busy == store_busy_) return;
+  store_busy_ = busy;
+  disk_->SetForegroundBusy(busy);
+}
+
+void CacheStack::ReleaseIo() { io_.reset(); }
+
+void CacheStack::AddStats(EngineStats* s) const {
+  s->state_mode = state_mode_;
+  s->chunking_invariant = chunking_invariant_;
+  s->cache_on = io_ != nullptr;
+  if (ram_) {
+    cache::Stats cs = ram_->GetStats();
+    s->bytes_by_tier[CacheTier::kRam] = cs.ram.total();
+    s->evictions_by_tier[CacheTier::kRam] = cs.evictions;
+    s->ram_budget_bytes = cs.ram_budget_bytes;
+    s->ram_blocks = cs.blocks;
+    s->ram_snapshots = cs.snapshots;
+    s->ram_tails = cs.tails;
+  }
+  if (disk_) {
+    store::Stats ds = disk_->GetStats();
+    s->bytes_by_tier[CacheTier::kDisk] = ds.bytes;
+    s->evictions_by_tier[CacheTier::kDisk] = ds.evictions;
+    s->disk_quota_bytes = ds.quota_bytes;
+    s->disk_records = ds.records;
+    s->disk_records_by_kind = ds.records_by_kind;
+  }
+  if (remote_) s->remote = remote_->GetStats();
+}
+
+std::vector<CachedPrefix> CacheStack::List(const std::string* tenant_salt) const {
+  if (!ram_) return {};
+  std::vector<cache::PrefixSummary> ram = ram_->ListPrefixes();
+  std::vector<cache::PrefixSummary> disk;
+  if (disk_) disk = cache::ListStorePrefixes(*disk_, options_.block_size);
+  if (tenant_salt == nullptr) return MergePrefixes(ram, disk, nullptr);
+  const Digest domain = DomainOf(*tenant_salt);
+  return MergePrefixes(ram, disk, &domain);
+}
+
+std::optional<cache::PrefixSummary> CacheStack::Find(const std::string& domain,
+                                                     const std::string& root) const {
+  std::optional<cache::PrefixSummary> found;
+  if (ram_) found = FindPrefix(ram_->ListPrefixes(), domain, root);
+  if (!found && disk_) {
+    found = FindPrefix(cache::ListStorePrefixes(*disk_, options_.block_size), domain, root);
+  }
+  return found;
+}
+
+PrefixEviction CacheStack::Evict(const cache::PrefixSummary& found) {
+  if (disk_) disk_->Flush();
+  PrefixEviction out;
+  if (ram_) out.ram_entries = ram_->EvictPrefix(found.domain, found.root);
+  if (disk_) out.disk_records = cache::RemoveStorePrefix(*disk_, found.domain, found.root);
+  return out;
+}
+
+Status CacheStack::Clear() {
+  if (ram_) ram_->Clear();
+  if (disk_) return disk_->Clear(std::nullopt);
+  return Status::OK();
+}
+
+void CacheStack::Flush() {
+  if (disk_) disk_->Flush();
+  if (remote_) remote_->Flush();
+}
+
+}  // namespace prefixd::engine

@@ -1,0 +1,108 @@
+// CacheStack: the prompt cache as the scheduler uses it. Owns the RAM tier, the disk and
+// shared tiers (sealed when a record key is given), the domain fingerprints and the CacheIo
+// that moves state between a slot's sequence and the tiers; answers prefetch, listing,
+// eviction, clear, flush and stats. The cache is off when the options say so or the codec
+// probe finds the model's state unusable: then io() is null and every method is a no-op (no
+// prefixes, nothing to evict, clearing succeeds).
+//
+// The scheduler keeps what belongs to its slots: which slot holds what, and when a slot must
+// forget it after a clear or an eviction (it bumps its epoch between Find and Evict).
+//
+// Thread-safety: Create, io(), NoteForegroundBusy, RememberDomain and ReleaseIo run on the
+// worker thread (they touch the context or its order of work); the rest may be called from any
+// thread (the tiers synchronize).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cache/prefix_cache.h"
+#include "engine/context.h"
+#include "engine/domain.h"
+#include "engine/engine.h"
+#include "engine/job.h"
+#include "engine/model.h"
+
+namespace prefixd::cache {
+class TieredCache;
+}
+namespace prefixd::store {
+class DiskStore;
+class SealedStore;
+}
+
+namespace prefixd::engine {
+
+class CacheIo;
+
+// The boundary Snapshots' spacing, which is also a grid of prefill cuts: the batch rounded
+// down to Blocks (at least one Block).
+uint32_t SnapshotSpacing(const EngineOptions& options);
+
+class CacheStack {
+ public:
+  // Probes the state codec on `ctx` (sequence 0, which it leaves empty) and builds the tiers
+  // for the mode it finds. Fails only when a tier cannot be opened (the disk directory, say).
+  static Result<std::unique_ptr<CacheStack>> Create(const Model& model, Context& ctx,
+                                                    const ContextOptions& copt,
+                                                    const EngineOptions& options);
+  ~CacheStack();
+
+  CacheIo* io() const { return io_.get(); }  // null: the cache is off
+  StateMode state_mode() const { return state_mode_; }
+  bool chunking_invariant() const { return chunking_invariant_; }
+  // The domain of a tenant's prompts (with the cache off: of default fingerprints).
+  Digest DomainOf(const std::string& tenant_salt) const;
+
+  // On the submitting thread: what the disk and the shared tier hold of the job's prompt goes
+  // into RAM (or is opened on disk) before the job queues; job.prefetch says what was found.
+  void Prefetch(Job& job) const;
+  // Lets `prefixd cache --model F` find this domain's records later (once per domain).
+  Status RememberDomain(const Digest& domain);
+  // Write-behind waits while the model runs: a disk writer taking a core on a small machine
+  // makes every decode step wait for the preempted inference thread.
+  void NoteForegroundBusy(bool busy);
+  // Frees CacheIo, on the thread that used the context.
+  void ReleaseIo();
+
+  // The tiers' sizes, counts and evictions, and the shared tier's state, into `s`.
+  void AddStats(EngineStats* s) const;
+  // The cached prefixes of RAM and disk, merged; of one tenant's domain when `tenant_salt`.
+  std::vector<CachedPrefix> List(const std::string* tenant_salt) const;
+  // The cached prefix `domain`/`root` (ShortIds) names, if a tier holds it.
+  std::optional<cache::PrefixSummary> Find(const std::string& domain,
+                                           const std::string& root) const;
+  // Drops a found prefix from RAM and disk, after the writes still queued for it have landed
+  // (they pin its RAM entries and would put its records back).
+  PrefixEviction Evict(const cache::PrefixSummary& found);
+  // Drops every entry of RAM and disk.
+  Status Clear();
+  // Waits until what was queued for the disk and the shared tier has been written.
+  void Flush();
+
+ private:
+  CacheStack() = default;
+  Status Build(const Model& model, Context& ctx, const ContextOptions& copt);
+  Status OpenLowerTiers();
+
+  EngineOptions options_;
+  std::string model_path_;
+  StateMode state_mode_ = StateMode::kSliced;
+  bool chunking_invariant_ = true;  // what the codec probe found (see CodecProbe)
+  bool open_disk_ = false;  // a prefix on disk is opened, not read into RAM (TieredCache::Promote)
+  bool store_busy_ = false;  // what the disk store was last told (SetForegroundBusy)
+  DomainFingerprints fingerprints_;
+  std::set<Digest> remembered_domains_;  // written to <cache_dir>/domains once each
+  std::unique_ptr<cache::PrefixCache> ram_;          // null: the cache is off
+  std::unique_ptr<store::DiskStore> disk_;           // null without a cache dir
+  std::unique_ptr<store::RedisStore> remote_;        // null without --remote-cache
+  // The lower tiers as the cache sees them: sealing over disk_ and remote_ with a record key.
+  std::unique_ptr<store::SealedStore> sealed_disk_, sealed_remote_;
+  std::unique_ptr<cache::TieredCache> tiers_;
+  std::unique_ptr<CacheIo> io_;
+};
+
+}  // namespace prefixd::engine
