@@ -142,7 +142,7 @@ Result<engine::Usage> RamRestore(engine::Engine& engine, const std::string& mess
   PREFIXD_ASSIGN_OR_RETURN(engine::CompletionResult r, CompleteOne(engine, messages));
   if (r.cache.tier != engine::CacheTier::kRam) {
     return Status::Internal(std::string("expected a RAM restore, got ") +
-                            engine::CacheTierName(r.cache.tier));
+                            cache::TierName(r.cache.tier));
   }
   return r.usage;
 }
@@ -244,7 +244,7 @@ int Run(const Args& a) {
     const auto want = a.remote_cache.empty() ? engine::CacheTier::kDisk : engine::CacheTier::kRemote;
     if (warm->r.cache.tier != want) {
       std::printf("     the restart restored from %s, not %s!\n",
-                  engine::CacheTierName(warm->r.cache.tier), engine::CacheTierName(want));
+                  cache::TierName(warm->r.cache.tier), cache::TierName(want));
     }
     if (cold && warm->r.tokens != cold->r.tokens) std::printf("     output differs from cold!\n");
     std::printf("     %s through RAM (before issue 15): %.1f+%.1f ms, %.2f GB/s, %.0f%% of read()\n",

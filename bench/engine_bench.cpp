@@ -189,7 +189,7 @@ struct Totals {
     if (on.tokens != off.tokens) ++mismatches;
     if (on.usage.cached_tokens > 0) ++hits;
     if (on.cache.miss != engine::CacheMiss::kNotMissed) {
-      ++misses[engine::CacheMissName(on.cache.miss)];
+      ++misses[cache::MissReasonName(on.cache.miss)];
     }
     const engine::Usage& u = on.usage;
     if (u.restored_bytes > 0 && on.cache.tier == engine::CacheTier::kRam) {
@@ -216,9 +216,9 @@ void PrintRow(size_t i, const TraceRequest& t, int32_t reusable, const Completio
               on.usage.cached_tokens, on.cache.reusable_tokens, on.usage.evaluated_tokens,
               off.usage.evaluated_tokens, on.usage.prefill_ms, off.usage.prefill_ms,
               on.usage.prefill_chunks, off.usage.prefill_chunks,
-              engine::CacheTierName(on.cache.tier),
+              cache::TierName(on.cache.tier),
               on.cache.miss == engine::CacheMiss::kNotMissed ? "-"
-                                                             : engine::CacheMissName(on.cache.miss),
+                                                             : cache::MissReasonName(on.cache.miss),
               on.tokens == off.tokens ? "same" : "DIFF");
   std::fflush(stdout);
 }

@@ -24,7 +24,6 @@
 
 namespace prefixd::cache {
 
-enum class Tier { kRam, kDisk, kRemote };
 // Which tiers a lookup may read: kRam (RAM only), kLocal (RAM, disk) or kAll (also the
 // shared tier).
 enum class Reach { kRam, kLocal, kAll };

@@ -40,7 +40,9 @@ enum class SnapshotKind : uint8_t {
 };
 inline constexpr size_t kSnapshotKindCount = 5;
 
-// Why a Lookup did not restore more. kNone: it restored everything asked for.
+// Why a prefix was not restored further: one vocabulary for the cache's lookups, the engine's
+// results, logs, metrics and JSON. A Lookup gives the first six (kNone: it restored everything
+// asked for, the only reason a one-token prompt can have); the engine adds the last three.
 enum class MissReason : uint8_t {
   kNone = 0,
   kNoEntry,             // nothing is stored past the restorable prefix
@@ -48,8 +50,19 @@ enum class MissReason : uint8_t {
   kNoSnapshot,          // tokens matched further, but no Snapshot at a later restorable point
   kEvicted,             // the next Block was stored once and has been evicted
   kVerificationFailed,  // a chain hash matched but the stored tokens did not: not served
+  kNotMissed,           // a request's: a hit, or the cache was not asked (it is off)
+  kDisabled,            // counted for a request with kNotMissed that reused nothing (stats)
+  kRestoreFailed,       // a restore was refused: the request prefilled cold
 };
-inline constexpr size_t kMissReasonCount = 6;
+inline constexpr size_t kMissReasonCount = 6;  // the reasons a Lookup gives (Stats arrays)
+// "none", "no_entry", "diverged", "no_snapshot", "evicted", "verification_failed", "",
+// "disabled", "restore_failed": the names logs, metrics and JSON use.
 const char* MissReasonName(MissReason reason);
+
+// Where a prefix came from: a lookup's lowest tier that added to it (kRam, kDisk, kRemote), or
+// for a request also kNone (nothing reused) and kSlot (its slot's sequence held it already).
+enum class Tier : uint8_t { kNone, kSlot, kRam, kDisk, kRemote };
+// "none", "slot", "ram", "disk", "remote": the names logs, metrics and JSON use.
+const char* TierName(Tier tier);
 
 }  // namespace prefixd::cache

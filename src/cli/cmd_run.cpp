@@ -31,8 +31,8 @@ void PrintUsage(const engine::CompletionResult& r) {
                "prompt_tokens=%d cached_tokens=%d evaluated_tokens=%d completion_tokens=%d "
                "prefill_ms=%.1f tier=%s miss=%s\n",
                r.usage.prompt_tokens, r.usage.cached_tokens, r.usage.evaluated_tokens,
-               r.usage.completion_tokens, r.usage.prefill_ms, engine::CacheTierName(r.cache.tier),
-               engine::CacheMissName(r.cache.miss));
+               r.usage.completion_tokens, r.usage.prefill_ms, cache::TierName(r.cache.tier),
+               cache::MissReasonName(r.cache.miss));
 }
 
 int Run(const RunArgs& a) {

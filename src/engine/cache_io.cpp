@@ -23,16 +23,7 @@ PayloadRef MakePayload(std::vector<uint8_t> bytes) {
 }
 
 CacheMiss MissOf(const cache::PrefixCache::Match& m) {
-  if (m.n_tokens > 0) return CacheMiss::kNotMissed;
-  switch (m.reason) {
-    case cache::MissReason::kNone: return CacheMiss::kNothingAsked;
-    case cache::MissReason::kNoEntry: return CacheMiss::kNoEntry;
-    case cache::MissReason::kDiverged: return CacheMiss::kDiverged;
-    case cache::MissReason::kNoSnapshot: return CacheMiss::kNoSnapshot;
-    case cache::MissReason::kEvicted: return CacheMiss::kEvicted;
-    case cache::MissReason::kVerificationFailed: return CacheMiss::kVerificationFailed;
-  }
-  return CacheMiss::kNoEntry;
+  return m.n_tokens > 0 ? CacheMiss::kNotMissed : m.reason;
 }
 
 }  // namespace
@@ -231,8 +222,8 @@ cache::PrefixCache::Match CacheIo::Impl::LookupTiers(const Slot& slot, size_t ma
   // worker does not read into RAM what it is about to read straight from the files.
   const cache::Reach reach = slot.job->prefetch.opened ? cache::Reach::kRam : cache::Reach::kLocal;
   cache::TieredCache::Found f = cache.Lookup(slot.domain, tokens, max_len, good_enough, reach);
-  *tier = f.tier == cache::Tier::kDisk ? CacheTier::kDisk
-                                       : PrefetchedTier(slot.job->prefetch, f.match.n_tokens);
+  *tier = f.tier == CacheTier::kDisk ? CacheTier::kDisk
+                                     : PrefetchedTier(slot.job->prefetch, f.match.n_tokens);
   return std::move(f.match);
 }
 

@@ -13,33 +13,6 @@
 
 namespace prefixd::engine {
 
-const char* CacheTierName(CacheTier tier) {
-  switch (tier) {
-    case CacheTier::kNone: return "none";
-    case CacheTier::kSlot: return "slot";
-    case CacheTier::kRam: return "ram";
-    case CacheTier::kDisk: return "disk";
-    case CacheTier::kRemote: return "remote";
-  }
-  return "none";
-}
-
-const char* CacheMissName(CacheMiss miss) {
-  switch (miss) {
-    case CacheMiss::kNotMissed: return "";
-    case CacheMiss::kDisabled: return "disabled";
-    case CacheMiss::kNothingAsked: return cache::MissReasonName(cache::MissReason::kNone);
-    case CacheMiss::kNoEntry: return cache::MissReasonName(cache::MissReason::kNoEntry);
-    case CacheMiss::kDiverged: return cache::MissReasonName(cache::MissReason::kDiverged);
-    case CacheMiss::kNoSnapshot: return cache::MissReasonName(cache::MissReason::kNoSnapshot);
-    case CacheMiss::kEvicted: return cache::MissReasonName(cache::MissReason::kEvicted);
-    case CacheMiss::kVerificationFailed:
-      return cache::MissReasonName(cache::MissReason::kVerificationFailed);
-    case CacheMiss::kRestoreFailed: return "restore_failed";
-  }
-  return "";
-}
-
 const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
     case FinishReason::kStop: return "stop";

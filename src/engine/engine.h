@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/types.h"
 #include "engine/chat_output.h"
 #include "engine/chat_template.h"
 #include "engine/sampler.h"
@@ -102,32 +103,11 @@ struct Usage {
   double queue_ms = 0;
 };
 
-// Where a request's cached prefix came from.
-enum class CacheTier {
-  kNone,  // nothing reused
-  kSlot,  // the slot's sequence already held it: nothing restored
-  kRam,   // the RAM tier (a Snapshot may have been set into a slot that kept its rows)
-  kDisk,  // the disk tier
-  kRemote,  // the shared tier (Redis), read before the request queued
-};
-// "none", "slot", "ram", "disk", "remote": the names logs, metrics and JSON use.
-const char* CacheTierName(CacheTier tier);
-
-// Why a request reused nothing (CacheTier::kNone).
-enum class CacheMiss : uint8_t {
-  kNotMissed,           // a hit, or the cache was not asked (it is off)
-  kDisabled,            // counted for a request with kNotMissed and tier kNone (EngineStats)
-  kNothingAsked,        // the lookup had no token to find (a one-token prompt)
-  kNoEntry,             // as cache::MissReason
-  kDiverged,
-  kNoSnapshot,
-  kEvicted,
-  kVerificationFailed,
-  kRestoreFailed,       // a restore was refused: the request prefilled cold
-};
-// "", "disabled", "none", "no_entry", "diverged", "no_snapshot", "evicted",
-// "verification_failed", "restore_failed": the names logs, metrics and JSON use.
-const char* CacheMissName(CacheMiss miss);
+// Where a request's cached prefix came from, and why it reused nothing: the cache's own
+// vocabulary (cache/types.h). kRam may mean a Snapshot set into a slot that kept its rows;
+// kRemote, the shared tier read before the request queued.
+using CacheTier = cache::Tier;
+using CacheMiss = cache::MissReason;
 
 // Why generation ended.
 enum class FinishReason : uint8_t {
@@ -221,7 +201,6 @@ struct CachedPrefix {
 struct PrefixEviction {
   uint64_t ram_entries = 0;   // entries a restore in progress pinned stay
   uint64_t disk_records = 0;
-  std::map<std::string, uint64_t> disk_records_by_kind;  // "rows", "snap", "tail"
 };
 
 // Counters since start, for /metrics. A plain copy; reading it takes a short lock.
@@ -255,7 +234,7 @@ struct EngineStats {
   uint64_t disk_quota_bytes = 0;  // 0: no disk tier
   uint64_t ram_blocks = 0, ram_snapshots = 0, ram_tails = 0;  // entries the RAM tier holds
   uint64_t disk_records = 0;
-  std::map<std::string, uint64_t> disk_records_by_kind;  // "rows", "snap", "tail"
+  std::map<store::RecordKind, uint64_t> disk_records_by_kind;
   std::vector<SlotView> slots;    // one per slot
   std::optional<store::RedisStoreStats> remote;  // set when serving with a shared tier
 };

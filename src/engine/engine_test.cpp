@@ -251,7 +251,7 @@ class EngineCacheTest : public ::testing::TestWithParam<std::string> {
     }
     EXPECT_EQ(with->usage.cached_tokens, expected)
         << what << ": reusable " << reusable << " of " << prompt.tokens.size() << ", miss "
-        << CacheMissName(with->cache.miss);
+        << cache::MissReasonName(with->cache.miss);
     EXPECT_LE(with->usage.cached_tokens, reusable) << what;
     EXPECT_EQ(with->usage.cached_tokens + with->usage.evaluated_tokens,
               int32_t(prompt.tokens.size())) << what;
@@ -367,7 +367,7 @@ TEST_P(EngineCacheTest, RestartReusesFromDisk) {
   auto without = off_->Complete(req);
   ASSERT_TRUE(with.ok() && without.ok());
   EXPECT_EQ(with->tokens, without->tokens);
-  EXPECT_EQ(with->usage.cached_tokens, expected) << CacheMissName(with->cache.miss);
+  EXPECT_EQ(with->usage.cached_tokens, expected) << cache::MissReasonName(with->cache.miss);
   EXPECT_EQ(with->cache.tier, CacheTier::kDisk);
   // The disk was read on the submitting thread before the request queued: the
   // worker, which decodes every slot, restored from RAM.

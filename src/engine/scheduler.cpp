@@ -78,6 +78,7 @@ struct Scheduler::Impl {
   void NoteSlot(const Slot& slot);
   void Fail(Slot& slot, const Status& st);
   void CountRequest(const CompletionResult& r);
+  void FreeSlot();  // one slot fewer busy; wakes FlushDisk
   void CountCacheError(CacheWork what, const Status& st);
 };
 
@@ -324,17 +325,13 @@ void Scheduler::Impl::AbortSlot(Slot& slot, const std::string& what) {
   slot.job.reset();
   slot.phase = Phase::kIdle;
   ForgetHeld(slot);
-  std::lock_guard<std::mutex> lock(mu);
-  stats.slots_busy--;
-  idle_cv.notify_all();
+  FreeSlot();
 }
 
 // Answers a job that never got a slot (its sampler could not be built).
 void Scheduler::Impl::Refuse(std::unique_ptr<Job> job, const Status& st) {
   job->done.set_value(st);
-  std::lock_guard<std::mutex> lock(mu);
-  stats.slots_busy--;
-  idle_cv.notify_all();
+  FreeSlot();
 }
 
 namespace {
@@ -544,7 +541,8 @@ void Scheduler::Impl::Finish(Slot& slot, FinishReason reason) {
   r.stop_word = slot.stream->stop_word();
   r.usage.completion_tokens = int32_t(r.tokens.size());
   if (slot.phase == Phase::kGenerate) r.usage.decode_ms = MillisSince(slot.decode_started);
-  const CompletionResult counted = r;  // counted once the cache work is done (FlushDisk)
+  const CompletionResult counted = r;  // r goes to the client; the cache work reads this copy
+  CountRequest(counted);  // before the answer: a /metrics read after it counts it
   CacheIo* io = cache_io();
   const bool publish_generation = io && reason != FinishReason::kCancelled;
   std::lock_guard<std::mutex> publishing(publish_mu);
@@ -559,10 +557,10 @@ void Scheduler::Impl::Finish(Slot& slot, FinishReason reason) {
   } else {
     ForgetHeld(slot);
   }
-  CountRequest(counted);
   slot.job.reset();
   slot.phase = Phase::kIdle;
   NoteSlot(slot);
+  FreeSlot();  // after the cache work: FlushDisk waits for every slot to be free
 }
 
 // The sequence keeps what was decoded: the prompt up to slot.pos and the generated tokens that
@@ -607,9 +605,7 @@ void Scheduler::Impl::Fail(Slot& slot, const Status& st) {
   slot.job.reset();
   slot.phase = Phase::kIdle;
   ForgetHeld(slot);  // notes the idle slot
-  std::lock_guard<std::mutex> lock(mu);
-  stats.slots_busy--;
-  idle_cv.notify_all();
+  FreeSlot();
 }
 
 void Scheduler::Impl::CountCacheError(CacheWork what, const Status& st) {
@@ -618,10 +614,14 @@ void Scheduler::Impl::CountCacheError(CacheWork what, const Status& st) {
   stats.cache_errors[what]++;
 }
 
-void Scheduler::Impl::CountRequest(const CompletionResult& r) {
+void Scheduler::Impl::FreeSlot() {
   std::lock_guard<std::mutex> lock(mu);
   stats.slots_busy--;
   idle_cv.notify_all();
+}
+
+void Scheduler::Impl::CountRequest(const CompletionResult& r) {
+  std::lock_guard<std::mutex> lock(mu);
   stats.requests++;
   stats.prompt_tokens += r.usage.prompt_tokens;
   stats.cached_tokens += r.usage.cached_tokens;

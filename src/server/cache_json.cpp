@@ -13,9 +13,9 @@ nlohmann::json CacheCountersJson(const engine::EngineStats& s) {
           {"hits", {{"slot", s.hits_slot}, {"ram", s.hits_ram}, {"disk", s.hits_disk}}},
           {"restored_bytes", s.restored_bytes},
           {"misses", s.misses},
-          {"misses_by_reason", engine::CountsByName(s.misses_by_reason, engine::CacheMissName)},
-          {"bytes_by_tier", engine::CountsByName(s.bytes_by_tier, engine::CacheTierName)},
-          {"evictions_by_tier", engine::CountsByName(s.evictions_by_tier, engine::CacheTierName)},
+          {"misses_by_reason", engine::CountsByName(s.misses_by_reason, cache::MissReasonName)},
+          {"bytes_by_tier", engine::CountsByName(s.bytes_by_tier, cache::TierName)},
+          {"evictions_by_tier", engine::CountsByName(s.evictions_by_tier, cache::TierName)},
           {"slots_busy", s.slots_busy},
           {"queue_depth", s.queue_depth}};
 }

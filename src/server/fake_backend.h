@@ -101,7 +101,7 @@ class FakeBackend : public Backend {
     s.ram_budget_bytes = 4096;
     s.disk_quota_bytes = 8192;
     s.disk_records = 3;
-    s.disk_records_by_kind = {{"rows", 2}, {"snap", 1}};
+    s.disk_records_by_kind = {{store::RecordKind::kBlockRows, 2}, {store::RecordKind::kSnapshot, 1}};
     s.memory_layout = "attention";
     s.block_size = 16;
     s.slots = {engine::SlotView{true, 40, "00000000000000aa", DomainIdOf("")},

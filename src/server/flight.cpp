@@ -118,8 +118,8 @@ RequestRecord Flight::Record(int status, bool cancelled, double total_s) const {
   rec.cached_tokens = u.cached_tokens;
   rec.evaluated_tokens = u.evaluated_tokens;
   rec.completion_tokens = u.completion_tokens;
-  rec.tier = engine::CacheTierName(r->cache.tier);
-  rec.miss_reason = engine::CacheMissName(r->cache.miss);
+  rec.tier = cache::TierName(r->cache.tier);
+  rec.miss_reason = cache::MissReasonName(r->cache.miss);
   if (r->cache.diverged_at > 0) {
     rec.diverged_at = r->cache.diverged_at;
     if (ctx_.log_prompts) {

@@ -96,11 +96,11 @@ void RenderEngine(const engine::EngineStats& s, std::string* out) {
           s.restored_bytes, out);
   Counter("prefixd_cache_misses_total", "Completions that restored nothing.", s.misses, out);
   ByLabel("prefixd_cache_misses_by_reason_total", "counter", "Cache misses by reason.", "reason",
-          engine::CountsByName(s.misses_by_reason, engine::CacheMissName), out);
+          engine::CountsByName(s.misses_by_reason, cache::MissReasonName), out);
   ByLabel("prefixd_cache_bytes", "gauge", "Bytes held by the cache, by tier.", "tier",
-          engine::CountsByName(s.bytes_by_tier, engine::CacheTierName), out);
+          engine::CountsByName(s.bytes_by_tier, cache::TierName), out);
   ByLabel("prefixd_cache_evictions_total", "counter", "Cache entries evicted, by tier.", "tier",
-          engine::CountsByName(s.evictions_by_tier, engine::CacheTierName), out);
+          engine::CountsByName(s.evictions_by_tier, cache::TierName), out);
   Gauge("prefixd_slots_busy", "Slots running a request now.", s.slots_busy, out);
   Gauge("prefixd_queue_depth", "Requests waiting for a slot now.", s.queue_depth, out);
   if (s.remote) RenderRemote(*s.remote, out);

@@ -63,9 +63,9 @@ LogLine& LogLine::AddCompletion(const engine::CompletionResult& r) {
   const engine::Usage& u = r.usage;
   Add("prompt_tokens", (long long)u.prompt_tokens).Add("cached", (long long)u.cached_tokens);
   Add("evaluated", (long long)u.evaluated_tokens).Add("completion", (long long)u.completion_tokens);
-  Add("tier", engine::CacheTierName(r.cache.tier));
+  Add("tier", cache::TierName(r.cache.tier));
   if (r.cache.miss != engine::CacheMiss::kNotMissed) {
-    Add("miss_reason", engine::CacheMissName(r.cache.miss));
+    Add("miss_reason", cache::MissReasonName(r.cache.miss));
   }
   Add("finish", engine::FinishReasonName(r.finish_reason));
   Add("queue_ms", u.queue_ms).Add("prefill_ms", u.prefill_ms).Add("decode_ms", u.decode_ms);

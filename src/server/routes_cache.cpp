@@ -50,7 +50,7 @@ void Warm(const RouteContext& ctx, const httplib::Request& req, httplib::Respons
   SendJson(res, Dump({{"prompt_tokens", r->usage.prompt_tokens},
                       {"cached_tokens", r->usage.cached_tokens},
                       {"evaluated_tokens", r->usage.evaluated_tokens},
-                      {"tier", engine::CacheTierName(r->cache.tier)},
+                      {"tier", cache::TierName(r->cache.tier)},
                       {"prefill_ms", r->usage.prefill_ms}}));
 }
 

@@ -928,7 +928,7 @@ Stats DiskStoreImpl::GetStats() {
   s.bytes = 0;
   for (const auto& [id, e] : index_) {
     s.bytes += e.ie.file_bytes;
-    s.records_by_kind[RecordKindName(id.kind)]++;
+    s.records_by_kind[id.kind]++;
   }
   s.quota_bytes = options_.quota_bytes;
   s.queue_depth = queue_.size();

@@ -53,7 +53,7 @@ struct RecoveryReport {
 
 struct Stats {
   uint64_t records = 0;
-  std::map<std::string, uint64_t> records_by_kind;  // RecordKindName: "rows", "snap", "tail"
+  std::map<RecordKind, uint64_t> records_by_kind;
   uint64_t bytes = 0;  // record file bytes on disk (published records)
   uint64_t quota_bytes = 0;
   size_t queue_depth = 0;  // puts waiting for the writer

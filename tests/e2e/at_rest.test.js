@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { client, makeModel, metric, metrics, post, sleep, startServer, tempDir } from './harness.js';
+import { client, diskSettled, makeModel, metric, metrics, post, sleep, startServer, tempDir } from './harness.js';
 
 const SYSTEM = 'You are the release agent of a private repository named quartz-falcon. '
   + 'Keep the signing keys out of every log and answer in one line. '.repeat(10);
@@ -14,19 +14,6 @@ const turn2 = [...turn1, { role: 'assistant', content: 'Tagging 4.2.0.' },
   { role: 'user', content: 'Tool result: tagged. Publish it.' }];
 const ask = async (server, messages) => (await client(server).chat.completions.create(
   { model: 'tiny', messages, max_tokens: 4, temperature: 0 })).usage;
-
-// Waits until the disk tier's bytes stop growing (the write-behind queue has drained).
-async function diskSettled(server, ms = 10000) {
-  const deadline = Date.now() + ms;
-  let last = -1; let same = 0;
-  while (Date.now() < deadline && same < 3) {
-    const v = metric(await metrics(server), 'prefixd_cache_bytes{tier="disk"}') ?? 0;
-    same = v > 0 && v === last ? same + 1 : 0;
-    last = v;
-    await sleep(100);
-  }
-  return last;
-}
 
 function filesUnder(dir) {
   return readdirSync(dir, { recursive: true }).map((f) => join(dir, f)).filter((f) => statSync(f).isFile());
@@ -71,7 +58,13 @@ describe('serve --encrypt-cache', () => {
     await served(sealed, ['--encrypt-cache'], async (s) => {
       const u = await ask(s, turn2);
       assert.ok(u.prompt_tokens_details.cached_tokens > 0, 'the restart reads the sealed records');
-      assert.ok(metric(await metrics(s), 'prefixd_cache_hits_total{tier="disk"}') >= 1);
+      // Counted once the request's cache work is done, a moment after the answer.
+      let hits = 0;
+      for (let i = 0; i < 50 && hits < 1; i++) {
+        hits = metric(await metrics(s), 'prefixd_cache_hits_total{tier="disk"}') ?? 0;
+        if (hits < 1) await sleep(100);
+      }
+      assert.ok(hits >= 1, 'a disk hit');
     });
     // A server without the key: the sealed records are no use to it, and none is served.
     await served(sealed, [], async (s) => {

@@ -110,6 +110,19 @@ export function metric(page, sample) {
   return undefined;
 }
 
+// Waits until the disk tier's bytes stop growing (the write-behind queue has drained).
+export async function diskSettled(server, ms = 10000) {
+  const deadline = Date.now() + ms;
+  let last = -1; let same = 0;
+  while (Date.now() < deadline && same < 3) {
+    const v = metric(await metrics(server), 'prefixd_cache_bytes{tier="disk"}') ?? 0;
+    same = v > 0 && v === last ? same + 1 : 0;
+    last = v;
+    await sleep(100);
+  }
+  return last;
+}
+
 // A TCP port on 127.0.0.1 that was free a moment ago.
 export function freePort() {
   return new Promise((resolve, reject) => {

@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { client, makeModel, metric, metrics, sleep, startServer, tempDir } from './harness.js';
+import { client, diskSettled, makeModel, metric, metrics, sleep, startServer, tempDir } from './harness.js';
 
 const SYSTEM = 'You are a build agent. Tools: read(path), write(path, text), run(cmd). '
   + 'Answer briefly and call one tool at a time. '.repeat(12);
@@ -20,19 +20,6 @@ const turn2 = [
 ];
 const ask = (openai, messages) => openai.chat.completions.create(
   { model: 'tiny', messages, max_tokens: 12, temperature: 0 });
-
-// Waits until the disk tier's bytes stop growing (the write-behind queue has drained).
-async function diskSettled(server, ms = 10000) {
-  const deadline = Date.now() + ms;
-  let last = -1; let same = 0;
-  while (Date.now() < deadline && same < 3) {
-    const v = metric(await metrics(server), 'prefixd_cache_bytes{tier="disk"}') ?? 0;
-    same = v > 0 && v === last ? same + 1 : 0;
-    last = v;
-    await sleep(100);
-  }
-  return last;
-}
 
 describe('kill -9 and restart on the same cache dir', () => {
   let dir; let model; let cacheDir;
