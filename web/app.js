@@ -214,9 +214,15 @@ async function refreshDashboard() {
 
 // ---------- cache browser ----------
 
+let shownEntries = '';  // what the table shows: it is rebuilt only when that changes
+
 async function refreshEntries() {
   const data = await api('/v1/cache/entries');
   const admin = state.caller && state.caller.admin;
+  // Rebuilding the rows on every poll would take a button away under a click in progress.
+  const shown = JSON.stringify([admin, data.scope, data.entries]);
+  if (shown === shownEntries) return;
+  shownEntries = shown;
   $('#cache-scope').textContent = (data.scope === 'all'
     ? 'Every domain (admin view).' : 'The prefixes of your API key only.') +
     (data.entries.length ? '' : ' Nothing cached yet.');

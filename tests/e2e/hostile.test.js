@@ -277,7 +277,8 @@ describe('slow clients', () => {
     for (let i = 0; i < 5 * CAP; i++) {
       conns.push(await slowConnection('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ', true));
     }
-    await sleep(300);
+    const isRefused = (c) => c.got.startsWith('HTTP/1.1 429') && c.closedAt;
+    for (let i = 0; i < 100 && conns.filter(isRefused).length < 4 * CAP; i++) await sleep(50);
     const refused = conns.filter((c) => c.got.startsWith('HTTP/1.1 429'));
     assert.equal(refused.length, 4 * CAP, `all but ${CAP} are refused at once`);
     assert.match(refused[0].got, /Retry-After: 1/);

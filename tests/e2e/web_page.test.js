@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import puppeteer from 'puppeteer-core';
-import { makeModel, startServer, tempDir, writeKeys } from './harness.js';
+import { makeModel, sleep, startServer, tempDir, writeKeys } from './harness.js';
 
 const CHROMIUM = process.env.PREFIXD_CHROMIUM || '/usr/bin/chromium';
 const ARTIFACTS = process.env.PREFIXD_E2E_ARTIFACTS || join(tmpdir(), 'prefixd-e2e-artifacts');
@@ -54,6 +54,17 @@ describe('web page', () => {
       await page.waitForFunction(fn, WAIT, ...args);
     } catch (e) {
       throw new Error(`waiting for ${what}: ${e.message}${await pageState()}`);
+    }
+  };
+  // page.click, again when the page rebuilt the element between finding and clicking it.
+  const clickStable = async (selector) => {
+    for (let i = 0; ; i++) {
+      try {
+        return await page.click(selector);
+      } catch (e) {
+        if (i >= 4 || !/detached|not clickable|No node found/i.test(e.message)) throw e;
+        await sleep(200);
+      }
     }
   };
   // What the page showed and logged, for a failure's message.
@@ -141,7 +152,7 @@ describe('web page', () => {
     const ids = await page.$$eval('#entries tbody tr', (rs) => rs.map((r) => r.dataset.id));
     assert.ok(ids.length >= 1);
     await shot('cache');
-    await page.click(`#entries tbody tr[data-id="${ids[0]}"] button.evict`);
+    await clickStable(`#entries tbody tr[data-id="${ids[0]}"] button.evict`);
     await waitFor('the eviction message', () => document.querySelector('#cache-msg').textContent.startsWith('Evicted'));
     await waitFor('the evicted row to go', (id) => !document.querySelector(`#entries tbody tr[data-id="${id}"]`), ids[0]);
     assert.match(server.log, /prefixd cache_evicted id=/);
