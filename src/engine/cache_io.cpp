@@ -90,7 +90,7 @@ struct CacheIo::Impl {
     return JoinSnapshot(std::move(state), layout);
   }
   // Slices Blocks [from / B, n / B) of `tokens` (n = tokens.size(), all decoded in slot.seq)
-  // from one read of the rows [first Block, n) and publishes them, then slot.pending.
+  // from one read of the rows [first Block, n) and publishes them, then slot.run.pending.
   Status PublishRange(Slot& slot, std::span<const Token> tokens, int32_t from);
   Status RestoreMatch(Slot& slot, const cache::PrefixCache::Match& m);
   struct Held;
@@ -118,7 +118,7 @@ Status CacheIo::Impl::RestoreMatch(Slot& slot, const cache::PrefixCache::Match& 
     if (!m.snapshot) return Status::Corruption("whole-state match without a snapshot");
     PREFIXD_ASSIGN_OR_RETURN(SnapshotParts snap, SplitSnapshot(m.snapshot->bytes));
     PREFIXD_RETURN_IF_ERROR(ctx.SetState(slot.seq, snap.state, StatePart::kWhole, snap.layout));
-    slot.result.usage.restored_bytes = m.snapshot->bytes.size();
+    slot.run.result.usage.restored_bytes = m.snapshot->bytes.size();
     return CheckEndsAt(slot, m.n_tokens);
   }
   if (!shape) return Status::Internal("no state shape");
@@ -137,7 +137,7 @@ Status CacheIo::Impl::RestoreMatch(Slot& slot, const cache::PrefixCache::Match& 
   PREFIXD_RETURN_IF_ERROR(
       AssembleStatePieces(rows, snap.state, *shape, int32_t(m.n_tokens), &pieces));
   Status set = ctx.SetStatePieces(slot.seq, pieces.pieces, pieces.size, {}, {}, snap.layout);
-  slot.result.usage.restored_bytes = pieces.size;
+  slot.run.result.usage.restored_bytes = pieces.size;
   PREFIXD_RETURN_IF_ERROR(set);
   return CheckEndsAt(slot, m.n_tokens);
 }
@@ -151,23 +151,23 @@ struct CacheIo::Impl::Held {
 
 CacheIo::Impl::Held CacheIo::Impl::HeldPrefix(const Slot& slot, size_t max_len) const {
   Held h;
-  if (slot.held_domain != slot.domain) return h;
-  const auto& tokens = slot.job->request.prompt.tokens;
-  const size_t n = std::min({slot.held.size(), tokens.size(), max_len});
-  while (h.shared < n && slot.held[h.shared] == tokens[h.shared]) ++h.shared;
+  if (slot.held.domain != slot.run.domain) return h;
+  const auto& tokens = slot.run.job->request.prompt.tokens;
+  const size_t n = std::min({slot.held.tokens.size(), tokens.size(), max_len});
+  while (h.shared < n && slot.held.tokens[h.shared] == tokens[h.shared]) ++h.shared;
   // Pure attention keeps a prefix a cold run's schedule continues from exactly; a state valid
   // only at its end is kept whole: it ends with an answer decoded one token at a time, which
   // no schedule makes equal to a cold run (docs/architecture.md, "The chunk schedule").
   if (!options.needs_snapshot) {
-    h.keep = size_t(ExactRestoreFloor(slot.chunk_ends, int32_t(h.shared), options.tiled_from));
+    h.keep = size_t(ExactRestoreFloor(slot.run.chunk_ends, int32_t(h.shared), options.tiled_from));
   }
-  if (options.needs_snapshot && h.shared == slot.held.size()) h.keep = h.shared;
+  if (options.needs_snapshot && h.shared == slot.held.tokens.size()) h.keep = h.shared;
   return h;
 }
 
 // Keeps the first `keep` held tokens: the tail of pure-attention rows is cut off.
 Status CacheIo::Impl::KeepHeld(Slot& slot, size_t keep) {
-  if (keep < slot.held.size() && !ctx.SeqTruncate(slot.seq, int32_t(keep))) {
+  if (keep < slot.held.tokens.size() && !ctx.SeqTruncate(slot.seq, int32_t(keep))) {
     return Status::Internal("cannot cut the held sequence at " + std::to_string(keep));
   }
   return CheckEndsAt(slot, keep);
@@ -180,7 +180,7 @@ Status CacheIo::Impl::RestorePartial(Slot& slot, const cache::PrefixCache::Match
   PREFIXD_ASSIGN_OR_RETURN(SnapshotParts snap, SplitSnapshot(m.snapshot->bytes));
   PREFIXD_RETURN_IF_ERROR(CheckPartial(snap.state, m.n_tokens));
   PREFIXD_RETURN_IF_ERROR(ctx.SetState(slot.seq, snap.state, StatePart::kPartial, snap.layout));
-  slot.result.usage.restored_bytes = m.snapshot->bytes.size();
+  slot.run.result.usage.restored_bytes = m.snapshot->bytes.size();
   if (!ctx.SeqTruncate(slot.seq, int32_t(m.n_tokens))) {
     return Status::Internal("cannot cut the held rows at " + std::to_string(m.n_tokens));
   }
@@ -217,13 +217,13 @@ CacheTier PrefetchedTier(const PrefetchResult& pre, size_t n) {
 // the prefetch read into RAM for this request count for the tier they came from.
 cache::PrefixCache::Match CacheIo::Impl::LookupTiers(const Slot& slot, size_t max_len,
                                                       size_t good_enough, CacheTier* tier) {
-  const auto& tokens = slot.job->request.prompt.tokens;
+  const auto& tokens = slot.run.job->request.prompt.tokens;
   // The prefetch walked the disk already when it opened a prefix there: RAM only, so the
   // worker does not read into RAM what it is about to read straight from the files.
-  const cache::Reach reach = slot.job->prefetch.opened ? cache::Reach::kRam : cache::Reach::kLocal;
-  cache::TieredCache::Found f = cache.Lookup(slot.domain, tokens, max_len, good_enough, reach);
+  const cache::Reach reach = slot.run.job->prefetch.opened ? cache::Reach::kRam : cache::Reach::kLocal;
+  cache::TieredCache::Found f = cache.Lookup(slot.run.domain, tokens, max_len, good_enough, reach);
   *tier = f.tier == CacheTier::kDisk ? CacheTier::kDisk
-                                     : PrefetchedTier(slot.job->prefetch, f.match.n_tokens);
+                                     : PrefetchedTier(slot.run.job->prefetch, f.match.n_tokens);
   return std::move(f.match);
 }
 
@@ -240,7 +240,7 @@ cache::PrefixCache::Match CacheIo::Impl::LookupExact(const Slot& slot, size_t ma
   const size_t diverged = m.diverged_at;
   for (;;) {
     const int32_t p = int32_t(m.n_tokens);
-    const int32_t exact = ExactRestoreFloor(slot.chunk_ends, p, options.tiled_from);
+    const int32_t exact = ExactRestoreFloor(slot.run.chunk_ends, p, options.tiled_from);
     if (exact == p) break;
     m = LookupTiers(slot, size_t(exact), good_enough, tier);
   }
@@ -252,18 +252,18 @@ cache::PrefixCache::Match CacheIo::Impl::LookupExact(const Slot& slot, size_t ma
 // model needs a Snapshot (which is at its end); for rows only, where the prompt's chunk
 // schedule continues exactly as a cold run (ExactRestoreFloor). 0: none opened.
 size_t CacheIo::Impl::OpenedEnd(const Slot& slot) const {
-  const auto& opened = slot.job->prefetch.opened;
+  const auto& opened = slot.run.job->prefetch.opened;
   if (!opened || !shape) return 0;
   const int32_t p = int32_t(opened->n_tokens);
   if (options.needs_snapshot) return size_t(p);
-  return size_t(ExactRestoreFloor(slot.chunk_ends, p, options.tiled_from));
+  return size_t(ExactRestoreFloor(slot.run.chunk_ends, p, options.tiled_from));
 }
 
 Status CacheIo::Impl::RestoreOpened(Slot& slot, size_t p) {
-  const cache::OpenedPrefix& opened = *slot.job->prefetch.opened;
+  const cache::OpenedPrefix& opened = *slot.run.job->prefetch.opened;
   size_t bytes = 0;
   Status st = SetOpenedPrefix(ctx, slot.seq, opened, p, *shape, cache, &pieces, &bytes);
-  slot.result.usage.restored_bytes = bytes;
+  slot.run.result.usage.restored_bytes = bytes;
   PREFIXD_RETURN_IF_ERROR(st);
   return CheckEndsAt(slot, p);
 }
@@ -273,100 +273,100 @@ Status CacheIo::Impl::RestoreOpened(Slot& slot, size_t p) {
 // tokens from a planned end): they would change how the rows around them compute.
 void CacheIo::Impl::FitCapturesToSchedule(Slot& slot) const {
   if (!options.needs_snapshot) return;  // Tails are sliced from the rows anywhere
-  std::erase_if(slot.captures, [&](const CapturePoint& c) {
-    return !SplitChunkAt(slot.chunk_ends, c.pos, options.tiled_from);
+  std::erase_if(slot.run.captures, [&](const CapturePoint& c) {
+    return !SplitChunkAt(slot.run.chunk_ends, c.pos, options.tiled_from);
   });
 }
 
 // Three ways, cheapest first: keep what the slot holds (0 bytes); set only a Snapshot's
 // partial into a slot that holds its rows; assemble the whole prefix from the tiers.
 void CacheIo::Restore(Slot& slot) {
-  const Prompt& prompt = slot.job->request.prompt;
+  const Prompt& prompt = slot.run.job->request.prompt;
   const size_t max_len = prompt.tokens.size() - 1;
   const Impl::Held held = impl_->HeldPrefix(slot, max_len);
   CacheTier tier = CacheTier::kRam;
   cache::PrefixCache::Match m = impl_->LookupExact(slot, max_len, held.keep, &tier);
   const size_t opened = impl_->OpenedEnd(slot);
-  CacheOutcome& out = slot.result.cache;
+  CacheOutcome& out = slot.run.result.cache;
   const size_t reusable = std::max({m.diverged_at, held.shared, opened});
   out.reusable_tokens = int32_t(std::min(reusable, max_len));
   out.diverged_at = reusable < prompt.tokens.size() ? int32_t(reusable) : -1;
-  slot.restored = 0;
+  slot.run.restored = 0;
   Status st = Status::OK();
   if (held.keep > 0 && held.keep >= std::max(m.n_tokens, opened)) {
     st = impl_->KeepHeld(slot, held.keep);
-    if (st.ok()) slot.restored = int32_t(held.keep), out.tier = CacheTier::kSlot;
+    if (st.ok()) slot.run.restored = int32_t(held.keep), out.tier = CacheTier::kSlot;
   } else if (opened > m.n_tokens && opened <= held.shared && impl_->options.needs_snapshot) {
     // The slot holds the rows: only the Snapshot the prefetch read is set.
     cache::PrefixCache::Match partial;
     partial.n_tokens = opened;
-    partial.snapshot = slot.job->prefetch.opened->snapshot;
+    partial.snapshot = slot.run.job->prefetch.opened->snapshot;
     st = impl_->RestorePartial(slot, partial);
-    if (st.ok()) slot.restored = int32_t(opened), out.tier = CacheTier::kDisk;
+    if (st.ok()) slot.run.restored = int32_t(opened), out.tier = CacheTier::kDisk;
   } else if (opened > m.n_tokens) {
     impl_->ctx.SeqClear(slot.seq);
     st = impl_->RestoreOpened(slot, opened);
-    if (st.ok()) slot.restored = int32_t(opened), out.tier = CacheTier::kDisk;
+    if (st.ok()) slot.run.restored = int32_t(opened), out.tier = CacheTier::kDisk;
   } else if (m.n_tokens > 0 && m.n_tokens <= held.shared && impl_->options.has_rows &&
              impl_->options.needs_snapshot) {
     st = impl_->RestorePartial(slot, m);
-    if (st.ok()) slot.restored = int32_t(m.n_tokens), out.tier = tier;
+    if (st.ok()) slot.run.restored = int32_t(m.n_tokens), out.tier = tier;
   } else {
     impl_->ctx.SeqClear(slot.seq);
     if (m.n_tokens > 0) st = impl_->RestoreMatch(slot, m);
-    if (m.n_tokens > 0 && st.ok()) slot.restored = int32_t(m.n_tokens), out.tier = tier;
+    if (m.n_tokens > 0 && st.ok()) slot.run.restored = int32_t(m.n_tokens), out.tier = tier;
     if (m.n_tokens == 0) out.miss = MissOf(m);
   }
   if (!st.ok()) {
     impl_->ctx.SeqClear(slot.seq);  // fail closed: prefill cold
-    slot.restored = 0;
+    slot.run.restored = 0;
     out.tier = CacheTier::kNone;
     out.miss = CacheMiss::kRestoreFailed;
     Logf(LogLevel::kWarning, "restore of %zu tokens refused: %s",
          std::max({m.n_tokens, held.keep, opened}),
          st.ToString().c_str());
   }
-  slot.held.clear();  // the sequence now holds the request's own state
-  slot.job->prefetch.opened.reset();  // closes the record files
-  slot.pos = slot.restored;
-  slot.captures = PlanCaptures(prompt, slot.restored, out.diverged_at, impl_->options);
+  slot.held.tokens.clear();  // the sequence now holds the request's own state
+  slot.run.job->prefetch.opened.reset();  // closes the record files
+  slot.run.pos = slot.run.restored;
+  slot.run.captures = PlanCaptures(prompt, slot.run.restored, out.diverged_at, impl_->options);
   impl_->FitCapturesToSchedule(slot);
-  slot.next_capture = 0;
+  slot.run.next_capture = 0;
 }
 
 Status CacheIo::Capture(Slot& slot, const CapturePoint& point) {
   PendingSnapshot snap{point.pos, point.kind, {}};
   if (impl_->options.needs_snapshot) {
-    if (point.pos != slot.pos) return Status::Internal("capture point off the chunk schedule");
+    if (point.pos != slot.run.pos) return Status::Internal("capture point off the chunk schedule");
     PREFIXD_ASSIGN_OR_RETURN(snap.partial, impl_->TakeSnapshot(slot));
   }
-  slot.pending.push_back(std::move(snap));
+  slot.run.pending.push_back(std::move(snap));
   return Status::OK();
 }
 
 Status CacheIo::Publish(Slot& slot) {
-  const auto& tokens = slot.job->request.prompt.tokens;
+  const auto& tokens = slot.run.job->request.prompt.tokens;
   // For pure attention the whole prompt is a Tail: any later prefix of it is restorable.
   const bool attention_only = impl_->options.has_rows && !impl_->options.needs_snapshot;
   if (attention_only && tokens.size() % impl_->options.block_size != 0) {
-    slot.pending.push_back({int32_t(tokens.size()), SnapshotKind::kGenerationEnd, {}});
+    slot.run.pending.push_back({int32_t(tokens.size()), SnapshotKind::kGenerationEnd, {}});
   }
-  return impl_->PublishRange(slot, tokens, slot.restored);
+  return impl_->PublishRange(slot, tokens, slot.run.restored);
 }
 
 Status CacheIo::PublishGeneration(Slot& slot, std::span<const Token> generated) {
-  const auto& prompt = slot.job->request.prompt.tokens;
+  const auto& prompt = slot.run.job->request.prompt.tokens;
   const int32_t n = int32_t(prompt.size());
-  if (slot.pos <= n) return Status::OK();  // nothing generated was decoded
+  if (slot.run.pos <= n) return Status::OK();  // nothing generated was decoded
   std::vector<Token> tokens(prompt);
-  if (size_t(slot.pos - n) > generated.size()) return Status::Internal("generation: short");
-  tokens.insert(tokens.end(), generated.begin(), generated.begin() + (slot.pos - n));
-  slot.pending.clear();
-  PendingSnapshot end{slot.pos, SnapshotKind::kGenerationEnd, {}};
+  if (size_t(slot.run.pos - n) > generated.size()) return Status::Internal("generation: short");
+  tokens.insert(tokens.end(), generated.begin(), generated.begin() + (slot.run.pos - n));
+  slot.run.pending.clear();
+  PendingSnapshot end{slot.run.pos, SnapshotKind::kGenerationEnd, {}};
   if (impl_->options.needs_snapshot) {
     PREFIXD_ASSIGN_OR_RETURN(end.partial, impl_->TakeSnapshot(slot));
   }
-  if (impl_->options.has_rows || impl_->options.needs_snapshot) slot.pending.push_back(std::move(end));
+  if (impl_->options.has_rows || impl_->options.needs_snapshot) slot.run.pending.push_back(std::move(end));
   return impl_->PublishRange(slot, tokens, n);
 }
 
@@ -393,10 +393,10 @@ Status CacheIo::Impl::PublishRange(Slot& slot, std::span<const Token> tokens, in
     PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> r, EncodeRows(*parsed, k * B, (k + 1) * B));
     rows.push_back(MakePayload(std::move(r)));
   }
-  if (!rows.empty()) cache.InsertBlocks(slot.domain, tokens, size_t(first), rows);
+  if (!rows.empty()) cache.InsertBlocks(slot.run.domain, tokens, size_t(first), rows);
   rows.clear();  // the cache may evict what nobody else holds
   // Snapshots and Tails, after the Blocks they depend on.
-  for (PendingSnapshot& s : slot.pending) {
+  for (PendingSnapshot& s : slot.run.pending) {
     PayloadRef tail;
     if (parsed && s.pos % B != 0) {
       PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> r, EncodeRows(*parsed, s.pos / B * B, s.pos));
@@ -405,9 +405,9 @@ Status CacheIo::Impl::PublishRange(Slot& slot, std::span<const Token> tokens, in
     PayloadRef snap = s.partial.empty() ? nullptr : MakePayload(std::move(s.partial));
     if (!snap && !tail) continue;
     std::span<const Token> prefix = tokens.first(size_t(s.pos));
-    cache.InsertSnapshot(slot.domain, prefix, s.kind, snap, tail);
+    cache.InsertSnapshot(slot.run.domain, prefix, s.kind, snap, tail);
   }
-  slot.pending.clear();
+  slot.run.pending.clear();
   return Status::OK();
 }
 

@@ -41,17 +41,17 @@ class CacheIo {
   CacheIo(Context& ctx, cache::TieredCache& cache, const CacheIoOptions& options,
           std::optional<StateShape> shape);
   ~CacheIo();
-  // Gives slot.seq the longest prefix of slot.job's prompt it can, cheapest way first: (1) keep
-  // what the sequence holds (slot.held: all of it when it is a prefix of the prompt, or for
-  // pure attention any prefix, the rows after it cut): 0 bytes, tier kSlot; (2) when the
-  // sequence holds the rows of a cached prefix [0, P) but no state valid at P, set only the
+  // Gives slot.seq the longest prefix of slot.run.job's prompt it can, cheapest way first:
+  // (1) keep what the sequence holds (slot.held: all of it when it is a prefix of the prompt,
+  // or for pure attention any prefix, the rows after it cut): 0 bytes, tier kSlot; (2) when
+  // the sequence holds the rows of a cached prefix [0, P) but no state valid at P, set only the
   // Snapshot's partial and cut the rows after P; (3) otherwise assemble the whole prefix from
   // the local tiers (TieredCache: RAM, then disk; the shared tier was read into RAM by
   // Prefetch before the request queued). A restore of rows (pure attention) ends where the
-  // prompt's chunk schedule (slot.chunk_ends, planned before) continues exactly as a cold run
-  // does (ExactRestoreFloor); a Snapshot is restored where it is. Sets slot.restored /
-  // slot.pos and slot.result.cache, clears slot.held, then plans slot.captures and cuts
-  // slot.chunk_ends at those that need a Snapshot (dropping those it cannot cut at).
+  // prompt's chunk schedule (slot.run.chunk_ends, planned before) continues exactly as a cold
+  // run does (ExactRestoreFloor); a Snapshot is restored where it is. Sets slot.run.restored /
+  // pos / result.cache, clears slot.held, then plans slot.run.captures and cuts
+  // slot.run.chunk_ends at those that need a Snapshot (dropping those it cannot cut at).
   // Any failed check leaves slot.seq empty (cold).
   void Restore(Slot& slot);
   // Runs after the prefill call that ended at or after `point.pos` (exactly there when the
@@ -63,7 +63,7 @@ class CacheIo {
   // Runs when generation ends: publishes the Blocks the generated tokens completed and a
   // Snapshot at the end of what was decoded, so a next turn whose history keeps the answer
   // verbatim restores past it.
-  // REQUIRES: `generated` holds the tokens sampled so far (slot.pos - prompt size of them
+  // REQUIRES: `generated` holds the tokens sampled so far (slot.run.pos - prompt size of them
   // were decoded).
   Status PublishGeneration(Slot& slot, std::span<const Token> generated);
 

@@ -57,9 +57,17 @@ struct PendingSnapshot {
 
 enum class Phase { kIdle, kPrefill, kGenerate };
 
-struct Slot {
-  int32_t seq = 0;
-  Phase phase = Phase::kIdle;
+// What a slot's sequence holds between requests: it outlives every request, and a next
+// request of the same domain that starts with these tokens keeps them (slot-local reuse).
+struct HeldSequence {
+  std::vector<Token> tokens;  // decoded into the slot's seq, positions [0, size); empty: empty
+  Digest domain{};
+  size_t tail = 0;            // the last prompt's last capture point (its tail)
+};
+
+// One request's run on a slot: made anew when the request is admitted (Scheduler::Impl::Start),
+// so nothing of the request before it carries over.
+struct SlotRun {
   std::unique_ptr<Job> job;
   Digest domain{};
   int32_t pos = 0;                 // next position to decode
@@ -72,19 +80,21 @@ struct Slot {
   std::vector<PendingSnapshot> pending;
   std::unique_ptr<Sampler> sampler;
   std::optional<TextStream> stream;
-  // What the sequence holds between requests: the tokens decoded into `seq` (positions
-  // [0, held.size())) in `held_domain`. A next request of the same domain that starts with
-  // them keeps them (slot-local reuse); empty when the sequence is empty.
-  std::vector<Token> held;
-  Digest held_domain{};
-  size_t held_tail = 0;            // the last prompt's last capture point (its tail)
-  uint64_t last_used = 0;          // admission order, for picking the least recently used slot
   uint64_t epoch = 0;              // the scheduler's clear epoch when the request started
   Token next_token = -1;           // sampled, not yet decoded
   bool publish_pending = false;    // the prompt is decoded but not yet published
   CompletionResult result;
   Clock::time_point started;
   Clock::time_point decode_started;
+};
+
+// A sequence of the context and what runs on it.
+struct Slot {
+  int32_t seq = 0;
+  Phase phase = Phase::kIdle;
+  uint64_t last_used = 0;  // admission order, for picking the least recently used slot
+  HeldSequence held;       // lasts across requests
+  SlotRun run;             // the request's own; meaningful while phase != kIdle
 };
 
 }  // namespace prefixd::engine

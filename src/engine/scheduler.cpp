@@ -56,7 +56,8 @@ struct Scheduler::Impl {
   bool Admit();
   bool AnyActive() const;
   Slot& PickSlot(std::span<const Token> tokens, const Digest& domain);
-  void Start(Slot& slot, std::unique_ptr<Job> job, std::unique_ptr<Sampler> sampler);
+  void Start(Slot& slot, std::unique_ptr<Job> job, const Digest& domain,
+             std::unique_ptr<Sampler> sampler);
   void Refuse(std::unique_ptr<Job> job, const Status& st);
   void KeepHeld(Slot& slot, std::span<const Token> generated);
   void ForgetHeld(Slot& slot);
@@ -290,8 +291,7 @@ void Scheduler::Impl::StartJob(std::unique_ptr<Job> job) {
     Digest domain{};
     if (cache_io()) domain = cache->DomainOf(job->request.tenant_salt);
     slot = &PickSlot(job->request.prompt.tokens, domain);
-    slot->domain = domain;
-    Start(*slot, std::move(job), std::move(sampler).value());
+    Start(*slot, std::move(job), domain, std::move(sampler).value());
   } catch (const std::exception& e) {
     if (job) return Refuse(std::move(job), Status::Internal(std::string("start: ") + e.what()));
     if (slot) AbortSlot(*slot, e.what());
@@ -316,13 +316,13 @@ void Scheduler::Impl::Guarded(Slot& slot, Step&& step) {
 // way, since what it holds is unknown.
 void Scheduler::Impl::AbortSlot(Slot& slot, const std::string& what) {
   Logf(LogLevel::kWarning, "slot %d: request failed: %s", int(slot.seq), what.c_str());
-  slot.publish_pending = false;
-  if (!slot.job) return;
+  slot.run.publish_pending = false;
+  if (!slot.run.job) return;
   try {
-    slot.job->done.set_value(Status::Internal("internal error: " + what));
+    slot.run.job->done.set_value(Status::Internal("internal error: " + what));
   } catch (const std::future_error&) {  // answered already
   }
-  slot.job.reset();
+  slot.run.job.reset();
   slot.phase = Phase::kIdle;
   ForgetHeld(slot);
   FreeSlot();
@@ -356,51 +356,49 @@ Slot& Scheduler::Impl::PickSlot(std::span<const Token> tokens, const Digest& dom
   Slot* best = nullptr;
   size_t best_shared = 0;
   for (Slot& s : slots) {
-    if (s.phase != Phase::kIdle || s.held_domain != domain || s.held.empty()) continue;
-    const size_t shared = SharedPrefix(s.held, tokens);
-    const bool continues = shared == s.held.size() || shared >= s.held_tail;
+    if (s.phase != Phase::kIdle || s.held.domain != domain || s.held.tokens.empty()) continue;
+    const size_t shared = SharedPrefix(s.held.tokens, tokens);
+    const bool continues = shared == s.held.tokens.size() || shared >= s.held.tail;
     if (continues && shared > best_shared) best = &s, best_shared = shared;
   }
   if (best != nullptr) return *best;
   for (Slot& s : slots) {
     if (s.phase != Phase::kIdle) continue;
-    if (best == nullptr || s.held.empty() > best->held.empty() ||
-        (s.held.empty() == best->held.empty() && s.last_used < best->last_used)) {
+    if (best == nullptr || s.held.tokens.empty() > best->held.tokens.empty() ||
+        (s.held.tokens.empty() == best->held.tokens.empty() && s.last_used < best->last_used)) {
       best = &s;
     }
   }
   return *best;
 }
 
-void Scheduler::Impl::Start(Slot& slot, std::unique_ptr<Job> job,
+void Scheduler::Impl::Start(Slot& slot, std::unique_ptr<Job> job, const Digest& domain,
                             std::unique_ptr<Sampler> sampler) {
-  slot.job = std::move(job);
-  slot.result = CompletionResult{};
-  slot.result.usage.queue_ms = MillisSince(slot.job->submitted);
-  slot.result.usage.prefetch_ms = slot.job->prefetch_ms;
-  slot.result.usage.prompt_tokens = int32_t(slot.job->request.prompt.tokens.size());
-  slot.started = Clock::now();
-  slot.sampler = std::move(sampler);
-  slot.stream.emplace(slot.job->request.stop);
-  slot.pending.clear();
-  slot.next_capture = 0;
+  slot.run = SlotRun{};
+  SlotRun& run = slot.run;
+  run.job = std::move(job);
+  run.domain = domain;
+  run.result.usage.queue_ms = MillisSince(run.job->submitted);
+  run.result.usage.prefetch_ms = run.job->prefetch_ms;
+  run.result.usage.prompt_tokens = int32_t(run.job->request.prompt.tokens.size());
+  run.started = Clock::now();
+  run.sampler = std::move(sampler);
+  run.stream.emplace(run.job->request.stop);
+  run.epoch = forgotten_epoch;  // the clear its held tokens were checked against (Admit)
   slot.phase = Phase::kPrefill;
   slot.last_used = ++admissions;
-  slot.epoch = forgotten_epoch;  // the clear its held tokens were checked against (Admit)
   NoteSlot(slot);
-  slot.chunk_ends = PlanPrefill(slot.job->request.prompt);
+  run.chunk_ends = PlanPrefill(run.job->request.prompt);
   if (CacheIo* io = cache_io()) {
-    if (Status st = cache->RememberDomain(slot.domain); !st.ok()) {
+    if (Status st = cache->RememberDomain(run.domain); !st.ok()) {
       CountCacheError(CacheWork::kDomain, st);
     }
     io->Restore(slot);
-    slot.result.usage.restore_ms = MillisSince(slot.started);
+    run.result.usage.restore_ms = MillisSince(run.started);
   } else {
-    ForgetHeld(slot);
-    slot.restored = slot.pos = 0;
-    slot.captures.clear();
+    ForgetHeld(slot);  // nothing restored: the run starts at 0
   }
-  slot.result.usage.cached_tokens = slot.restored;
+  run.result.usage.cached_tokens = run.restored;
 }
 
 // The chunk schedule of `prompt` (PlanChunks): the same whether the cache is on or off. A model
@@ -416,53 +414,53 @@ std::vector<int32_t> Scheduler::Impl::PlanPrefill(const Prompt& prompt) const {
 }
 
 void Scheduler::Impl::PrefillStep(Slot& slot) {
-  const CompletionRequest& req = slot.job->request;
+  const CompletionRequest& req = slot.run.job->request;
   if (req.is_cancelled && req.is_cancelled()) return Finish(slot, FinishReason::kCancelled);
   const auto& tokens = req.prompt.tokens;
   const int32_t n = int32_t(tokens.size());
-  const int32_t stop = NextPlannedEnd(slot.chunk_ends, slot.pos);
-  std::span<const Token> chunk(tokens.data() + slot.pos, size_t(stop - slot.pos));
+  const int32_t stop = NextPlannedEnd(slot.run.chunk_ends, slot.run.pos);
+  std::span<const Token> chunk(tokens.data() + slot.run.pos, size_t(stop - slot.run.pos));
   const Clock::time_point t0 = Clock::now();
-  Status st = ctx->DecodeChunk(slot.seq, chunk, slot.pos, stop == n);
-  slot.result.usage.prompt_eval_ms += MillisSince(t0);
+  Status st = ctx->DecodeChunk(slot.seq, chunk, slot.run.pos, stop == n);
+  slot.run.result.usage.prompt_eval_ms += MillisSince(t0);
   if (!st.ok()) return Fail(slot, st);
-  slot.result.usage.evaluated_tokens += int32_t(chunk.size());
-  slot.result.usage.prefill_chunks++;
-  slot.pos = stop;
+  slot.run.result.usage.evaluated_tokens += int32_t(chunk.size());
+  slot.run.result.usage.prefill_chunks++;
+  slot.run.pos = stop;
   // Every point up to here: a Snapshot's points are planned ends (CacheIo::Restore), the
   // others (Tails of pure attention) are sliced from the rows at publish time.
   CacheIo* io = cache_io();
-  for (; io && slot.next_capture < slot.captures.size() &&
-         slot.captures[slot.next_capture].pos <= stop;
-       ++slot.next_capture) {
-    Status cst = io->Capture(slot, slot.captures[slot.next_capture]);
+  for (; io && slot.run.next_capture < slot.run.captures.size() &&
+         slot.run.captures[slot.run.next_capture].pos <= stop;
+       ++slot.run.next_capture) {
+    Status cst = io->Capture(slot, slot.run.captures[slot.run.next_capture]);
     // A failed capture costs reuse later, never correctness.
     if (!cst.ok()) CountCacheError(CacheWork::kCapture, cst);
   }
   if (stop < n) return;
-  slot.result.usage.prefill_ms = MillisSince(slot.started);
-  slot.decode_started = Clock::now();
+  slot.run.result.usage.prefill_ms = MillisSince(slot.run.started);
+  slot.run.decode_started = Clock::now();
   slot.phase = Phase::kGenerate;
-  slot.publish_pending = io != nullptr;
+  slot.run.publish_pending = io != nullptr;
   SampleAndAccept(slot, -1);  // the first token goes out before the cache work
   PublishPrompt(slot);        // (a no-op when the request has ended)
 }
 
 // Publishes what the prefill produced, once; the sequence still holds exactly the prompt.
 void Scheduler::Impl::PublishPrompt(Slot& slot) {
-  if (!slot.publish_pending) return;
-  slot.publish_pending = false;
+  if (!slot.run.publish_pending) return;
+  slot.run.publish_pending = false;
   Status st = cache_io()->Publish(slot);
   if (!st.ok()) CountCacheError(CacheWork::kPublish, st);
 }
 
 Result<Token> Scheduler::Impl::SampleFor(Slot& slot, int32_t logits_index) {
   float* logits = const_cast<float*>(ctx->Logits(logits_index));  // ours until the next decode
-  if (slot.job->request.sampling.ignore_eos) {
+  if (slot.run.job->request.sampling.ignore_eos) {
     for (Token t : eog_tokens) logits[t] = -INFINITY;
   }
-  PREFIXD_ASSIGN_OR_RETURN(const Token t, slot.sampler->Sample(ctx->raw(), logits_index));
-  if (slot.job->request.sampling.top_logprobs >= 0 && !model.IsEndOfGeneration(t)) {
+  PREFIXD_ASSIGN_OR_RETURN(const Token t, slot.run.sampler->Sample(ctx->raw(), logits_index));
+  if (slot.run.job->request.sampling.top_logprobs >= 0 && !model.IsEndOfGeneration(t)) {
     NoteLogprobs(slot, logits, t);
   }
   return t;
@@ -474,7 +472,7 @@ Result<Token> Scheduler::Impl::SampleFor(Slot& slot, int32_t logits_index) {
 void Scheduler::Impl::SampleAndAccept(Slot& slot, int32_t logits_index) {
   Result<Token> t = SampleFor(slot, logits_index);
   if (t.ok()) return Accept(slot, *t);
-  if (slot.sampler->has_grammar() && slot.job->request.sampling.ignore_eos) {
+  if (slot.run.sampler->has_grammar() && slot.run.job->request.sampling.ignore_eos) {
     return Finish(slot, FinishReason::kStop);
   }
   Fail(slot, t.status());
@@ -482,32 +480,32 @@ void Scheduler::Impl::SampleAndAccept(Slot& slot, int32_t logits_index) {
 
 void Scheduler::Impl::NoteLogprobs(Slot& slot, const float* logits, Token t) {
   TokenLogprobs lp =
-      ComputeLogprobs(logits, model.n_vocab(), t, slot.job->request.sampling.top_logprobs);
+      ComputeLogprobs(logits, model.n_vocab(), t, slot.run.job->request.sampling.top_logprobs);
   lp.chosen.piece = model.TokenPiece(t, RenderSpecial(slot, t));
   for (TokenProb& p : lp.top) p.piece = model.TokenPiece(p.token, RenderSpecial(slot, p.token));
-  slot.result.logprobs.push_back(std::move(lp));
+  slot.run.result.logprobs.push_back(std::move(lp));
 }
 
 // Control tokens render as nothing, except those the reply's parser needs (preserved tokens,
 // e.g. gpt-oss <|channel|>), which render as their text.
 bool Scheduler::Impl::RenderSpecial(const Slot& slot, Token t) const {
-  const auto& special = slot.job->request.prompt.output.special_tokens;
+  const auto& special = slot.run.job->request.prompt.output.special_tokens;
   return std::find(special.begin(), special.end(), t) != special.end();
 }
 
 // Takes the token sampled for `slot`: ends the request or queues the token for decoding.
 void Scheduler::Impl::Accept(Slot& slot, Token t) {
-  const CompletionRequest& req = slot.job->request;
+  const CompletionRequest& req = slot.run.job->request;
   if (model.IsEndOfGeneration(t)) return Finish(slot, FinishReason::kStop);
-  slot.result.tokens.push_back(t);
-  std::string piece = slot.stream->Push(model.TokenPiece(t, RenderSpecial(slot, t)));
+  slot.run.result.tokens.push_back(t);
+  std::string piece = slot.run.stream->Push(model.TokenPiece(t, RenderSpecial(slot, t)));
   if (!piece.empty() && req.on_piece && !req.on_piece(piece)) {
     return Finish(slot, FinishReason::kCancelled);
   }
-  if (slot.stream->stopped()) return Finish(slot, FinishReason::kStop);
-  if (int(slot.result.tokens.size()) >= req.max_tokens) return Finish(slot, FinishReason::kLength);
-  if (slot.pos + 1 >= int32_t(options.n_ctx_per_slot)) return Finish(slot, FinishReason::kLength);
-  slot.next_token = t;
+  if (slot.run.stream->stopped()) return Finish(slot, FinishReason::kStop);
+  if (int(slot.run.result.tokens.size()) >= req.max_tokens) return Finish(slot, FinishReason::kLength);
+  if (slot.run.pos + 1 >= int32_t(options.n_ctx_per_slot)) return Finish(slot, FinishReason::kLength);
+  slot.run.next_token = t;
 }
 
 void Scheduler::Impl::GenerateStep() {
@@ -515,7 +513,7 @@ void Scheduler::Impl::GenerateStep() {
   std::vector<Slot*> owners;
   for (Slot& s : slots) {
     if (s.phase != Phase::kGenerate) continue;
-    batch.push_back({s.next_token, s.pos, s.seq, true});
+    batch.push_back({s.run.next_token, s.run.pos, s.seq, true});
     owners.push_back(&s);
   }
   if (batch.empty()) return;
@@ -526,71 +524,71 @@ void Scheduler::Impl::GenerateStep() {
       Fail(s, st);
       continue;
     }
-    s.pos++;
+    s.run.pos++;
     Guarded(s, [&] { SampleAndAccept(s, int32_t(i)); });
   }
 }
 
 void Scheduler::Impl::Finish(Slot& slot, FinishReason reason) {
-  std::string tail = slot.stream->Finish();
-  const CompletionRequest& req = slot.job->request;
+  std::string tail = slot.run.stream->Finish();
+  const CompletionRequest& req = slot.run.job->request;
   if (!tail.empty() && reason != FinishReason::kCancelled && req.on_piece) req.on_piece(tail);
-  CompletionResult& r = slot.result;
+  CompletionResult& r = slot.run.result;
   r.finish_reason = reason;
-  r.text = slot.stream->text();
-  r.stop_word = slot.stream->stop_word();
+  r.text = slot.run.stream->text();
+  r.stop_word = slot.run.stream->stop_word();
   r.usage.completion_tokens = int32_t(r.tokens.size());
-  if (slot.phase == Phase::kGenerate) r.usage.decode_ms = MillisSince(slot.decode_started);
+  if (slot.phase == Phase::kGenerate) r.usage.decode_ms = MillisSince(slot.run.decode_started);
   const CompletionResult counted = r;  // r goes to the client; the cache work reads this copy
   CountRequest(counted);  // before the answer: a /metrics read after it counts it
   CacheIo* io = cache_io();
   const bool publish_generation = io && reason != FinishReason::kCancelled;
   std::lock_guard<std::mutex> publishing(publish_mu);
-  slot.job->done.set_value(std::move(r));  // the client has its answer; the cache work follows
+  slot.run.job->done.set_value(std::move(r));  // the client has its answer; the cache work follows
   PublishPrompt(slot);
   if (publish_generation) {
     Status st = io->PublishGeneration(slot, counted.tokens);
     if (!st.ok()) CountCacheError(CacheWork::kPublish, st);
   }
-  if (io && slot.epoch == clear_epoch) {
+  if (io && slot.run.epoch == clear_epoch) {
     KeepHeld(slot, counted.tokens);
   } else {
     ForgetHeld(slot);
   }
-  slot.job.reset();
+  slot.run.job.reset();
   slot.phase = Phase::kIdle;
   NoteSlot(slot);
   FreeSlot();  // after the cache work: FlushDisk waits for every slot to be free
 }
 
-// The sequence keeps what was decoded: the prompt up to slot.pos and the generated tokens that
+// The sequence keeps what was decoded: the prompt up to slot.run.pos and the generated tokens that
 // were fed back (the last sampled one never was).
 void Scheduler::Impl::KeepHeld(Slot& slot, std::span<const Token> generated) {
-  const auto& prompt = slot.job->request.prompt.tokens;
+  const auto& prompt = slot.run.job->request.prompt.tokens;
   const size_t n = prompt.size();
-  const size_t pos = size_t(slot.pos);
-  slot.held.assign(prompt.begin(), prompt.begin() + std::min(pos, n));
-  const auto& points = slot.job->request.prompt.capture_points;
-  slot.held_tail = std::min(points.empty() ? n - 1 : size_t(points.back()), pos);
-  if (pos > n) slot.held.insert(slot.held.end(), generated.begin(), generated.begin() + (pos - n));
-  slot.held_domain = slot.domain;
+  const size_t pos = size_t(slot.run.pos);
+  slot.held.tokens.assign(prompt.begin(), prompt.begin() + std::min(pos, n));
+  const auto& points = slot.run.job->request.prompt.capture_points;
+  slot.held.tail = std::min(points.empty() ? n - 1 : size_t(points.back()), pos);
+  if (pos > n) slot.held.tokens.insert(slot.held.tokens.end(), generated.begin(), generated.begin() + (pos - n));
+  slot.held.domain = slot.run.domain;
 }
 
 void Scheduler::Impl::ForgetHeld(Slot& slot) {
   ctx->SeqClear(slot.seq);
-  slot.held.clear();
+  slot.held.tokens.clear();
   NoteSlot(slot);
 }
 
 void Scheduler::Impl::NoteSlot(const Slot& slot) {
   SlotView v;
   v.busy = slot.phase != Phase::kIdle;
-  std::span<const Token> tokens = slot.held;
-  if (v.busy) tokens = slot.job->request.prompt.tokens;
+  std::span<const Token> tokens = slot.held.tokens;
+  if (v.busy) tokens = slot.run.job->request.prompt.tokens;
   v.n_tokens = uint32_t(tokens.size());
   // An idle slot's tree is that of its last prompt up to its tail (what the cache published).
-  if (!v.busy && slot.held_tail > 0) tokens = tokens.first(std::min(tokens.size(), slot.held_tail));
-  const Digest& domain = v.busy ? slot.domain : slot.held_domain;
+  if (!v.busy && slot.held.tail > 0) tokens = tokens.first(std::min(tokens.size(), slot.held.tail));
+  const Digest& domain = v.busy ? slot.run.domain : slot.held.domain;
   if (cache_io()) {
     v.session = PrefixRootId(domain, tokens, options.block_size);
     v.domain = ShortId(domain);
@@ -600,9 +598,9 @@ void Scheduler::Impl::NoteSlot(const Slot& slot) {
 }
 
 void Scheduler::Impl::Fail(Slot& slot, const Status& st) {
-  slot.publish_pending = false;
-  slot.job->done.set_value(st);
-  slot.job.reset();
+  slot.run.publish_pending = false;
+  slot.run.job->done.set_value(st);
+  slot.run.job.reset();
   slot.phase = Phase::kIdle;
   ForgetHeld(slot);  // notes the idle slot
   FreeSlot();
