@@ -70,21 +70,16 @@ void AddressOf(const sockaddr_storage& a, std::string* ip, int* port) {
   *ip = buf;
 }
 
-void PeerOf(socket_t fd, std::string* ip, int* port) {
+// One end of a connection: getpeername (the client's) or getsockname (ours).
+void EndOf(int (*get)(int, sockaddr*, socklen_t*), socket_t fd, std::string* ip, int* port) {
   sockaddr_storage a{};
   socklen_t len = sizeof(a);
   *port = 0;
   ip->clear();
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) AddressOf(a, ip, port);
+  if (get(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) AddressOf(a, ip, port);
 }
-
-void LocalOf(socket_t fd, std::string* ip, int* port) {
-  sockaddr_storage a{};
-  socklen_t len = sizeof(a);
-  *port = 0;
-  ip->clear();
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) AddressOf(a, ip, port);
-}
+void PeerOf(socket_t fd, std::string* ip, int* port) { EndOf(&getpeername, fd, ip, port); }
+void LocalOf(socket_t fd, std::string* ip, int* port) { EndOf(&getsockname, fd, ip, port); }
 
 // httplib's socket stream with a deadline on reads: a request's reads fail once its deadline
 // has passed, however often bytes arrived before it. The buffer lives as long as the

@@ -22,20 +22,22 @@ std::vector<uint8_t> IdentityOf(const RecordMeta& m) {
 
 }  // namespace
 
+// The plaintext is the state, then the tokens, then their count (u32): the count is read from
+// the end, so opening leaves the state where it was decrypted and only trims the rest.
 Result<SealedRecord> SealRecord(const AeadKey& key, RecordMeta meta,
                                 std::span<const uint8_t> payload) {
   if (meta.tokens.size() > kMaxTokensPerRecord) {
     return Status::InvalidArgument("a record of " + std::to_string(meta.tokens.size()) + " tokens");
   }
-  std::vector<uint8_t> plain;
-  plain.reserve(4 + 4 * meta.tokens.size() + payload.size());
-  PutFixed32(&plain, uint32_t(meta.tokens.size()));
-  for (int32_t t : meta.tokens) PutFixed32(&plain, uint32_t(t));
-  plain.insert(plain.end(), payload.begin(), payload.end());
+  std::vector<uint8_t> tokens;
+  tokens.reserve(4 * meta.tokens.size() + 4);
+  for (int32_t t : meta.tokens) PutFixed32(&tokens, uint32_t(t));
+  PutFixed32(&tokens, uint32_t(meta.tokens.size()));
   meta.tokens.clear();
   meta.sealed = true;
   SealedRecord out;
-  PREFIXD_RETURN_IF_ERROR(AeadSeal(key, IdentityOf(meta), plain, &out.payload));
+  const std::span<const uint8_t> pieces[] = {payload, tokens};
+  PREFIXD_RETURN_IF_ERROR(AeadSeal(key, IdentityOf(meta), pieces, &out.payload));
   meta.payload_bytes = out.payload.size();
   out.meta = std::move(meta);
   return out;
@@ -47,17 +49,21 @@ Result<Record> UnsealRecord(const AeadKey& key, const Record& sealed) {
   PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> plain,
                            AeadOpen(key, IdentityOf(sealed.meta), sealed.payload));
   if (plain.size() < 4) return Status::Corruption("a sealed record without its token count");
-  const uint32_t n = DecodeFixed32(plain.data());
+  const uint32_t n = DecodeFixed32(plain.data() + plain.size() - 4);
   if (n > kMaxTokensPerRecord || plain.size() < 4 + 4 * size_t(n)) {
     return Status::Corruption("a sealed record's token count " + std::to_string(n) +
                               " does not fit its " + std::to_string(plain.size()) + " bytes");
   }
+  const size_t state_bytes = plain.size() - 4 - 4 * size_t(n);
   Record out;
   out.meta = sealed.meta;
   out.meta.sealed = false;
   out.meta.tokens.resize(n);
-  for (uint32_t i = 0; i < n; ++i) out.meta.tokens[i] = int32_t(DecodeFixed32(plain.data() + 4 + 4 * i));
-  out.payload.assign(plain.begin() + 4 + 4 * size_t(n), plain.end());
+  for (uint32_t i = 0; i < n; ++i) {
+    out.meta.tokens[i] = int32_t(DecodeFixed32(plain.data() + state_bytes + 4 * i));
+  }
+  plain.resize(state_bytes);
+  out.payload = std::move(plain);
   out.meta.payload_bytes = out.payload.size();
   return out;
 }

@@ -22,7 +22,7 @@
 namespace prefixd::store {
 
 // The sealed form of a record: meta with tokens moved inside and `sealed` set, and the sealed
-// payload (nonce || AES-256-GCM(u32 n_tokens, tokens, payload) || tag).
+// payload (nonce || AES-256-GCM(payload, tokens, u32 n_tokens) || tag).
 struct SealedRecord {
   RecordMeta meta;
   std::vector<uint8_t> payload;

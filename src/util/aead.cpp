@@ -33,9 +33,11 @@ AeadKey DeriveAeadKey(std::string_view secret, std::string_view purpose) {
 }
 
 Status AeadSeal(const AeadKey& key, std::span<const uint8_t> aad,
-                std::span<const uint8_t> plaintext, std::vector<uint8_t>* out) {
+                std::span<const std::span<const uint8_t>> pieces, std::vector<uint8_t>* out) {
+  size_t n = 0;
+  for (std::span<const uint8_t> p : pieces) n += p.size();
   const size_t start = out->size();
-  out->resize(start + kAeadNonceBytes + plaintext.size() + kAeadTagBytes);
+  out->resize(start + kAeadNonceBytes + n + kAeadTagBytes);
   uint8_t* nonce = out->data() + start;
   uint8_t* body = nonce + kAeadNonceBytes;
   if (RAND_bytes(nonce, int(kAeadNonceBytes)) != 1) {
@@ -43,12 +45,16 @@ Status AeadSeal(const AeadKey& key, std::span<const uint8_t> aad,
     return Status::IOError("no random bytes for a nonce (OpenSSL RAND_bytes)");
   }
   Ctx c(EVP_CIPHER_CTX_new());
+  bool ok = c && EVP_EncryptInit_ex(c.get(), EVP_aes_256_gcm(), nullptr, key.data(), nonce) == 1 &&
+            Update(c.get(), nullptr, aad);
+  size_t at = 0;
+  for (std::span<const uint8_t> p : pieces) {
+    ok = ok && Update(c.get(), body + at, p);
+    at += p.size();
+  }
   int tail = 0;
-  const bool ok = c && EVP_EncryptInit_ex(c.get(), EVP_aes_256_gcm(), nullptr, key.data(), nonce) == 1 &&
-                  Update(c.get(), nullptr, aad) && Update(c.get(), body, plaintext) &&
-                  EVP_EncryptFinal_ex(c.get(), body + plaintext.size(), &tail) == 1 &&
-                  EVP_CIPHER_CTX_ctrl(c.get(), EVP_CTRL_GCM_GET_TAG, int(kAeadTagBytes),
-                                      body + plaintext.size()) == 1;
+  ok = ok && EVP_EncryptFinal_ex(c.get(), body + n, &tail) == 1 &&
+       EVP_CIPHER_CTX_ctrl(c.get(), EVP_CTRL_GCM_GET_TAG, int(kAeadTagBytes), body + n) == 1;
   if (!ok) {
     out->resize(start);
     return Status::Internal("AES-256-GCM sealing failed (OpenSSL)");

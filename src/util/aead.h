@@ -26,10 +26,15 @@ using AeadKey = Digest;  // 32 bytes: AES-256
 // Derives the key for `purpose` from a secret (HMAC-SHA256(secret, purpose)).
 AeadKey DeriveAeadKey(std::string_view secret, std::string_view purpose);
 
-// Appends nonce || AES-256-GCM(plaintext) || tag to `out`, the tag covering `aad` too.
+// Appends nonce || AES-256-GCM(plaintext) || tag to `out`, the tag covering `aad` too. The
+// plaintext is `pieces` one after another, sealed where they lie (never joined first).
 // Fails only when OpenSSL does (no random bytes, say).
 Status AeadSeal(const AeadKey& key, std::span<const uint8_t> aad,
-                std::span<const uint8_t> plaintext, std::vector<uint8_t>* out);
+                std::span<const std::span<const uint8_t>> pieces, std::vector<uint8_t>* out);
+inline Status AeadSeal(const AeadKey& key, std::span<const uint8_t> aad,
+                       std::span<const uint8_t> plaintext, std::vector<uint8_t>* out) {
+  return AeadSeal(key, aad, std::span<const std::span<const uint8_t>>(&plaintext, 1), out);
+}
 // The plaintext of a sealed message; Corruption when it is too short or does not verify.
 Result<std::vector<uint8_t>> AeadOpen(const AeadKey& key, std::span<const uint8_t> aad,
                                       std::span<const uint8_t> sealed);

@@ -40,7 +40,7 @@ TEST(Aead, EachSealHasItsOwnNonceAndEmptyPlaintextsSealToo) {
   ASSERT_TRUE(AeadSeal(key, {}, Bytes("same"), &b).ok());
   EXPECT_NE(a, b) << "a random nonce per seal";
   std::vector<uint8_t> empty;
-  ASSERT_TRUE(AeadSeal(key, {}, {}, &empty).ok());
+  ASSERT_TRUE(AeadSeal(key, {}, std::span<const uint8_t>(), &empty).ok());
   auto open = AeadOpen(key, {}, empty);
   ASSERT_TRUE(open.ok());
   EXPECT_TRUE(open->empty());
