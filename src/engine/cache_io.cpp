@@ -92,20 +92,20 @@ struct CacheIo::Impl {
   // Slices Blocks [from / B, n / B) of `tokens` (n = tokens.size(), all decoded in slot.seq)
   // from one read of the rows [first Block, n) and publishes them, then slot.run.pending.
   Status PublishRange(Slot& slot, std::span<const Token> tokens, int32_t from);
-  Status RestoreMatch(Slot& slot, const cache::PrefixCache::Match& m);
+  Status RestoreMatch(const Slot& slot, const cache::PrefixCache::Match& m, uint64_t* bytes);
   struct Held;
   Held HeldPrefix(const Slot& slot, size_t max_len) const;
-  Status KeepHeld(Slot& slot, size_t keep);
-  Status RestorePartial(Slot& slot, const cache::PrefixCache::Match& m);
+  Status KeepHeld(const Slot& slot, size_t keep);
+  Status RestorePartial(const Slot& slot, const cache::PrefixCache::Match& m, uint64_t* bytes);
   Status CheckPartial(std::span<const uint8_t> partial, size_t p) const;
-  Status CheckEndsAt(Slot& slot, size_t p);
+  Status CheckEndsAt(const Slot& slot, size_t p);
   cache::PrefixCache::Match LookupTiers(const Slot& slot, size_t max_len, size_t good_enough,
                                         CacheTier* tier);
   cache::PrefixCache::Match LookupExact(const Slot& slot, size_t max_len, size_t good_enough,
                                         CacheTier* tier);
   size_t OpenedEnd(const Slot& slot) const;
-  Status RestoreOpened(Slot& slot, size_t p);
-  void FitCapturesToSchedule(Slot& slot) const;
+  Status RestoreOpened(const Slot& slot, size_t p, uint64_t* bytes);
+  void FitCapturesToSchedule(Restoration& r) const;
 };
 
 CacheIo::CacheIo(Context& ctx, cache::TieredCache& cache, const CacheIoOptions& options,
@@ -113,12 +113,13 @@ CacheIo::CacheIo(Context& ctx, cache::TieredCache& cache, const CacheIoOptions& 
     : impl_(std::make_unique<Impl>(ctx, cache, options, std::move(shape))) {}
 CacheIo::~CacheIo() = default;
 
-Status CacheIo::Impl::RestoreMatch(Slot& slot, const cache::PrefixCache::Match& m) {
+Status CacheIo::Impl::RestoreMatch(const Slot& slot, const cache::PrefixCache::Match& m,
+                                   uint64_t* bytes) {
   if (whole()) {  // the Snapshot is the whole state at P
     if (!m.snapshot) return Status::Corruption("whole-state match without a snapshot");
     PREFIXD_ASSIGN_OR_RETURN(SnapshotParts snap, SplitSnapshot(m.snapshot->bytes));
     PREFIXD_RETURN_IF_ERROR(ctx.SetState(slot.seq, snap.state, StatePart::kWhole, snap.layout));
-    slot.run.result.usage.restored_bytes = m.snapshot->bytes.size();
+    *bytes = m.snapshot->bytes.size();
     return CheckEndsAt(slot, m.n_tokens);
   }
   if (!shape) return Status::Internal("no state shape");
@@ -137,7 +138,7 @@ Status CacheIo::Impl::RestoreMatch(Slot& slot, const cache::PrefixCache::Match& 
   PREFIXD_RETURN_IF_ERROR(
       AssembleStatePieces(rows, snap.state, *shape, int32_t(m.n_tokens), &pieces));
   Status set = ctx.SetStatePieces(slot.seq, pieces.pieces, pieces.size, {}, {}, snap.layout);
-  slot.run.result.usage.restored_bytes = pieces.size;
+  *bytes = pieces.size;
   PREFIXD_RETURN_IF_ERROR(set);
   return CheckEndsAt(slot, m.n_tokens);
 }
@@ -166,7 +167,7 @@ CacheIo::Impl::Held CacheIo::Impl::HeldPrefix(const Slot& slot, size_t max_len) 
 }
 
 // Keeps the first `keep` held tokens: the tail of pure-attention rows is cut off.
-Status CacheIo::Impl::KeepHeld(Slot& slot, size_t keep) {
+Status CacheIo::Impl::KeepHeld(const Slot& slot, size_t keep) {
   if (keep < slot.held.tokens.size() && !ctx.SeqTruncate(slot.seq, int32_t(keep))) {
     return Status::Internal("cannot cut the held sequence at " + std::to_string(keep));
   }
@@ -175,12 +176,13 @@ Status CacheIo::Impl::KeepHeld(Slot& slot, size_t keep) {
 
 // The slot holds the rows of [0, P) already: sets only the Snapshot's partial state (recurrent
 // or SWA) taken at P and cuts the rows after P. The bytes moved are the partial's alone.
-Status CacheIo::Impl::RestorePartial(Slot& slot, const cache::PrefixCache::Match& m) {
+Status CacheIo::Impl::RestorePartial(const Slot& slot, const cache::PrefixCache::Match& m,
+                                     uint64_t* bytes) {
   if (!m.snapshot) return Status::Internal("partial restore without a snapshot");
   PREFIXD_ASSIGN_OR_RETURN(SnapshotParts snap, SplitSnapshot(m.snapshot->bytes));
   PREFIXD_RETURN_IF_ERROR(CheckPartial(snap.state, m.n_tokens));
   PREFIXD_RETURN_IF_ERROR(ctx.SetState(slot.seq, snap.state, StatePart::kPartial, snap.layout));
-  slot.run.result.usage.restored_bytes = m.snapshot->bytes.size();
+  *bytes = m.snapshot->bytes.size();
   if (!ctx.SeqTruncate(slot.seq, int32_t(m.n_tokens))) {
     return Status::Internal("cannot cut the held rows at " + std::to_string(m.n_tokens));
   }
@@ -193,7 +195,7 @@ Status CacheIo::Impl::CheckPartial(std::span<const uint8_t> partial, size_t p) c
   return CheckPartialState(partial, *shape, int32_t(p));
 }
 
-Status CacheIo::Impl::CheckEndsAt(Slot& slot, size_t p) {
+Status CacheIo::Impl::CheckEndsAt(const Slot& slot, size_t p) {
   if (ctx.SeqPosMax(slot.seq) == int32_t(p) - 1) return Status::OK();
   const int32_t got = ctx.SeqPosMax(slot.seq);
   ctx.SeqClear(slot.seq);
@@ -259,11 +261,11 @@ size_t CacheIo::Impl::OpenedEnd(const Slot& slot) const {
   return size_t(ExactRestoreFloor(slot.run.chunk_ends, p, options.tiled_from));
 }
 
-Status CacheIo::Impl::RestoreOpened(Slot& slot, size_t p) {
+Status CacheIo::Impl::RestoreOpened(const Slot& slot, size_t p, uint64_t* bytes) {
   const cache::OpenedPrefix& opened = *slot.run.job->prefetch.opened;
-  size_t bytes = 0;
-  Status st = SetOpenedPrefix(ctx, slot.seq, opened, p, *shape, cache, &pieces, &bytes);
-  slot.run.result.usage.restored_bytes = bytes;
+  size_t set = 0;
+  Status st = SetOpenedPrefix(ctx, slot.seq, opened, p, *shape, cache, &pieces, &set);
+  *bytes = set;
   PREFIXD_RETURN_IF_ERROR(st);
   return CheckEndsAt(slot, p);
 }
@@ -271,67 +273,65 @@ Status CacheIo::Impl::RestoreOpened(Slot& slot, size_t p) {
 // Cuts the slot's schedule at each capture point that needs a Snapshot there, where that keeps
 // every call's class (SplitChunkAt); drops the points it cannot cut at (a branch point a few
 // tokens from a planned end): they would change how the rows around them compute.
-void CacheIo::Impl::FitCapturesToSchedule(Slot& slot) const {
+void CacheIo::Impl::FitCapturesToSchedule(Restoration& r) const {
   if (!options.needs_snapshot) return;  // Tails are sliced from the rows anywhere
-  std::erase_if(slot.run.captures, [&](const CapturePoint& c) {
-    return !SplitChunkAt(slot.run.chunk_ends, c.pos, options.tiled_from);
+  std::erase_if(r.captures, [&](const CapturePoint& c) {
+    return !SplitChunkAt(r.chunk_ends, c.pos, options.tiled_from);
   });
 }
 
 // Three ways, cheapest first: keep what the slot holds (0 bytes); set only a Snapshot's
 // partial into a slot that holds its rows; assemble the whole prefix from the tiers.
-void CacheIo::Restore(Slot& slot) {
+Restoration CacheIo::Restore(const Slot& slot) {
   const Prompt& prompt = slot.run.job->request.prompt;
   const size_t max_len = prompt.tokens.size() - 1;
   const Impl::Held held = impl_->HeldPrefix(slot, max_len);
   CacheTier tier = CacheTier::kRam;
   cache::PrefixCache::Match m = impl_->LookupExact(slot, max_len, held.keep, &tier);
   const size_t opened = impl_->OpenedEnd(slot);
-  CacheOutcome& out = slot.run.result.cache;
+  Restoration r;
+  CacheOutcome& out = r.outcome;
   const size_t reusable = std::max({m.diverged_at, held.shared, opened});
   out.reusable_tokens = int32_t(std::min(reusable, max_len));
   out.diverged_at = reusable < prompt.tokens.size() ? int32_t(reusable) : -1;
-  slot.run.restored = 0;
   Status st = Status::OK();
   if (held.keep > 0 && held.keep >= std::max(m.n_tokens, opened)) {
     st = impl_->KeepHeld(slot, held.keep);
-    if (st.ok()) slot.run.restored = int32_t(held.keep), out.tier = CacheTier::kSlot;
+    if (st.ok()) r.restored = int32_t(held.keep), out.tier = CacheTier::kSlot;
   } else if (opened > m.n_tokens && opened <= held.shared && impl_->options.needs_snapshot) {
     // The slot holds the rows: only the Snapshot the prefetch read is set.
     cache::PrefixCache::Match partial;
     partial.n_tokens = opened;
     partial.snapshot = slot.run.job->prefetch.opened->snapshot;
-    st = impl_->RestorePartial(slot, partial);
-    if (st.ok()) slot.run.restored = int32_t(opened), out.tier = CacheTier::kDisk;
+    st = impl_->RestorePartial(slot, partial, &r.restored_bytes);
+    if (st.ok()) r.restored = int32_t(opened), out.tier = CacheTier::kDisk;
   } else if (opened > m.n_tokens) {
     impl_->ctx.SeqClear(slot.seq);
-    st = impl_->RestoreOpened(slot, opened);
-    if (st.ok()) slot.run.restored = int32_t(opened), out.tier = CacheTier::kDisk;
+    st = impl_->RestoreOpened(slot, opened, &r.restored_bytes);
+    if (st.ok()) r.restored = int32_t(opened), out.tier = CacheTier::kDisk;
   } else if (m.n_tokens > 0 && m.n_tokens <= held.shared && impl_->options.has_rows &&
              impl_->options.needs_snapshot) {
-    st = impl_->RestorePartial(slot, m);
-    if (st.ok()) slot.run.restored = int32_t(m.n_tokens), out.tier = tier;
+    st = impl_->RestorePartial(slot, m, &r.restored_bytes);
+    if (st.ok()) r.restored = int32_t(m.n_tokens), out.tier = tier;
   } else {
     impl_->ctx.SeqClear(slot.seq);
-    if (m.n_tokens > 0) st = impl_->RestoreMatch(slot, m);
-    if (m.n_tokens > 0 && st.ok()) slot.run.restored = int32_t(m.n_tokens), out.tier = tier;
+    if (m.n_tokens > 0) st = impl_->RestoreMatch(slot, m, &r.restored_bytes);
+    if (m.n_tokens > 0 && st.ok()) r.restored = int32_t(m.n_tokens), out.tier = tier;
     if (m.n_tokens == 0) out.miss = MissOf(m);
   }
   if (!st.ok()) {
     impl_->ctx.SeqClear(slot.seq);  // fail closed: prefill cold
-    slot.run.restored = 0;
+    r.restored = 0;
     out.tier = CacheTier::kNone;
     out.miss = CacheMiss::kRestoreFailed;
     Logf(LogLevel::kWarning, "restore of %zu tokens refused: %s",
          std::max({m.n_tokens, held.keep, opened}),
          st.ToString().c_str());
   }
-  slot.held.tokens.clear();  // the sequence now holds the request's own state
-  slot.run.job->prefetch.opened.reset();  // closes the record files
-  slot.run.pos = slot.run.restored;
-  slot.run.captures = PlanCaptures(prompt, slot.run.restored, out.diverged_at, impl_->options);
-  impl_->FitCapturesToSchedule(slot);
-  slot.run.next_capture = 0;
+  r.captures = PlanCaptures(prompt, r.restored, out.diverged_at, impl_->options);
+  r.chunk_ends = slot.run.chunk_ends;
+  impl_->FitCapturesToSchedule(r);
+  return r;
 }
 
 Status CacheIo::Capture(Slot& slot, const CapturePoint& point) {

@@ -34,6 +34,17 @@ struct CacheIoOptions {
   StateMode mode = StateMode::kSliced;
 };
 
+// What CacheIo::Restore put into a slot's sequence, and the prefill plan that follows from it.
+struct Restoration {
+  int32_t restored = 0;         // P: the sequence holds the prompt's state at P (0: cold)
+  uint64_t restored_bytes = 0;  // state bytes set into it (0: the slot kept what it held)
+  CacheOutcome outcome;
+  // The capture points after P (ascending, inside (P, prompt size]) and the chunk schedule cut
+  // at those that need a Snapshot (points it cannot cut at are dropped).
+  std::vector<CapturePoint> captures;
+  std::vector<int32_t> chunk_ends;
+};
+
 class CacheIo {
  public:
   // REQUIRES: ctx and cache outlive this object; `shape` (what the codec probe learned, see
@@ -49,11 +60,10 @@ class CacheIo {
   // the local tiers (TieredCache: RAM, then disk; the shared tier was read into RAM by
   // Prefetch before the request queued). A restore of rows (pure attention) ends where the
   // prompt's chunk schedule (slot.run.chunk_ends, planned before) continues exactly as a cold
-  // run does (ExactRestoreFloor); a Snapshot is restored where it is. Sets slot.run.restored /
-  // pos / result.cache, clears slot.held, then plans slot.run.captures and cuts
-  // slot.run.chunk_ends at those that need a Snapshot (dropping those it cannot cut at).
-  // Any failed check leaves slot.seq empty (cold).
-  void Restore(Slot& slot);
+  // run does (ExactRestoreFloor); a Snapshot is restored where it is. Writes only the
+  // sequence; what it did comes back for the caller to apply (Restoration). Any failed check
+  // leaves slot.seq empty (cold).
+  Restoration Restore(const Slot& slot);
   // Runs after the prefill call that ended at or after `point.pos` (exactly there when the
   // point takes a Snapshot, else Internal): records the point and takes the Snapshot there.
   Status Capture(Slot& slot, const CapturePoint& point);

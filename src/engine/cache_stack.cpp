@@ -21,6 +21,28 @@ namespace prefixd::engine {
 
 namespace {
 
+RemoteTierStats RemoteStatsOf(const store::RedisStoreStats& r) {
+  RemoteTierStats s;
+  s.up = r.up;
+  s.downs = r.downs;
+  s.queue_depth = r.queue_depth;
+  s.puts_accepted = r.puts_accepted;
+  s.puts_written = r.puts_written;
+  s.put_drop_queue_full = r.put_drop_queue_full;
+  s.put_drop_down = r.put_drop_down;
+  s.put_fail_rejected = r.put_fail_rejected;
+  s.put_fail_io = r.put_fail_io;
+  s.bytes_written = r.bytes_written;
+  s.gets = r.gets;
+  s.get_hits = r.get_hits;
+  s.get_not_found = r.get_not_found;
+  s.get_corrupt = r.get_corrupt;
+  s.get_errors = r.get_errors;
+  s.skipped_down = r.skipped_down;
+  s.bytes_read = r.bytes_read;
+  return s;
+}
+
 // Where the chunking probe's answer for these settings is remembered, and the answer when an
 // earlier start found it (no cache dir: no memo, the probe runs).
 struct ChunkingMemoSlot {
@@ -207,7 +229,7 @@ void CacheStack::AddStats(EngineStats* s) const {
     s->disk_records = ds.records;
     s->disk_records_by_kind = ds.records_by_kind;
   }
-  if (remote_) s->remote = remote_->GetStats();
+  if (remote_) s->remote = RemoteStatsOf(remote_->GetStats());
 }
 
 std::vector<CachedPrefix> CacheStack::List(const std::string* tenant_salt) const {

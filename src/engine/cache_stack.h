@@ -20,9 +20,11 @@
 #include <vector>
 
 #include "cache/prefix_cache.h"
+#include "store/redis_store.h"
 #include "engine/context.h"
 #include "engine/domain.h"
-#include "engine/engine.h"
+#include "engine/options.h"
+#include "engine/stats.h"
 #include "engine/job.h"
 #include "engine/model.h"
 

@@ -8,7 +8,8 @@
 #include <string>
 
 #include "engine/context.h"
-#include "engine/engine.h"
+#include "engine/options.h"
+#include "engine/stats.h"
 #include "engine/model.h"
 #include "util/hash.h"
 

@@ -126,8 +126,13 @@ Result<Prompt> Engine::PrepareText(const std::string& text, const std::string& m
   return prompt;
 }
 
-Result<CompletionResult> Engine::Complete(CompletionRequest request) {
-  return impl_->scheduler->Submit(std::move(request));
+Result<std::shared_ptr<Completion>> Engine::Start(CompletionRequest request) {
+  return impl_->scheduler->Start(std::move(request));
+}
+
+Result<CompletionResult> Engine::Complete(CompletionRequest request, const PieceFn& on_piece) {
+  PREFIXD_ASSIGN_OR_RETURN(std::shared_ptr<Completion> completion, Start(std::move(request)));
+  return Drain(*completion, on_piece);
 }
 
 std::vector<Token> Engine::Tokenize(const std::string& text) const {

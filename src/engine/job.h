@@ -1,17 +1,18 @@
 // Job and Slot: the engine's internal bookkeeping for one request and the sequence it runs on.
-// Owned and touched only by the scheduler thread, except Job::done which the submitting
-// thread waits on.
+// Owned and touched only by the scheduler thread, except Job::completion, which the request's
+// owner reads (engine/completion.h).
 #pragma once
 
 #include <chrono>
-#include <future>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "cache/store_tier.h"
 #include "cache/types.h"
-#include "engine/engine.h"
+#include "engine/completion.h"
+#include "engine/options.h"
+#include "engine/stats.h"
 #include "engine/sampler.h"
 #include "engine/text_stream.h"
 
@@ -36,7 +37,7 @@ struct PrefetchResult {
 
 struct Job {
   CompletionRequest request;
-  std::promise<Result<CompletionResult>> done;
+  std::shared_ptr<Completion> completion = std::make_shared<Completion>();
   Clock::time_point submitted = Clock::now();
   double prefetch_ms = 0;  // tier reads on the submitting thread (Usage::prefetch_ms)
   PrefetchResult prefetch;

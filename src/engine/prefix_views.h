@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cache/prefix_inventory.h"
-#include "engine/engine.h"
+#include "engine/stats.h"
 
 namespace prefixd::engine {
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "cache/chain_hash.h"
+#include "engine/engine.h"
 #include "engine/test_model.h"
 #include "engine/test_temp_dir.h"
 

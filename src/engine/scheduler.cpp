@@ -5,8 +5,8 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
-#include <atomic>
 #include <future>
+#include <atomic>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -59,6 +59,7 @@ struct Scheduler::Impl {
   void Start(Slot& slot, std::unique_ptr<Job> job, const Digest& domain,
              std::unique_ptr<Sampler> sampler);
   void Refuse(std::unique_ptr<Job> job, const Status& st);
+  void Apply(Slot& slot, Restoration restoration);
   void KeepHeld(Slot& slot, std::span<const Token> generated);
   void ForgetHeld(Slot& slot);
   std::vector<int32_t> PlanPrefill(const Prompt& prompt) const;
@@ -152,7 +153,7 @@ Scheduler::~Scheduler() {
   impl_->worker.join();
 }
 
-Result<CompletionResult> Scheduler::Submit(CompletionRequest request) {
+Result<std::shared_ptr<Completion>> Scheduler::Start(CompletionRequest request) {
   const size_t n = request.prompt.tokens.size();
   if (n == 0) return Status::InvalidArgument("the prompt is empty");
   if (n + 1 > impl_->options.n_ctx_per_slot) {
@@ -163,7 +164,7 @@ Result<CompletionResult> Scheduler::Submit(CompletionRequest request) {
   auto job = std::make_unique<Job>();
   job->request = std::move(request);
   impl_->cache->Prefetch(*job);
-  auto done = job->done.get_future();
+  std::shared_ptr<Completion> completion = job->completion;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->stopping) return Status::Aborted("the engine is shutting down");
@@ -174,7 +175,7 @@ Result<CompletionResult> Scheduler::Submit(CompletionRequest request) {
     impl_->queue.push_back(std::move(job));
   }
   impl_->cv.notify_all();
-  return done.get();
+  return completion;
 }
 
 EngineStats Scheduler::GetStats() const {
@@ -249,7 +250,7 @@ void Scheduler::Impl::Loop() {
     if (s.phase != Phase::kIdle) Finish(s, FinishReason::kCancelled);
   }
   std::lock_guard<std::mutex> lock(mu);
-  for (auto& job : queue) job->done.set_value(Status::Aborted("the engine is shutting down"));
+  for (auto& job : queue) job->completion->Finish(Status::Aborted("the engine is shutting down"));
   queue.clear();
 }
 
@@ -318,10 +319,7 @@ void Scheduler::Impl::AbortSlot(Slot& slot, const std::string& what) {
   Logf(LogLevel::kWarning, "slot %d: request failed: %s", int(slot.seq), what.c_str());
   slot.run.publish_pending = false;
   if (!slot.run.job) return;
-  try {
-    slot.run.job->done.set_value(Status::Internal("internal error: " + what));
-  } catch (const std::future_error&) {  // answered already
-  }
+  slot.run.job->completion->Finish(Status::Internal("internal error: " + what));  // unless answered
   slot.run.job.reset();
   slot.phase = Phase::kIdle;
   ForgetHeld(slot);
@@ -330,7 +328,7 @@ void Scheduler::Impl::AbortSlot(Slot& slot, const std::string& what) {
 
 // Answers a job that never got a slot (its sampler could not be built).
 void Scheduler::Impl::Refuse(std::unique_ptr<Job> job, const Status& st) {
-  job->done.set_value(st);
+  job->completion->Finish(st);
   FreeSlot();
 }
 
@@ -393,12 +391,27 @@ void Scheduler::Impl::Start(Slot& slot, std::unique_ptr<Job> job, const Digest& 
     if (Status st = cache->RememberDomain(run.domain); !st.ok()) {
       CountCacheError(CacheWork::kDomain, st);
     }
-    io->Restore(slot);
+    Apply(slot, io->Restore(slot));
     run.result.usage.restore_ms = MillisSince(run.started);
   } else {
     ForgetHeld(slot);  // nothing restored: the run starts at 0
   }
   run.result.usage.cached_tokens = run.restored;
+  run.job->completion->NoteProgress(run.pos);
+}
+
+// The sequence now holds the request's own state, from what Restore kept or set.
+void Scheduler::Impl::Apply(Slot& slot, Restoration restoration) {
+  SlotRun& run = slot.run;
+  run.restored = restoration.restored;
+  run.pos = restoration.restored;
+  run.result.usage.restored_bytes = restoration.restored_bytes;
+  run.result.cache = restoration.outcome;
+  run.captures = std::move(restoration.captures);
+  run.chunk_ends = std::move(restoration.chunk_ends);
+  run.next_capture = 0;
+  slot.held.tokens.clear();
+  run.job->prefetch.opened.reset();  // closes the record files
 }
 
 // The chunk schedule of `prompt` (PlanChunks): the same whether the cache is on or off. A model
@@ -415,7 +428,7 @@ std::vector<int32_t> Scheduler::Impl::PlanPrefill(const Prompt& prompt) const {
 
 void Scheduler::Impl::PrefillStep(Slot& slot) {
   const CompletionRequest& req = slot.run.job->request;
-  if (req.is_cancelled && req.is_cancelled()) return Finish(slot, FinishReason::kCancelled);
+  if (slot.run.job->completion->cancelled()) return Finish(slot, FinishReason::kCancelled);
   const auto& tokens = req.prompt.tokens;
   const int32_t n = int32_t(tokens.size());
   const int32_t stop = NextPlannedEnd(slot.run.chunk_ends, slot.run.pos);
@@ -427,6 +440,7 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   slot.run.result.usage.evaluated_tokens += int32_t(chunk.size());
   slot.run.result.usage.prefill_chunks++;
   slot.run.pos = stop;
+  slot.run.job->completion->NoteProgress(stop);
   // Every point up to here: a Snapshot's points are planned ends (CacheIo::Restore), the
   // others (Tails of pure attention) are sliced from the rows at publish time.
   CacheIo* io = cache_io();
@@ -499,9 +513,7 @@ void Scheduler::Impl::Accept(Slot& slot, Token t) {
   if (model.IsEndOfGeneration(t)) return Finish(slot, FinishReason::kStop);
   slot.run.result.tokens.push_back(t);
   std::string piece = slot.run.stream->Push(model.TokenPiece(t, RenderSpecial(slot, t)));
-  if (!piece.empty() && req.on_piece && !req.on_piece(piece)) {
-    return Finish(slot, FinishReason::kCancelled);
-  }
+  if (!slot.run.job->completion->Put(piece)) return Finish(slot, FinishReason::kCancelled);
   if (slot.run.stream->stopped()) return Finish(slot, FinishReason::kStop);
   if (int(slot.run.result.tokens.size()) >= req.max_tokens) return Finish(slot, FinishReason::kLength);
   if (slot.run.pos + 1 >= int32_t(options.n_ctx_per_slot)) return Finish(slot, FinishReason::kLength);
@@ -531,8 +543,8 @@ void Scheduler::Impl::GenerateStep() {
 
 void Scheduler::Impl::Finish(Slot& slot, FinishReason reason) {
   std::string tail = slot.run.stream->Finish();
-  const CompletionRequest& req = slot.run.job->request;
-  if (!tail.empty() && reason != FinishReason::kCancelled && req.on_piece) req.on_piece(tail);
+  Completion& completion = *slot.run.job->completion;
+  if (reason != FinishReason::kCancelled) completion.Put(tail);
   CompletionResult& r = slot.run.result;
   r.finish_reason = reason;
   r.text = slot.run.stream->text();
@@ -544,7 +556,7 @@ void Scheduler::Impl::Finish(Slot& slot, FinishReason reason) {
   CacheIo* io = cache_io();
   const bool publish_generation = io && reason != FinishReason::kCancelled;
   std::lock_guard<std::mutex> publishing(publish_mu);
-  slot.run.job->done.set_value(std::move(r));  // the client has its answer; the cache work follows
+  completion.Finish(std::move(r));  // the client has its answer; the cache work follows
   PublishPrompt(slot);
   if (publish_generation) {
     Status st = io->PublishGeneration(slot, counted.tokens);
@@ -599,7 +611,7 @@ void Scheduler::Impl::NoteSlot(const Slot& slot) {
 
 void Scheduler::Impl::Fail(Slot& slot, const Status& st) {
   slot.run.publish_pending = false;
-  slot.run.job->done.set_value(st);
+  slot.run.job->completion->Finish(st);
   slot.run.job.reset();
   slot.phase = Phase::kIdle;
   ForgetHeld(slot);  // notes the idle slot

@@ -2,13 +2,15 @@
 // one worker thread with continuous batching: each step decodes one prefill chunk of one slot
 // (chunks end at capture points) or one token for every generating slot in a single batch.
 //
-// Thread-safety: Submit(), GetStats() and ClearCache() may be called from any thread. The
+// Thread-safety: Start(), GetStats() and ClearCache() may be called from any thread. The
 // worker thread is the only one touching the context, the slots and the sequences.
 #pragma once
 
 #include <memory>
 
-#include "engine/engine.h"
+#include "engine/completion.h"
+#include "engine/options.h"
+#include "engine/stats.h"
 #include "engine/model.h"
 
 namespace prefixd::engine {
@@ -20,9 +22,10 @@ class Scheduler {
                                                    const EngineOptions& options);
   ~Scheduler();  // finishes queued and running requests as cancelled, joins the worker
 
-  // Blocks until the request finishes. ResourceExhausted when the queue is full,
-  // InvalidArgument when the prompt is empty or does not fit a slot's context.
-  Result<CompletionResult> Submit(CompletionRequest request);
+  // Queues the request and returns its running Completion (Engine::Start). ResourceExhausted
+  // when the queue is full, InvalidArgument when the prompt is empty or does not fit a slot's
+  // context, Aborted when the engine is shutting down.
+  Result<std::shared_ptr<Completion>> Start(CompletionRequest request);
   EngineStats GetStats() const;
   // Drops every tier's entries; the idle slots forget the sequences they hold before the next
   // request is admitted, so nothing cleared is reused.

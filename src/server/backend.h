@@ -3,7 +3,8 @@
 // NewEngineBackend() adapts the real engine::Engine (engine_backend.cpp); the contract of every
 // method is the engine's (engine/engine.h).
 //
-// Thread-safety: every method may be called from any thread; Complete() blocks its caller.
+// Thread-safety: every method may be called from any thread; Start() returns at once,
+// Complete() blocks its caller.
 #pragma once
 
 #include <memory>
@@ -37,9 +38,14 @@ class Backend {
   // `memo_scope`: the tenant's salt (ChatRenderOptions::memo_scope).
   virtual Result<Prompt> PrepareText(const std::string& text,
                                      const std::string& memo_scope) const = 0;
-  // Blocks until done. ResourceExhausted when the queue is full; InvalidArgument when the
-  // prompt does not fit the context; finish_reason "cancelled" when on_piece returned false.
-  virtual Result<CompletionResult> Complete(CompletionRequest request) = 0;
+  // The request running (Engine::Start). ResourceExhausted when the queue is full;
+  // InvalidArgument when the prompt does not fit the context.
+  virtual Result<std::shared_ptr<engine::Completion>> Start(CompletionRequest request) = 0;
+  // Start, then wait for the end (engine::Drain).
+  Result<CompletionResult> Complete(CompletionRequest request) {
+    PREFIXD_ASSIGN_OR_RETURN(std::shared_ptr<engine::Completion> c, Start(std::move(request)));
+    return engine::Drain(*c);
+  }
   virtual std::string Detokenize(const std::vector<Token>& tokens) const = 0;
   virtual std::string model_name() const = 0;
   virtual uint32_t n_ctx_per_slot() const = 0;

@@ -18,8 +18,8 @@ class EngineBackend final : public Backend {
                              const std::string& memo_scope) const override {
     return engine_->PrepareText(text, memo_scope);
   }
-  Result<CompletionResult> Complete(CompletionRequest request) override {
-    return engine_->Complete(std::move(request));
+  Result<std::shared_ptr<engine::Completion>> Start(CompletionRequest request) override {
+    return engine_->Start(std::move(request));
   }
   std::string Detokenize(const std::vector<Token>& tokens) const override {
     return engine_->Detokenize(tokens);

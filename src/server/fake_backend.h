@@ -47,43 +47,19 @@ class FakeBackend : public Backend {
     for (unsigned char c : text) p.tokens.push_back(Token(c));
     return p;
   }
-  Result<CompletionResult> Complete(CompletionRequest request) override {
+  ~FakeBackend() override {
+    for (std::thread& t : producers_) t.join();
+  }
+  // Produces the reply on a thread of its own (the real engine's scheduler thread stands here).
+  Result<std::shared_ptr<engine::Completion>> Start(CompletionRequest request) override {
     if (queue_full) return Status::ResourceExhausted("queue full (64 waiting)");
     ++completions;
-    CompletionResult r;
-    r.usage.prompt_tokens = int32_t(request.prompt.tokens.size());
-    r.usage.cached_tokens = CachedPrefix(request);
-    r.usage.evaluated_tokens = r.usage.prompt_tokens - r.usage.cached_tokens;
-    r.cache.tier = r.usage.cached_tokens > 0 ? engine::CacheTier::kRam : engine::CacheTier::kNone;
-    if (r.usage.cached_tokens == 0) r.cache.miss = engine::CacheMiss::kNoEntry;
-    r.finish_reason = engine::FinishReason::kLength;
-    for (int i = 0; i < request.max_tokens; ++i) {
-      if (size_t(i) >= reply.size()) {
-        r.finish_reason = engine::FinishReason::kStop;
-        break;
-      }
-      if (std::string s = StopAt(request.stop, size_t(i)); !s.empty()) {
-        r.finish_reason = engine::FinishReason::kStop;
-        r.stop_word = s;
-        break;
-      }
-      if (piece_delay.count() > 0) std::this_thread::sleep_for(piece_delay);
-      std::string piece(1, reply[size_t(i)]);
-      if (request.on_piece && !request.on_piece(piece)) {
-        r.finish_reason = engine::FinishReason::kCancelled;
-        ++cancelled;
-        break;
-      }
-      r.text += piece;
-      r.tokens.push_back(Token((unsigned char)piece[0]));
-    }
-    r.usage.completion_tokens = int32_t(r.tokens.size());
-    if (request.sampling.top_logprobs >= 0) AddLogprobs(request.sampling.top_logprobs, &r);
+    auto completion = std::make_shared<engine::Completion>();
     std::lock_guard<std::mutex> lock(mu_);
-    last_salt_ = request.tenant_salt;
-    last_stop_ = request.stop;
-    last_grammar_ = request.sampling.grammar.gbnf;
-    return r;
+    producers_.emplace_back([this, completion, req = std::move(request)] {
+      completion->Finish(Produce(req, *completion));
+    });
+    return completion;
   }
   std::string Detokenize(const std::vector<Token>& tokens) const override {
     std::string s;
@@ -101,7 +77,7 @@ class FakeBackend : public Backend {
     s.ram_budget_bytes = 4096;
     s.disk_quota_bytes = 8192;
     s.disk_records = 3;
-    s.disk_records_by_kind = {{store::RecordKind::kBlockRows, 2}, {store::RecordKind::kSnapshot, 1}};
+    s.disk_records_by_kind = {{engine::RecordKind::kBlockRows, 2}, {engine::RecordKind::kSnapshot, 1}};
     s.memory_layout = "attention";
     s.block_size = 16;
     s.slots = {engine::SlotView{true, 40, "00000000000000aa", DomainIdOf("")},
@@ -158,6 +134,43 @@ class FakeBackend : public Backend {
   }
 
  private:
+  CompletionResult Produce(const CompletionRequest& request, engine::Completion& completion) {
+    CompletionResult r;
+    r.usage.prompt_tokens = int32_t(request.prompt.tokens.size());
+    r.usage.cached_tokens = CachedPrefix(request);
+    r.usage.evaluated_tokens = r.usage.prompt_tokens - r.usage.cached_tokens;
+    r.cache.tier = r.usage.cached_tokens > 0 ? engine::CacheTier::kRam : engine::CacheTier::kNone;
+    if (r.usage.cached_tokens == 0) r.cache.miss = engine::CacheMiss::kNoEntry;
+    r.finish_reason = engine::FinishReason::kLength;
+    for (int i = 0; i < request.max_tokens; ++i) {
+      if (size_t(i) >= reply.size()) {
+        r.finish_reason = engine::FinishReason::kStop;
+        break;
+      }
+      if (std::string s = StopAt(request.stop, size_t(i)); !s.empty()) {
+        r.finish_reason = engine::FinishReason::kStop;
+        r.stop_word = s;
+        break;
+      }
+      if (piece_delay.count() > 0) std::this_thread::sleep_for(piece_delay);
+      std::string piece(1, reply[size_t(i)]);
+      if (!completion.Put(piece)) {
+        r.finish_reason = engine::FinishReason::kCancelled;
+        ++cancelled;
+        break;
+      }
+      r.text += piece;
+      r.tokens.push_back(Token((unsigned char)piece[0]));
+    }
+    r.usage.completion_tokens = int32_t(r.tokens.size());
+    if (request.sampling.top_logprobs >= 0) AddLogprobs(request.sampling.top_logprobs, &r);
+    std::lock_guard<std::mutex> lock(mu_);
+    last_salt_ = request.tenant_salt;
+    last_stop_ = request.stop;
+    last_grammar_ = request.sampling.grammar.gbnf;
+    return r;
+  }
+
   // The stop string that the reply starts at `i`, or "".
   std::string StopAt(const std::vector<std::string>& stop, size_t i) const {
     for (const std::string& s : stop) {
@@ -206,6 +219,7 @@ class FakeBackend : public Backend {
   std::string last_salt_;
   std::vector<std::string> last_stop_;
   std::string last_grammar_;
+  std::vector<std::thread> producers_;  // guarded by mu_
 };
 
 }  // namespace prefixd::server

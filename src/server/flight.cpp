@@ -8,6 +8,23 @@ namespace {
 
 constexpr auto kPollInterval = std::chrono::milliseconds(50);
 
+// The backend's running request, or one already finished with why it could not start. This
+// request's failure is its own: whatever escapes the backend (a template, a parser, a tier
+// read) answers this request and leaves the process running.
+std::shared_ptr<engine::Completion> StartRun(Backend& backend, CompletionRequest request) {
+  Result<std::shared_ptr<engine::Completion>> started = Status::Internal("unknown exception");
+  try {
+    started = backend.Start(std::move(request));
+  } catch (const std::exception& e) {
+    started = Status::Internal(std::string("internal error: ") + e.what());
+  } catch (...) {
+  }
+  if (started.ok()) return std::move(started).value();
+  auto refused = std::make_shared<engine::Completion>();
+  refused->Finish(started.status());
+  return refused;
+}
+
 }  // namespace
 
 Flight::Flight(const RouteContext& ctx, const httplib::Request& req, ResponseMeta meta,
@@ -24,7 +41,7 @@ Flight::Flight(const RouteContext& ctx, const httplib::Request& req, ResponseMet
       start_(RequestStart()) {
   prepare_ms_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
-  run_ = std::make_unique<CompletionRun>(*ctx.backend, std::move(request), ctx.stopping);
+  run_ = StartRun(*ctx.backend, std::move(request));
 }
 
 Flight::~Flight() {
@@ -32,16 +49,16 @@ Flight::~Flight() {
   Log(200);
 }
 
-CompletionRun::Event Flight::Wait(std::string* text) {
+Flight::Event Flight::Wait(std::string* text) {
   for (;;) {
-    CompletionRun::Event ev = run_->Next(kPollInterval, text);
-    if (ev == CompletionRun::Event::kText && ttft_seconds_ < 0) {
+    Event ev = run_->Next(kPollInterval, text);
+    if (ev == Event::kText && ttft_seconds_ < 0) {
       ttft_seconds_ =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     }
-    if (ev == CompletionRun::Event::kFinished) finished_ = true;
+    if (ev == Event::kFinished) finished_ = true;
     CheckClient();
-    if (ev != CompletionRun::Event::kTimeout) return ev;
+    if (ev != Event::kTimeout) return ev;
   }
 }
 
@@ -60,7 +77,7 @@ void Flight::Abandon() {
 
 void Flight::Drain() {
   std::string text;
-  while (Wait(&text) != CompletionRun::Event::kFinished) text.clear();
+  while (Wait(&text) != Event::kFinished) text.clear();
 }
 
 void Flight::Log(int status) {

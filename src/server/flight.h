@@ -1,9 +1,10 @@
 // Flight: one completion from the moment it is handed to the engine to its log line.
 //
-// It owns the CompletionRun, watches the client's connection while it waits (a client that
-// went away, or a server that is stopping, cancels the run, which frees its slot at the
-// engine's next piece), measures time to first text, and writes the request's log line and
-// completion metrics exactly once — at the latest when it is destroyed.
+// It holds the engine's running Completion (engine/completion.h) and waits on it on the
+// handler's own thread, watching the client's connection between waits (a client that went
+// away, or a server that is stopping, cancels the run, which frees its slot at the engine's
+// next step), measures time to first text, and writes the request's log line and completion
+// metrics exactly once — at the latest when it is destroyed.
 //
 // Thread-safety: used by one thread at a time (the handler, then the stream writer).
 #pragma once
@@ -11,12 +12,13 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
-#include "server/completion_run.h"
+#include "engine/completion.h"
+#include "server/backend.h"
 #include "server/recent_requests.h"
-#include <functional>
 #include "server/response_json.h"
 #include "server/routes.h"
 
@@ -24,7 +26,8 @@ namespace prefixd::server {
 
 class Flight {
  public:
-  // Starts the run. `meta` names the response; `route` labels logs.
+  // Starts the run (Backend::Start; a refusal or an exception there is the run's result).
+  // `meta` names the response; `route` labels logs.
   Flight(const RouteContext& ctx, const httplib::Request& req, ResponseMeta meta,
          std::string route, std::string tenant_label, CompletionRequest request, bool stream);
   ~Flight();
@@ -33,7 +36,8 @@ class Flight {
 
   // Waits for text (kText, moved into *text) or the end (kFinished), cancelling the run when
   // the client goes away meanwhile. Never returns kTimeout.
-  CompletionRun::Event Wait(std::string* text);
+  using Event = engine::Completion::Event;
+  Event Wait(std::string* text);
   // Cancels the run (the client is gone) and waits for it to end.
   void Abandon();
   // Waits for the end, discarding text.
@@ -41,6 +45,7 @@ class Flight {
 
   // REQUIRES: Wait() returned kFinished (or Drain()/Abandon() returned).
   Result<CompletionResult>& result() { return run_->result(); }
+  bool cancelled() const { return run_->cancelled(); }
   const ResponseMeta& meta() const { return meta_; }
 
   // Writes the log line and the metrics, and adds the request to ctx.recent. `status` is the HTTP status sent (200 for a stream
@@ -67,7 +72,7 @@ class Flight {
   double ttft_seconds_ = -1;
   bool finished_ = false;
   bool logged_ = false;
-  std::unique_ptr<CompletionRun> run_;
+  std::shared_ptr<engine::Completion> run_;
 };
 
 }  // namespace prefixd::server

@@ -54,7 +54,7 @@ void ByLabel(const char* name, const char* type, const char* help, const char* k
 }
 
 // The shared tier (--remote-cache): its state and what it did, by outcome.
-void RenderRemote(const store::RedisStoreStats& r, std::string* out) {
+void RenderRemote(const engine::RemoteTierStats& r, std::string* out) {
   Gauge("prefixd_remote_up", "1 when the shared tier (Redis) answered last, else 0.",
         r.up ? 1 : 0, out);
   Counter("prefixd_remote_down_total", "Times the shared tier became unreachable.", r.downs, out);

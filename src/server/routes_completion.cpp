@@ -20,7 +20,7 @@
 namespace prefixd::server {
 namespace {
 
-using Event = CompletionRun::Event;
+using Event = Flight::Event;
 
 struct Prepared {
   Prompt prompt;

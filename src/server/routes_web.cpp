@@ -61,7 +61,7 @@ json TiersJson(const engine::EngineStats& s) {
   if (s.disk_quota_bytes > 0) {
     disk = {{"used_bytes", At(s.bytes_by_tier, engine::CacheTier::kDisk)}, {"quota_bytes", s.disk_quota_bytes},
             {"records", s.disk_records},
-            {"records_by_kind", engine::CountsByName(s.disk_records_by_kind, store::RecordKindName)},
+            {"records_by_kind", engine::CountsByName(s.disk_records_by_kind, engine::RecordKindName)},
             {"evictions", At(s.evictions_by_tier, engine::CacheTier::kDisk)}};
   }
   return {{"ram", ram}, {"disk", disk}, {"shared", nullptr}};
