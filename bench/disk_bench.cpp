@@ -26,7 +26,7 @@
 #include "bench/bandwidth.h"
 #include "bench/trace.h"
 #include "engine/engine.h"
-#include "engine/test_model.h"
+#include "engine/testgen/test_model.h"
 #include "util/flags.h"
 
 namespace fs = std::filesystem;

@@ -16,7 +16,7 @@
 #include "bench/bandwidth.h"
 #include "bench/trace.h"
 #include "engine/engine.h"
-#include "engine/test_model.h"
+#include "engine/testgen/test_model.h"
 #include "util/flags.h"
 
 namespace prefixd::bench {

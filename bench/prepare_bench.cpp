@@ -16,12 +16,12 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/trace.h"
-#include "engine/capture_points.h"
-#include "engine/chat_template.h"
-#include "engine/token_memo.h"
-#include "engine/model.h"
-#include "engine/render_memo.h"
-#include "engine/test_model.h"
+#include "engine/chat/capture_points.h"
+#include "engine/chat/chat_template.h"
+#include "engine/chat/token_memo.h"
+#include "engine/model/model.h"
+#include "engine/chat/render_memo.h"
+#include "engine/testgen/test_model.h"
 #include "util/flags.h"
 
 namespace prefixd::bench {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "engine/test_model.h"
+#include "engine/testgen/test_model.h"
 #include "util/flags.h"
 
 namespace prefixd::cli {

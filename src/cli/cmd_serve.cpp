@@ -18,7 +18,7 @@
 #include "cli/commands.h"
 #include "cli/remote_flags.h"
 #include "engine/engine.h"
-#include "engine/pinned_assets.h"
+#include "engine/testgen/pinned_assets.h"
 #include "server/auth.h"
 #include "server/backend.h"
 #include "server/request_log.h"

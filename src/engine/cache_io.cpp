@@ -4,8 +4,8 @@
 
 #include "engine/disk_restore.h"
 #include "engine/prefill.h"
-#include "engine/snapshot_payload.h"
-#include "engine/state_codec.h"
+#include "engine/codec/snapshot_payload.h"
+#include "engine/codec/state_codec.h"
 #include "util/log.h"
 
 namespace prefixd::engine {

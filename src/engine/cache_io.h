@@ -13,7 +13,7 @@
 #include "engine/context.h"
 #include "engine/job.h"
 #include "engine/prefill.h"
-#include "engine/state_codec.h"
+#include "engine/codec/state_codec.h"
 
 namespace prefixd::engine {
 

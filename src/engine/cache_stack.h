@@ -26,7 +26,7 @@
 #include "engine/options.h"
 #include "engine/stats.h"
 #include "engine/job.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 
 namespace prefixd::cache {
 class TieredCache;

@@ -1,7 +1,7 @@
 // Chat output: the sampler on common_sampler (greedy unchanged, logit bias,
 // penalties, grammars), logprobs, the reply parser on real templates, grammar-constrained
 // tool calls and JSON, and the cache across a tool-call turn.
-#include "engine/chat_output.h"
+#include "engine/chat/chat_output.h"
 
 #include <gtest/gtest.h>
 
@@ -9,13 +9,13 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "engine/chat_template.h"
+#include "engine/chat/chat_template.h"
 #include "engine/context.h"
 #include "engine/engine.h"
-#include "engine/model.h"
-#include "engine/pinned_assets.h"
+#include "engine/model/model.h"
+#include "engine/testgen/pinned_assets.h"
 #include "engine/sampler.h"
-#include "engine/test_model.h"
+#include "engine/testgen/test_model.h"
 #include "engine/test_temp_dir.h"
 #include "llama.h"
 

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "engine/context.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "util/hash.h"
 
 namespace prefixd::engine {

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/model.h"
+#include "engine/model/model.h"
 
 namespace prefixd::engine {
 

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "engine/context.h"
-#include "engine/state_codec.h"
-#include "engine/types.h"
+#include "engine/codec/state_codec.h"
+#include "engine/codec/types.h"
 
 namespace prefixd::engine {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/state_codec_test_util.h"
-#include "engine/test_model.h"
+#include "engine/testgen/test_model.h"
 
 namespace prefixd::engine {
 namespace {

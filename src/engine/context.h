@@ -16,9 +16,9 @@
 #include <thread>
 #include <vector>
 
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "engine/state_gather.h"
-#include "engine/types.h"
+#include "engine/codec/types.h"
 #include "util/status.h"
 
 struct llama_context;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/snapshot_payload.h"
+#include "engine/codec/snapshot_payload.h"
 #include "util/hash.h"
 #include "util/log.h"
 

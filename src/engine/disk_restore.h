@@ -12,7 +12,7 @@
 #include "cache/store_tier.h"
 #include "cache/tiered_cache.h"
 #include "engine/context.h"
-#include "engine/state_codec.h"
+#include "engine/codec/state_codec.h"
 
 namespace prefixd::engine {
 

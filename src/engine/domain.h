@@ -10,7 +10,7 @@
 #include "engine/context.h"
 #include "engine/options.h"
 #include "engine/stats.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "util/hash.h"
 
 namespace prefixd::engine {

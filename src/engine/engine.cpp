@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "cache/types.h"
-#include "engine/chat_template.h"
-#include "engine/capture_points.h"
-#include "engine/render_memo.h"
-#include "engine/token_memo.h"
+#include "engine/chat/chat_template.h"
+#include "engine/chat/capture_points.h"
+#include "engine/chat/render_memo.h"
+#include "engine/chat/token_memo.h"
 #include "engine/scheduler.h"
 #include "util/stopwatch.h"
 #include "util/log.h"

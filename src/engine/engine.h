@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/chat_template.h"
+#include "engine/chat/chat_template.h"
 #include "engine/completion.h"
 #include "engine/options.h"
 #include "engine/request.h"

@@ -14,9 +14,9 @@
 #include <stdexcept>
 #include <thread>
 
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "engine/prefill.h"
-#include "engine/test_model.h"
+#include "engine/testgen/test_model.h"
 #include "engine/test_temp_dir.h"
 
 namespace prefixd::engine {

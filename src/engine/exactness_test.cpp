@@ -28,7 +28,7 @@
 #include <map>
 
 #include "engine/engine.h"
-#include "engine/test_model.h"
+#include "engine/testgen/test_model.h"
 #include "engine/test_temp_dir.h"
 
 namespace prefixd::engine {

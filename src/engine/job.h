@@ -14,7 +14,7 @@
 #include "engine/options.h"
 #include "engine/stats.h"
 #include "engine/sampler.h"
-#include "engine/text_stream.h"
+#include "engine/chat/text_stream.h"
 
 namespace prefixd::engine {
 

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "engine/engine.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 
 namespace prefixd::engine {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "cache/chain_hash.h"
 #include "engine/engine.h"
-#include "engine/test_model.h"
+#include "engine/testgen/test_model.h"
 #include "engine/test_temp_dir.h"
 
 namespace prefixd::engine {

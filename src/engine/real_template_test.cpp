@@ -35,8 +35,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
-#include "engine/pinned_assets.h"
-#include "engine/test_model.h"
+#include "engine/testgen/pinned_assets.h"
+#include "engine/testgen/test_model.h"
 #include "engine/test_temp_dir.h"
 #include "gguf.h"
 

@@ -4,7 +4,7 @@
 // times its new messages, also one that adds a user message after a long agent run (the
 // template rewrites the turns since the previous one: splits and kept texts prove them); an
 // edit in history, misleading kept texts or none still give the reference's points.
-#include "engine/render_memo.h"
+#include "engine/chat/render_memo.h"
 
 #include <algorithm>
 #include <gtest/gtest.h>
@@ -17,8 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/capture_points.h"
-#include "engine/test_model.h"
+#include "engine/chat/capture_points.h"
+#include "engine/testgen/test_model.h"
 #include "engine/test_temp_dir.h"
 
 namespace prefixd::engine {

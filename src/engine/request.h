@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "cache/types.h"
-#include "engine/chat_output.h"
+#include "engine/chat/chat_output.h"
 #include "engine/sampler.h"
-#include "engine/types.h"
+#include "engine/codec/types.h"
 
 namespace prefixd::engine {
 

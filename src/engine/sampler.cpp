@@ -5,7 +5,7 @@
 #include <exception>
 
 #include "common.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "llama.h"
 #include "sampling.h"
 

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/chat_output.h"
-#include "engine/types.h"
+#include "engine/chat/chat_output.h"
+#include "engine/codec/types.h"
 #include "util/status.h"
 
 struct llama_context;

@@ -11,7 +11,7 @@
 #include "engine/completion.h"
 #include "engine/options.h"
 #include "engine/stats.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 
 namespace prefixd::engine {
 

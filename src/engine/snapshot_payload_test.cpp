@@ -1,4 +1,4 @@
-#include "engine/snapshot_payload.h"
+#include "engine/codec/snapshot_payload.h"
 
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/state_codec.h"
+#include "engine/codec/state_codec.h"
 #include "engine/state_codec_test_util.h"
 
 namespace prefixd::engine {

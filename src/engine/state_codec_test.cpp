@@ -5,7 +5,7 @@
 //  (c) the same at a P that is no block or ubatch multiple, from several (partly used) payloads;
 //  (d) a missing partial, a partial from another position or model, and mismatched rows are
 //      refused.
-#include "engine/state_codec.h"
+#include "engine/codec/state_codec.h"
 
 #include <gtest/gtest.h>
 

@@ -18,9 +18,9 @@
 
 #include "engine/context.h"
 #include "engine/prefill.h"
-#include "engine/model.h"
-#include "engine/state_codec.h"
-#include "engine/test_model.h"
+#include "engine/model/model.h"
+#include "engine/codec/state_codec.h"
+#include "engine/testgen/test_model.h"
 #include "engine/test_temp_dir.h"
 
 namespace prefixd::engine::testing {

@@ -1,4 +1,4 @@
-#include "engine/test_model.h"
+#include "engine/testgen/test_model.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "chat.h"
-#include "engine/model.h"
-#include "engine/pinned_assets.h"
-#include "engine/test_model_internal.h"
+#include "engine/model/model.h"
+#include "engine/testgen/pinned_assets.h"
+#include "engine/testgen/test_model_internal.h"
 #include "llama.h"
 
 namespace prefixd::engine {

@@ -1,5 +1,5 @@
 // TextStream: stop strings end the stream, are never emitted, and are reported.
-#include "engine/text_stream.h"
+#include "engine/chat/text_stream.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
 // TokenMemo against whole-text tokenization on the real tokenizers the pinned llama.cpp ships
 // (models/ggml-vocab-*.gguf: SPM, BPE, WPM, UGM vocabularies of llama, qwen, gemma, phi,
 // deepseek, command-r, ...), with the turn markers of its real chat templates as cuts.
-#include "engine/token_memo.h"
+#include "engine/chat/token_memo.h"
 
-#include "engine/chat_template.h"
+#include "engine/chat/chat_template.h"
 
 #include <gtest/gtest.h>
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/chat_template.h"
+#include "engine/chat/chat_template.h"
 #include "engine/sampler.h"
-#include "engine/types.h"
+#include "engine/codec/types.h"
 #include "server/api_error.h"
 
 namespace prefixd::server {

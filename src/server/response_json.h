@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "engine/chat_output.h"
+#include "engine/chat/chat_output.h"
 #include "engine/engine.h"
 
 namespace prefixd::server {

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "engine/types.h"
+#include "engine/codec/types.h"
 #include "server/browser_guard.h"
 #include "server/cache_json.h"
 #include "server/http_io.h"

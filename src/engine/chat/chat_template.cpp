@@ -1,0 +1,357 @@
+#include "engine/chat/chat_template.h"
+
+#include <algorithm>
+#include <ctime>
+#include <exception>
+#include <thread>
+
+#include "chat.h"
+#include "json.h"
+#include "util/parallel.h"
+
+namespace prefixd::engine {
+
+struct ChatTemplate::Impl {
+  common_chat_templates_ptr templates;
+  Digest fingerprint{};
+};
+
+// The inputs of the full render; prefix renders copy them with fewer messages.
+struct ParsedChat::Impl {
+  common_chat_templates_inputs inputs;
+  common_chat_templates_inputs inputs_without_messages;  // copied cheaply per prefix render
+  std::vector<std::string> message_json;
+  ChatRenderOptions options;
+  std::string render_date;
+};
+
+ParsedChat::ParsedChat(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+size_t ParsedChat::n_messages() const { return impl_->inputs.messages.size(); }
+const std::string& ParsedChat::message_json(size_t i) const { return impl_->message_json.at(i); }
+const ChatRenderOptions& ParsedChat::options() const { return impl_->options; }
+const std::string& ParsedChat::render_date() const { return impl_->render_date; }
+
+RenderReuseScope::RenderReuseScope()
+    : scope_(std::make_unique<common_chat_render_memo_scope>()) {}
+RenderReuseScope::RenderReuseScope(const RenderReuseScope& shared, Share)
+    : scope_(std::make_unique<common_chat_render_memo_scope>(*shared.scope_,
+                                                             common_chat_render_memo_share{})) {}
+RenderReuseScope::~RenderReuseScope() = default;
+
+ChatTemplate::ChatTemplate(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ChatTemplate::~ChatTemplate() = default;
+
+Result<std::unique_ptr<ChatTemplate>> ChatTemplate::Create(const Model& model,
+                                                           const std::string& override_template) {
+  auto impl = std::make_unique<Impl>();
+  try {
+    impl->templates = common_chat_templates_init(model.raw(), override_template);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("chat template: ") + e.what());
+  }
+  if (!impl->templates) return Status::InvalidArgument("chat template: cannot be parsed");
+  Sha256 h;
+  for (const char* variant : {"", "tool_use"}) {
+    const std::string source = common_chat_templates_source(impl->templates.get(), variant);
+    h.UpdateU64(source.size());
+    h.Update(source);
+  }
+  impl->fingerprint = h.Finish();
+  return std::unique_ptr<ChatTemplate>(new ChatTemplate(std::move(impl)));
+}
+
+const Digest& ChatTemplate::fingerprint() const { return impl_->fingerprint; }
+
+namespace {
+
+std::string LocalDate(std::chrono::system_clock::time_point now) {
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+  return buf;
+}
+
+common_chat_tool_choice ToCommon(ToolChoice c) {
+  switch (c) {
+    case ToolChoice::kAuto: return COMMON_CHAT_TOOL_CHOICE_AUTO;
+    case ToolChoice::kNone: return COMMON_CHAT_TOOL_CHOICE_NONE;
+    case ToolChoice::kRequired: return COMMON_CHAT_TOOL_CHOICE_REQUIRED;
+  }
+  return COMMON_CHAT_TOOL_CHOICE_AUTO;
+}
+
+// The options that are not about the messages, as llama-server sets them.
+void SetOptions(const ChatRenderOptions& options, common_chat_templates_inputs& inputs) {
+  inputs.add_generation_prompt = options.add_generation_prompt;
+  inputs.use_jinja = true;
+  inputs.tool_choice = ToCommon(options.tool_choice);
+  if (!options.tool_name.empty()) inputs.tool_choice = COMMON_CHAT_TOOL_CHOICE_REQUIRED;
+  inputs.parallel_tool_calls = options.parallel_tool_calls;
+  inputs.json_schema = options.json_schema;
+  inputs.chat_template_kwargs = options.template_kwargs;
+  inputs.enable_thinking = options.enable_thinking;
+  inputs.reasoning_format = COMMON_REASONING_FORMAT_DEEPSEEK;
+}
+
+// Fills `out` from the messages JSON text: the inputs of the full render and each message's
+// JSON text.
+Status ParseInputs(const std::string& messages_json, const ChatRenderOptions& options,
+                   common_chat_templates_inputs& inputs, std::vector<std::string>& message_json) {
+  SetOptions(options, inputs);
+  try {
+    const common_json messages = common_json::parse(messages_json);
+    inputs.messages = common_chat_msgs_parse_oaicompat(messages);
+    for (const auto& m : messages) message_json.push_back(m.dump());
+    if (!options.tools_json.empty()) {
+      inputs.tools = common_chat_tools_parse_oaicompat(common_json::parse(options.tools_json));
+    }
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("messages: ") + e.what());
+  }
+  if (inputs.messages.empty()) return Status::InvalidArgument("messages: empty");
+  return Status::OK();
+}
+
+Result<common_chat_params> ApplyFull(const common_chat_templates* t,
+                                     const common_chat_templates_inputs& inputs) {
+  try {
+    return common_chat_templates_apply(t, inputs);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("chat template failed: ") + e.what());
+  }
+}
+
+Result<std::string> Apply(const common_chat_templates* t,
+                          const common_chat_templates_inputs& inputs) {
+  PREFIXD_ASSIGN_OR_RETURN(common_chat_params p, ApplyFull(t, inputs));
+  return std::move(p.prompt);
+}
+
+// The prompt alone of a render without a generation prompt (patch 0003: one render instead of
+// three, no template analysis, no output parser).
+Result<std::string> ApplyPromptOnly(const common_chat_templates* t,
+                                    const common_chat_templates_inputs& inputs) {
+  try {
+    return common_chat_templates_apply_prompt_only(t, inputs);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("chat template failed: ") + e.what());
+  }
+}
+
+// The inputs with only the tool named `name` (the reply is constrained to call it).
+Result<common_chat_templates_inputs> OnlyTool(const common_chat_templates_inputs& inputs,
+                                              const std::string& name) {
+  common_chat_templates_inputs only = inputs;
+  only.tools.clear();
+  for (const auto& t : inputs.tools) {
+    if (t.name == name) only.tools.push_back(t);
+  }
+  if (only.tools.empty()) {
+    return Status::InvalidArgument("tool_choice names function '" + name +
+                                   "', which is not among the tools");
+  }
+  only.tool_choice = COMMON_CHAT_TOOL_CHOICE_REQUIRED;
+  return only;
+}
+
+GrammarTrigger ToTrigger(const common_grammar_trigger& t) {
+  GrammarTrigger out;
+  switch (t.type) {
+    case COMMON_GRAMMAR_TRIGGER_TYPE_TOKEN: out.type = GrammarTrigger::Type::kToken; break;
+    case COMMON_GRAMMAR_TRIGGER_TYPE_WORD: out.type = GrammarTrigger::Type::kWord; break;
+    case COMMON_GRAMMAR_TRIGGER_TYPE_PATTERN: out.type = GrammarTrigger::Type::kPattern; break;
+    case COMMON_GRAMMAR_TRIGGER_TYPE_PATTERN_FULL:
+      out.type = GrammarTrigger::Type::kPatternFull;
+      break;
+  }
+  out.value = t.value;
+  out.token = t.token;
+  return out;
+}
+
+// What the template says about the reply. The preserved tokens stay as text (`preserved`).
+OutputFormat ToOutput(const common_chat_params& p, const common_chat_templates_inputs& in,
+                      std::vector<std::string>* preserved) {
+  OutputFormat out;
+  out.chat_format = int(p.format);
+  out.parser = p.parser;
+  out.generation_prompt = p.generation_prompt;
+  out.parse_tool_calls = !in.tools.empty() && in.tool_choice != COMMON_CHAT_TOOL_CHOICE_NONE;
+  out.additional_stops = p.additional_stops;
+  if (!p.grammar.empty()) {
+    out.grammar.kind = GrammarKind::kToolCalls;  // as llama-server marks template grammars
+    out.grammar.gbnf = p.grammar;
+    out.grammar.lazy = p.grammar_lazy;
+    out.grammar.generation_prompt = p.generation_prompt;
+    for (const auto& t : p.grammar_triggers) out.grammar.triggers.push_back(ToTrigger(t));
+    out.grammar.thinking_start = p.thinking_start_tag;
+    out.grammar.thinking_end = p.thinking_end_tags;
+  }
+  *preserved = p.preserved_tokens;
+  return out;
+}
+
+}  // namespace
+
+Result<ParsedChat> ChatTemplate::Parse(const std::string& messages_json,
+                                       const ChatRenderOptions& options) const {
+  auto impl = std::make_shared<ParsedChat::Impl>();
+  PREFIXD_RETURN_IF_ERROR(ParseInputs(messages_json, options, impl->inputs, impl->message_json));
+  impl->inputs_without_messages = impl->inputs;
+  impl->inputs_without_messages.messages.clear();
+  impl->options = options;
+  impl->render_date = LocalDate(impl->inputs.now);
+  return ParsedChat(std::move(impl));
+}
+
+Result<std::string> ChatTemplate::Render(const ParsedChat& chat) const {
+  return Apply(impl_->templates.get(), chat.impl_->inputs);
+}
+
+Result<ChatRender> ChatTemplate::RenderWithOutput(const ParsedChat& chat) const {
+  const common_chat_templates_inputs& in = chat.impl_->inputs;
+  PREFIXD_ASSIGN_OR_RETURN(common_chat_params full, ApplyFull(impl_->templates.get(), in));
+  ChatRender out;
+  out.prompt = std::move(full.prompt);
+  const std::string& name = chat.options().tool_name;
+  if (name.empty()) {
+    out.output = ToOutput(full, in, &out.preserved_tokens);
+    return out;
+  }
+  // The prompt shows every tool (as the conversation's other turns do); the reply is held to
+  // the named one.
+  PREFIXD_ASSIGN_OR_RETURN(common_chat_templates_inputs only, OnlyTool(in, name));
+  PREFIXD_ASSIGN_OR_RETURN(common_chat_params one, ApplyFull(impl_->templates.get(), only));
+  out.output = ToOutput(one, only, &out.preserved_tokens);
+  return out;
+}
+
+Result<std::string> ChatTemplate::Render(const std::string& messages_json,
+                                         const ChatRenderOptions& options) const {
+  PREFIXD_ASSIGN_OR_RETURN(ParsedChat chat, Parse(messages_json, options));
+  return Render(chat);
+}
+
+Result<std::string> ChatTemplate::RenderPrefix(const ParsedChat& chat, size_t n_messages,
+                                               PrefixVariant variant) const {
+  const common_chat_templates_inputs& full = chat.impl_->inputs;
+  common_chat_templates_inputs part = chat.impl_->inputs_without_messages;
+  part.add_generation_prompt = false;
+  part.messages.assign(full.messages.begin(), full.messages.begin() + long(n_messages));
+  // Templates that strip reasoning from assistant turns before the last user message render
+  // messages[:i] differently when a user message follows; a placeholder user message makes
+  // the prefix render as it does inside the full conversation.
+  // The next request appends the answer after the last message; a placeholder assistant
+  // message shows how the template closes that message when an answer follows.
+  if (variant != PrefixVariant::kPlain) {
+    common_chat_msg placeholder;
+    placeholder.role = variant == PrefixVariant::kFollowedByUser ? "user" : "assistant";
+    if (variant == PrefixVariant::kFollowedByToolCall) {
+      // An agent's tool call comes with its reasoning where thinking is on, and templates keep
+      // the reasoning of the turns since the last user message: the turn shares with the
+      // generation prompt up to where that reasoning begins (templates without reasoning
+      // ignore it).
+      const std::string name = part.tools.empty() ? "tool" : part.tools.front().name;
+      placeholder.tool_calls.push_back({name, "{}", "call_0"});
+      placeholder.reasoning_content = "Ok.";
+    }
+    if (variant == PrefixVariant::kFollowedByAnswer) placeholder.content = "Ok.";
+    part.messages.push_back(placeholder);
+  }
+  // An answer is followed by the user's next message sooner or later, and templates render it
+  // then as history (its reasoning stripped): the turn shares with the generation prompt only
+  // up to where its reasoning would begin.
+  if (variant == PrefixVariant::kFollowedByAssistant) {
+    common_chat_msg user;
+    user.role = "user";
+    part.messages.push_back(user);
+  }
+  return ApplyPromptOnly(impl_->templates.get(), part);
+}
+
+namespace {
+
+// Appends `value` length-prefixed, so that no two option sets give the same key.
+void AddKeyField(std::string& key, std::string_view value) {
+  key += std::to_string(value.size());
+  key += ':';
+  key += value;
+}
+
+}  // namespace
+
+std::string RenderOptionsKey(const ChatRenderOptions& o) {
+  std::string key = "render-options-v1;";
+  AddKeyField(key, o.tools_json);
+  AddKeyField(key, std::to_string(int(o.tool_choice)));
+  AddKeyField(key, o.tool_name);
+  AddKeyField(key, o.parallel_tool_calls ? "p" : "-");
+  AddKeyField(key, o.json_schema);
+  AddKeyField(key, o.enable_thinking ? "t" : "-");
+  AddKeyField(key, o.memo_scope);
+  AddKeyField(key, std::to_string(o.template_kwargs.size()));
+  for (const auto& [name, value] : o.template_kwargs) {
+    AddKeyField(key, name);
+    AddKeyField(key, value);
+  }
+  return key;
+}
+
+void ResolveOutputTokens(const Model& model, const std::vector<std::string>& preserved,
+                         OutputFormat* output) {
+  for (const std::string& text : preserved) {
+    std::vector<Token> ids = model.Tokenize(text, /*parse_special=*/true, /*allow_bos=*/false);
+    if (ids.size() == 1) output->special_tokens.push_back(ids[0]);
+  }
+  const auto& special = output->special_tokens;
+  for (GrammarTrigger& t : output->grammar.triggers) {
+    if (t.type != GrammarTrigger::Type::kWord) continue;
+    std::vector<Token> ids = model.Tokenize(t.value, true, false);
+    if (ids.size() == 1 && std::find(special.begin(), special.end(), ids[0]) != special.end()) {
+      t.type = GrammarTrigger::Type::kToken;
+      t.token = ids[0];
+    }
+  }
+}
+
+std::vector<PrefixRender> PrefixesToCompare(const ParsedChat& chat) {
+  const size_t n_messages = chat.n_messages();
+  std::vector<PrefixRender> out;
+  for (size_t i = 1; i < n_messages; ++i) {
+    out.push_back({i, PrefixVariant::kPlain});
+    out.push_back({i, PrefixVariant::kFollowedByUser});
+  }
+  if (chat.options().add_generation_prompt) out.push_back({n_messages, PrefixVariant::kPlain});
+  out.push_back({n_messages, PrefixVariant::kFollowedByUser});
+  out.push_back({n_messages, PrefixVariant::kFollowedByAssistant});
+  out.push_back({n_messages, PrefixVariant::kFollowedByToolCall});
+  out.push_back({n_messages, PrefixVariant::kFollowedByAnswer});
+  return out;
+}
+
+Result<ChatRender> RenderWithOutputAhead(const ChatTemplate& tmpl, const ParsedChat& chat,
+                                         const RenderReuseScope& scope) {
+  std::jthread ahead;
+  if (chat.options().add_generation_prompt && SpareThreads(2) > 1) {
+    ahead = std::jthread([&] {
+      RenderReuseScope shared(scope, RenderReuseScope::kShareRenders);
+      (void)tmpl.RenderPrefix(chat, chat.n_messages(), PrefixVariant::kPlain);
+    });
+  }
+  return tmpl.RenderWithOutput(chat);
+}
+
+Result<std::vector<std::string>> ChatTemplate::RenderPrefixes(
+    const std::string& messages_json, const ChatRenderOptions& options) const {
+  PREFIXD_ASSIGN_OR_RETURN(ParsedChat chat, Parse(messages_json, options));
+  std::vector<std::string> out;
+  for (const PrefixRender& p : PrefixesToCompare(chat)) {
+    auto rendered = RenderPrefix(chat, p.n_messages, p.variant);
+    if (rendered.ok()) out.push_back(std::move(rendered).value());  // a template may refuse
+  }
+  return out;
+}
+
+}  // namespace prefixd::engine

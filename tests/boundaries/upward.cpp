@@ -1,0 +1,2 @@
+// The store is below the engine: it cannot see the engine's headers.
+#include "engine/engine.h"
