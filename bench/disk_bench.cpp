@@ -26,6 +26,7 @@
 #include "bench/bandwidth.h"
 #include "bench/trace.h"
 #include "engine/engine.h"
+#include "engine/engine_flags.h"
 #include "engine/testgen/test_model.h"
 #include "util/flags.h"
 
@@ -35,8 +36,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-const engine::EngineOptions kEngine;
-
 struct Args {
   std::string arch = "qwen35";
   std::string shape = "small";
@@ -44,11 +43,10 @@ struct Args {
   std::string work_dir = "/tmp/prefixd-disk-bench";
   int64_t tokens = 2048;
   int64_t reps = 3;
-  int64_t threads = kEngine.n_threads;
-  int64_t block_size = kEngine.block_size;
   bool keep_cache = false;
   bool no_cold = false;
-  std::string remote_cache;  // the shared tier: each restart is another server on it
+  // --threads, --block-size, and the shared tier (each restart is another server on it).
+  engine::EngineFlagValues engine;
 };
 
 double Ms(Clock::time_point t0) {
@@ -85,23 +83,21 @@ double Median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-engine::EngineOptions Options(const Args& a, const std::string& model, bool cache) {
-  engine::EngineOptions o;
-  o.model_path = model;
+// `base`: the engine flags' options with the model path set.
+engine::EngineOptions Options(const Args& a, const engine::EngineOptions& base, bool cache) {
+  engine::EngineOptions o = base;
   o.n_ctx_per_slot = uint32_t(a.tokens + 512);
-  o.n_threads = int(a.threads);
-  o.block_size = uint32_t(a.block_size);
   o.cache_enabled = cache;
-  if (cache) o.cache_dir = a.work_dir + "/cache";
-  if (cache) o.remote_cache_url = a.remote_cache;
+  o.cache_dir = cache ? a.work_dir + "/cache" : "";
+  if (!cache) o.remote_cache_url.clear();
   return o;
 }
 
 // The restart of each rep: the same cache dir, or with a shared tier another server (an empty
 // cache dir of its own, the same Redis).
-engine::EngineOptions RestartOptions(const Args& a, const std::string& model) {
-  engine::EngineOptions o = Options(a, model, true);
-  if (a.remote_cache.empty()) return o;
+engine::EngineOptions RestartOptions(const Args& a, const engine::EngineOptions& base) {
+  engine::EngineOptions o = Options(a, base, true);
+  if (o.remote_cache_url.empty()) return o;
   o.cache_dir = a.work_dir + "/cache-other-server";
   fs::remove_all(o.cache_dir);
   return o;
@@ -150,6 +146,9 @@ Result<engine::Usage> RamRestore(engine::Engine& engine, const std::string& mess
 double GBps(uint64_t bytes, double ms) { return bytes / (ms * 1e6); }
 
 int Run(const Args& a) {
+  auto base = engine::ToEngineOptions(a.engine);
+  if (!base.ok()) return std::fprintf(stderr, "%s\n", base.status().ToString().c_str()), 2;
+  const std::string& remote_cache = base->remote_cache_url;
   fs::create_directories(a.work_dir);
   std::string model = a.model;
   if (model.empty()) {
@@ -160,12 +159,13 @@ int Run(const Args& a) {
       if (!st.ok()) return std::fprintf(stderr, "%s\n", st.ToString().c_str()), 1;
     }
   }
+  base->model_path = model;
   std::string messages = "[{\"role\":\"system\",\"content\":\"" +
                          bench::WordSalad(7, int(a.tokens) - 40) +
                          "\"},{\"role\":\"user\",\"content\":\"Summarize the above.\"}]";
   std::printf("model %s (%s %s), prompt ~%lld tokens, block %lld, %lld reps\n\n", model.c_str(),
-              a.arch.c_str(), a.shape.c_str(), (long long)a.tokens, (long long)a.block_size,
-              (long long)a.reps);
+              a.arch.c_str(), a.shape.c_str(), (long long)a.tokens,
+              (long long)a.engine.block_size, (long long)a.reps);
   const std::string other = "[{\"role\":\"user\",\"content\":\"Something else entirely.\"}]";
   std::printf("GB/s over the state bytes restored; memcpy and read() of the same bytes in the "
               "same rep. Disk: prefetch = on the request's thread (opening the records and bringing "
@@ -174,17 +174,17 @@ int Run(const Args& a) {
   std::printf("rep  prompt cached  state_MB record_MB | %s: prefetch_ms+restore_ms  GB/s  "
               "read_GB/s  ratio | ram: restore_ms  GB/s  memcpy_GB/s  ratio | ttft_restart_ms  "
               "ttft_cold_ms  ratio  create_ms\n",
-              a.remote_cache.empty() ? "disk" : "remote");
+              remote_cache.empty() ? "disk" : "remote");
   std::vector<double> disk_ratio, via_ratio, ram_ratio, ttft_ratio;
   // The disk Tier is written once (a cold prefill with the cache on); every rep restarts on it.
   // With --keep-cache a cache dir written by an earlier run of the same settings is reused.
-  const bool have_cache = a.keep_cache && a.remote_cache.empty() &&
+  const bool have_cache = a.keep_cache && remote_cache.empty() &&
                           fs::exists(a.work_dir + "/cache/records") &&
                           RecordBytes(a.work_dir + "/cache") > 0;
   double fill_ttft_ms = 0, fill_request_ms = 0;
   if (!have_cache) {
     fs::remove_all(a.work_dir + "/cache");
-    auto fill = TimeFirstToken(Options(a, model, true), messages);  // writes the disk tier
+    auto fill = TimeFirstToken(Options(a, *base, true), messages);  // writes the disk tier
     if (!fill.ok()) return std::fprintf(stderr, "%s\n", fill.status().ToString().c_str()), 1;
     fill_ttft_ms = fill->ttft_ms;
     fill_request_ms = fill->ttft_ms - fill->create_ms;
@@ -193,7 +193,7 @@ int Run(const Args& a) {
   // takes minutes.
   std::optional<FirstToken> cold;
   if (!a.no_cold) {
-    auto c = TimeFirstToken(Options(a, model, false), messages);
+    auto c = TimeFirstToken(Options(a, *base, false), messages);
     if (!c.ok()) return std::fprintf(stderr, "%s\n", c.status().ToString().c_str()), 1;
     c->engine.reset();
     cold = std::move(*c);
@@ -205,7 +205,7 @@ int Run(const Args& a) {
   std::vector<double> request_ratio;
   if (cold_ms == 0) std::printf("(no cold run: --no-cold and --keep-cache; ttft ratios are 0)\n");
   for (int64_t rep = 0; rep < a.reps; ++rep) {
-    auto warm = TimeFirstToken(RestartOptions(a, model), messages);  // the restart
+    auto warm = TimeFirstToken(RestartOptions(a, *base), messages);  // the restart
     if (!warm.ok()) return std::fprintf(stderr, "%s\n", warm.status().ToString().c_str()), 1;
     uint64_t bytes = 0;
     const double read_bw = bench::PlainReadGBps(a.work_dir + "/cache/records", &bytes);
@@ -213,7 +213,7 @@ int Run(const Args& a) {
     warm->engine.reset();
     // The same restart with the disk hit read into the RAM tier first (the path before issue
     // 15), side by side; that Engine's RAM tier then holds the prefix for the RAM restore.
-    engine::EngineOptions through_ram = RestartOptions(a, model);
+    engine::EngineOptions through_ram = RestartOptions(a, *base);
     through_ram.disk_hits_through_ram = true;
     auto via = TimeFirstToken(through_ram, messages);
     if (!via.ok()) return std::fprintf(stderr, "%s\n", via.status().ToString().c_str()), 1;
@@ -241,14 +241,14 @@ int Run(const Args& a) {
                 100 * disk_ratio.back(), ram->restore_ms, ram_bw, memcpy_bw,
                 100 * ram_ratio.back(), warm->ttft_ms, cold_ms, ttft_ratio.back(),
                 warm->create_ms);
-    const auto want = a.remote_cache.empty() ? engine::CacheTier::kDisk : engine::CacheTier::kRemote;
+    const auto want = remote_cache.empty() ? engine::CacheTier::kDisk : engine::CacheTier::kRemote;
     if (warm->r.cache.tier != want) {
       std::printf("     the restart restored from %s, not %s!\n",
                   cache::TierName(warm->r.cache.tier), cache::TierName(want));
     }
     if (cold && warm->r.tokens != cold->r.tokens) std::printf("     output differs from cold!\n");
     std::printf("     %s through RAM (before issue 15): %.1f+%.1f ms, %.2f GB/s, %.0f%% of read()\n",
-                a.remote_cache.empty() ? "disk" : "remote", vu.prefetch_ms, vu.restore_ms, via_bw,
+                remote_cache.empty() ? "disk" : "remote", vu.prefetch_ms, vu.restore_ms, via_bw,
                 100 * via_ratio.back());
     const double request_ms = warm->ttft_ms - warm->create_ms;
     request_ratio.push_back(cold_request_ms > 0 ? request_ms / cold_request_ms : 0);
@@ -258,13 +258,13 @@ int Run(const Args& a) {
       std::printf("; %.1f MB of records read from the shared tier", es.remote->bytes_read / 1048576.0);
     }
     std::printf("\n");
-    if (rep == 0) PrintRecordSizes(a.work_dir + "/cache", a.block_size);
+    if (rep == 0) PrintRecordSizes(a.work_dir + "/cache", a.engine.block_size);
   }
   std::printf("\nmedians over %lld reps:\n", (long long)a.reps);
   std::printf("restore from %s / plain sequential read: %.0f%% (target >= 50%%)\n",
-              a.remote_cache.empty() ? "disk" : "the shared tier", 100 * Median(disk_ratio));
+              remote_cache.empty() ? "disk" : "the shared tier", 100 * Median(disk_ratio));
   std::printf("restore from %s read into RAM first (before issue 15) / plain read: %.0f%%\n",
-              a.remote_cache.empty() ? "disk" : "the shared tier", 100 * Median(via_ratio));
+              remote_cache.empty() ? "disk" : "the shared tier", 100 * Median(via_ratio));
   std::printf("restore from RAM / memcpy: %.0f%% (target >= 50%%)\n", 100 * Median(ram_ratio));
   std::printf("restart-to-first-token / cold (--no-cache) first token: %.3f (target <= 0.05)\n",
               Median(ttft_ratio));
@@ -276,19 +276,20 @@ int Run(const Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
-  Flags flags("disk-bench", "Disk tier after a restart: restore throughput and first token.");
+  Flags flags("disk-bench",
+              "Disk tier after a restart: restore throughput and first token. With "
+              "--remote-cache each restart is another server (an empty cache dir of its own) "
+              "restoring from the shared tier.");
   flags.String("--arch", &a.arch, "test-model architecture");
   flags.String("--shape", &a.shape, "test-model shape (tiny, small, medium)");
   flags.String("--model", &a.model, "use this GGUF instead of generating one");
   flags.String("--work-dir", &a.work_dir, "scratch dir (its cache/ is wiped per rep)");
   flags.Int("--tokens", &a.tokens, "prompt length, about");
   flags.Int("--reps", &a.reps, "repetitions");
-  flags.Int("--threads", &a.threads, "CPU threads, 0 = all");
-  flags.Int("--block-size", &a.block_size, "cache block size");
+  engine::DeclareEngineFlags(flags, a.engine,
+                             engine::EngineFlagSet::kBlockSize | engine::EngineFlagSet::kThreads);
   flags.Bool("--keep-cache", &a.keep_cache, "reuse the cache dir an earlier run wrote");
   flags.Bool("--no-cold", &a.no_cold, "skip the --no-cache first token (use the fill's)");
-  flags.String("--remote-cache", &a.remote_cache,
-               "redis://HOST:PORT: each restart is another server (empty cache dir) restoring "
-               "from this shared tier");
+  engine::DeclareEngineFlags(flags, a.engine, engine::EngineFlagSet::kRemoteCache);
   return RunWithFlags(flags, argc, argv, [&] { return Run(a); }, 1);
 }

@@ -16,6 +16,7 @@
 #include "bench/bandwidth.h"
 #include "bench/trace.h"
 #include "engine/engine.h"
+#include "engine/engine_flags.h"
 #include "engine/testgen/test_model.h"
 #include "util/flags.h"
 
@@ -27,7 +28,6 @@ using engine::CompletionResult;
 using engine::Engine;
 using engine::Token;
 
-const engine::EngineOptions kEngine;
 const TraceOptions kTrace;
 
 struct BenchArgs {
@@ -37,7 +37,7 @@ struct BenchArgs {
   std::string work_dir = "/tmp/prefixd-bench";
   std::string trace_out;
   int64_t model_seed = 1;
-  int64_t block_size = kEngine.block_size;
+  engine::EngineFlagValues engine;  // --block-size, --ctx, --threads(-batch), --no-flash-attn
   // The trace: TraceOptions' defaults, sized for a few minutes on 2 CPU cores with a "small"
   // model (~40 prefill tok/s).
   int64_t sessions = kTrace.n_sessions;
@@ -46,14 +46,11 @@ struct BenchArgs {
   int64_t tool_tokens = kTrace.tool_tokens;
   int64_t max_tokens = kTrace.max_tokens;
   int64_t seed = int64_t(kTrace.seed);
-  int64_t threads = kEngine.n_threads;
-  int64_t ctx = kEngine.n_ctx_per_slot;
   int64_t overhead_tokens = 512;
   int64_t overhead_reps = 3;
   int64_t decode_tokens = 128;
   int64_t decode_reps = 3;
   bool no_restart = false;
-  bool no_flash_attn = false;
   std::string command_line;  // for the report
 };
 
@@ -85,15 +82,12 @@ Result<std::string> ResolveModel(const BenchArgs& a) {
   return path;
 }
 
-engine::EngineOptions MakeOptions(const BenchArgs& a, const std::string& model, bool cache_on) {
-  engine::EngineOptions o;
-  o.model_path = model;
-  o.block_size = uint32_t(a.block_size);
-  o.n_ctx_per_slot = uint32_t(a.ctx);
-  o.n_threads = int(a.threads);
+// `base`: the engine flags' options with the model path set.
+engine::EngineOptions MakeOptions(const BenchArgs& a, const engine::EngineOptions& base,
+                                  bool cache_on) {
+  engine::EngineOptions o = base;
   o.cache_enabled = cache_on;
-  o.flash_attn = !a.no_flash_attn;
-  if (cache_on) o.cache_dir = a.work_dir + "/cache";
+  o.cache_dir = cache_on ? a.work_dir + "/cache" : "";
   return o;
 }
 
@@ -123,13 +117,13 @@ struct EnginePair {
   }
 };
 
-Result<EnginePair> CreateEngines(const BenchArgs& a, const std::string& model) {
+Result<EnginePair> CreateEngines(const BenchArgs& a, const engine::EngineOptions& base) {
   EnginePair p;
-  p.on_options = MakeOptions(a, model, true);
+  p.on_options = MakeOptions(a, base, true);
   std::error_code ec;
   fs::remove_all(p.on_options.cache_dir, ec);  // every run starts from an empty cache
   PREFIXD_ASSIGN_OR_RETURN(p.on, Engine::Create(p.on_options));
-  PREFIXD_ASSIGN_OR_RETURN(p.off, Engine::Create(MakeOptions(a, model, false)));
+  PREFIXD_ASSIGN_OR_RETURN(p.off, Engine::Create(MakeOptions(a, base, false)));
   PREFIXD_RETURN_IF_ERROR(EnginePair::WarmUp(*p.on).WithContext("warm-up (cache on)"));
   PREFIXD_RETURN_IF_ERROR(EnginePair::WarmUp(*p.off).WithContext("warm-up (cache off)"));
   return p;
@@ -366,13 +360,13 @@ Result<double> DecodeRate(Engine& e, int streams, int tokens) {
 // Decode with the cache on runs as fast as with it off. One engine at a time (two
 // engines in one process are two scheduler threads, each with its own OpenMP thread team,
 // which is exactly the slowdown this guards against), best of `reps` per cell.
-Status MeasureDecode(const BenchArgs& a, const std::string& model) {
+Status MeasureDecode(const BenchArgs& a, const engine::EngineOptions& base) {
   std::printf("\nDECODE (%lld tokens per stream, ignore_eos, best of %lld; one engine loaded at a "
               "time)\n%-10s %12s %12s\n", (long long)a.decode_tokens, (long long)a.decode_reps,
               "engine", "1 stream", "2 streams");
   std::map<bool, std::vector<double>> rates;
   for (bool cache_on : {true, false}) {
-    engine::EngineOptions o = MakeOptions(a, model, cache_on);
+    engine::EngineOptions o = MakeOptions(a, base, cache_on);
     o.n_slots = 2;
     o.cache_dir = "";
     PREFIXD_ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, Engine::Create(o));
@@ -416,61 +410,48 @@ void PrintConfig(const BenchArgs& a, const std::string& model, size_t n_requests
               n_requests);
   std::printf("engine: block size %lld, ctx %lld, threads %lld (0 = all), %u hardware threads; "
               "cache on and --no-cache run alternately in one process\n\n",
-              (long long)a.block_size, (long long)a.ctx, (long long)a.threads,
+              (long long)a.engine.block_size, (long long)a.engine.ctx, (long long)a.engine.threads,
               std::thread::hardware_concurrency());
+}
+
+int Fail(const Status& st, int rc) {
+  std::fprintf(stderr, "prefixd_engine_bench: %s\n", st.ToString().c_str());
+  return rc;
 }
 
 int Main(const BenchArgs& a) {
   const auto start = std::chrono::steady_clock::now();
+  auto base = engine::ToEngineOptions(a.engine);
+  if (!base.ok()) return Fail(base.status(), 2);
   std::error_code ec;
   fs::create_directories(a.work_dir, ec);
   auto trace = GenerateTrace(MakeTraceOptions(a));
-  if (!trace.ok()) {
-    std::fprintf(stderr, "prefixd_engine_bench: %s\n", trace.status().ToString().c_str());
-    return 2;
-  }
+  if (!trace.ok()) return Fail(trace.status(), 2);
   if (!a.trace_out.empty()) {
     const Status st = WriteTraceJsonl(a.trace_out, *trace);
-    if (!st.ok()) {
-      std::fprintf(stderr, "prefixd_engine_bench: %s\n", st.ToString().c_str());
-      return 1;
-    }
+    if (!st.ok()) return Fail(st, 1);
     Progress("wrote the trace to %s", a.trace_out.c_str());
   }
   auto model = ResolveModel(a);
-  if (!model.ok()) {
-    std::fprintf(stderr, "prefixd_engine_bench: %s\n", model.status().ToString().c_str());
-    return 1;
-  }
+  if (!model.ok()) return Fail(model.status(), 1);
+  base->model_path = *model;
   PrintConfig(a, *model, trace->size());
   Progress("loading two engines (cache on, cache off)");
-  auto engines = CreateEngines(a, *model);
-  if (!engines.ok()) {
-    std::fprintf(stderr, "prefixd_engine_bench: %s\n", engines.status().ToString().c_str());
-    return 1;
-  }
+  auto engines = CreateEngines(a, *base);
+  if (!engines.ok()) return Fail(engines.status(), 1);
   auto totals = ReplayTrace(*engines, *trace);
-  if (!totals.ok()) {
-    std::fprintf(stderr, "prefixd_engine_bench: %s\n", totals.status().ToString().c_str());
-    return 1;
-  }
+  if (!totals.ok()) return Fail(totals.status(), 1);
   PrintTotals(*totals);
   PrintRestoreRates(totals->all, engines->on_options.cache_dir);
   if (a.overhead_reps > 0) {
     const Status st = MeasureCaptureOverhead(*engines, a);
-    if (!st.ok()) {
-      std::fprintf(stderr, "prefixd_engine_bench: %s\n", st.ToString().c_str());
-      return 1;
-    }
+    if (!st.ok()) return Fail(st, 1);
   }
   engines->on.reset();  // one engine at a time from here on
   engines->off.reset();
   if (a.decode_reps > 0) {
-    const Status st = MeasureDecode(a, *model);
-    if (!st.ok()) {
-      std::fprintf(stderr, "prefixd_engine_bench: %s\n", st.ToString().c_str());
-      return 1;
-    }
+    const Status st = MeasureDecode(a, *base);
+    if (!st.ok()) return Fail(st, 1);
   }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -484,6 +465,7 @@ int Main(const BenchArgs& a) {
 
 int main(int argc, char** argv) {
   using prefixd::bench::BenchArgs;
+  using prefixd::engine::EngineFlagSet;
   BenchArgs a;
   for (int i = 0; i < argc; ++i) a.command_line += (i ? " " : "") + std::string(argv[i]);
   prefixd::Flags flags(
@@ -496,7 +478,7 @@ int main(int argc, char** argv) {
   flags.Int("--model-seed", &a.model_seed, "weights seed of the generated test model");
   flags.String("--work-dir", &a.work_dir,
                "folder for generated models and the cache (its cache/ is wiped at start)");
-  flags.Int("--block-size", &a.block_size, "cache block size in tokens");
+  prefixd::engine::DeclareEngineFlags(flags, a.engine, EngineFlagSet::kBlockSize);
   flags.Int("--sessions", &a.sessions, "agent sessions in the trace");
   flags.Int("--turns", &a.turns, "requests per session");
   flags.Int("--system-tokens", &a.system_tokens, "system prompt + tool schemas, approx tokens");
@@ -506,12 +488,10 @@ int main(int argc, char** argv) {
   flags.Int("--decode-reps", &a.decode_reps, "decode measurement repetitions (0: skip it)");
   flags.Int("--seed", &a.seed, "trace seed");
   flags.Bool("--no-restart", &a.no_restart, "leave out the restart in the middle of the trace");
-  flags.Bool("--no-flash-attn", &a.no_flash_attn,
-             "both engines without flash attention (gemma4's CPU flash attention depends on the "
-             "chunking: docs/test-models.md)");
+  prefixd::engine::DeclareEngineFlags(flags, a.engine, EngineFlagSet::kFlashAttn);
   flags.String("--trace-out", &a.trace_out, "also write the trace as JSONL to this file");
-  flags.Int("--threads", &a.threads, "llama.cpp threads per engine (0: all cores)");
-  flags.Int("--ctx", &a.ctx, "context length per engine");
+  prefixd::engine::DeclareEngineFlags(flags, a.engine,
+                                      EngineFlagSet::kContext | EngineFlagSet::kThreads);
   flags.Int("--overhead-tokens", &a.overhead_tokens, "capture overhead: fresh prompt size");
   flags.Int("--overhead-reps", &a.overhead_reps, "capture overhead: repetitions (0: skip)");
   // This binary has no subcommand: its flags start at argv[1].

@@ -15,15 +15,16 @@
 #include "cli/commands.h"
 #include "cache/domain_registry.h"
 #include "cache/fingerprint.h"
+#include "engine/engine_flags.h"
 #include "store/disk_store.h"
 #include "store/redis_store.h"
-#include "cli/remote_flags.h"
 #include "util/flags.h"
 
 namespace prefixd::cli {
 
 namespace {
 
+using engine::RemoteCacheFlags;
 using store::DiskStore;
 using store::RecordMeta;
 

@@ -5,24 +5,27 @@
 
 #include "cli/commands.h"
 #include "engine/engine.h"
+#include "engine/engine_flags.h"
 #include "util/flags.h"
 
 namespace prefixd::cli {
 
 namespace {
 
+engine::EngineFlagValues RunEngineDefaults() {
+  engine::EngineFlagValues v;
+  v.ctx = 4096;  // a short prompt (the engine's default: 8192)
+  return v;
+}
+
 struct RunArgs {
-  std::string model;
+  engine::EngineFlagValues engine = RunEngineDefaults();  // cache_dir "": RAM only
   std::string prompt;
   std::string messages_json;
-  std::string cache_dir;
-  int64_t n_predict = 32;
-  int64_t ctx = 4096;  // run's own: a short prompt (the engine's default: 8192)
-  int64_t block_size = engine::EngineOptions{}.block_size;
+  int64_t n_predict = 32;  // the request's max_tokens (serve's --n-predict is a cap)
   int64_t repeat = 1;
   double temperature = 0.0;
   int64_t seed = 0;
-  bool no_cache = false;
   bool stats = false;
 };
 
@@ -36,13 +39,12 @@ void PrintUsage(const engine::CompletionResult& r) {
 }
 
 int Run(const RunArgs& a) {
-  engine::EngineOptions eo;
-  eo.model_path = a.model;
-  eo.cache_dir = a.cache_dir;
-  eo.n_ctx_per_slot = uint32_t(a.ctx);
-  eo.block_size = uint32_t(a.block_size);
-  eo.cache_enabled = !a.no_cache;
-  auto engine = engine::Engine::Create(eo);
+  auto eo = engine::ToEngineOptions(a.engine);
+  if (!eo.ok()) {
+    std::fprintf(stderr, "prefixd run: %s\n", eo.status().ToString().c_str());
+    return 2;
+  }
+  auto engine = engine::Engine::Create(*eo);
   if (!engine.ok()) {
     std::fprintf(stderr, "prefixd run: %s\n", engine.status().ToString().c_str());
     return 1;
@@ -75,22 +77,24 @@ int Run(const RunArgs& a) {
 int CmdRun(int argc, char** argv) {
   RunArgs a;
   Flags flags("run", "Generate text for a prompt with a GGUF model and print it.");
-  flags.String("-m,--model", &a.model, "GGUF model file");
+  // -m, --ctx and --cache-dir fill the engine flags' values in run's own words: run's context
+  // is short, and its cache has no disk dir unless one is given.
+  flags.String("-m,--model", &a.engine.model, "GGUF model file");
   flags.String("-p,--prompt", &a.prompt,
                "prompt text (special tokens such as <|im_start|> are parsed)");
   flags.String("--messages", &a.messages_json,
                "an OpenAI messages array (JSON) rendered with the chat template instead of -p");
   flags.Int("-n,--n-predict", &a.n_predict, "tokens to generate at most");
-  flags.Int("-c,--ctx", &a.ctx, "context length");
-  flags.Int("--block-size", &a.block_size, "cache block size in tokens");
-  flags.Bool("--no-cache", &a.no_cache, "turn the prompt cache fully off");
-  flags.String("--cache-dir", &a.cache_dir, "cache directory (default: none, RAM only)");
+  flags.Int("-c,--ctx", &a.engine.ctx, "context length");
+  engine::DeclareEngineFlags(flags, a.engine,
+                             engine::EngineFlagSet::kBlockSize | engine::EngineFlagSet::kNoCache);
+  flags.String("--cache-dir", &a.engine.cache_dir, "cache directory (default: none, RAM only)");
   flags.Int("--repeat", &a.repeat, "run the prompt this many times (shows cache reuse)");
   flags.Bool("--stats", &a.stats, "print token usage and cache outcome on stderr");
   flags.Double("--temperature", &a.temperature, "sampling temperature; 0 is greedy");
   flags.Int("--seed", &a.seed, "sampling seed");
   return RunWithFlags(flags, argc, argv, [&] {
-    if (a.model.empty() || (a.prompt.empty() && a.messages_json.empty())) {
+    if (a.engine.model.empty() || (a.prompt.empty() && a.messages_json.empty())) {
       std::fprintf(stderr, "prefixd run: -m/--model and -p/--prompt (or --messages) are required\n");
       return 2;
     }

@@ -8,7 +8,6 @@
 #include <sys/resource.h>
 
 #include <atomic>
-#include <cctype>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -16,9 +15,8 @@
 #include <thread>
 
 #include "cli/commands.h"
-#include "cli/remote_flags.h"
 #include "engine/engine.h"
-#include "engine/testgen/pinned_assets.h"
+#include "engine/engine_flags.h"
 #include "server/auth.h"
 #include "server/backend.h"
 #include "server/request_log.h"
@@ -29,40 +27,23 @@ namespace prefixd::cli {
 
 namespace {
 
-// The defaults are the options structs' (engine::EngineOptions, server::ServerOptions), but
-// for the two that serve chooses itself: --slots and --ctx.
-const engine::EngineOptions kEngine;
+// The defaults are the options structs' (engine::EngineOptions through the engine flags,
+// server::ServerOptions), but for the two that serve chooses itself: --slots and --ctx.
 const server::ServerOptions kServer;
 
-// 2 << 30 -> "2G": the largest unit that divides `bytes` (ParseBytes reads it back).
-std::string SizeText(uint64_t bytes) {
-  static constexpr char kUnits[] = "KMGT";
-  std::string unit;
-  for (int i = 0; bytes != 0 && bytes % 1024 == 0 && i < 4; ++i) {
-    bytes /= 1024;
-    unit = kUnits[i];
-  }
-  return std::to_string(bytes) + unit;
+engine::EngineFlagValues ServeEngineDefaults() {
+  engine::EngineFlagValues v;
+  v.slots = 2;  // two sessions at once (the engine's default is 1 slot)
+  v.ctx = 0;    // the model's trained context (the engine's default: 8192)
+  return v;
 }
 
 struct ServeArgs {
-  std::string model;
+  engine::EngineFlagValues engine = ServeEngineDefaults();  // cache_dir "": the default dir
   std::string alias;
   std::string host = kServer.host;
   int64_t port = kServer.port;
-  std::string cache_dir;  // "" -> the default; "none" -> RAM only
-  std::string ram_budget = SizeText(kEngine.ram_budget_bytes);
-  std::string disk_quota = SizeText(kEngine.disk_quota_bytes);
-  std::string max_body = SizeText(kServer.max_body_bytes);
-  int64_t block_size = kEngine.block_size;
-  int64_t slots = 2;  // serve's own: two sessions at once (the engine's default is 1 slot)
-  int64_t ctx = 0;    // serve's own: the model's trained context (the engine's default: 8192)
-  int64_t threads = kEngine.n_threads;
-  int64_t threads_batch = kEngine.n_threads_batch;
-  int64_t batch = kEngine.n_batch;
-  int64_t ubatch = kEngine.n_ubatch;
-  int64_t gpu_layers = kEngine.n_gpu_layers;
-  int64_t max_queue = int64_t(kEngine.max_queue);
+  std::string max_body = ByteSizeText(kServer.max_body_bytes);
   int64_t n_predict = server::ServerOptions{}.n_predict;
   int64_t request_read_timeout_s = server::ServerOptions{}.request_read_timeout_ms / 1000;
   int64_t max_connections_per_address = int64_t(server::ServerOptions{}.max_connections_per_address);
@@ -70,41 +51,10 @@ struct ServeArgs {
   bool log_prompts = false;
   std::string allowed_hosts;
   std::string cors_origins;
-  bool no_cache = false;
   bool encrypt_cache = false;
-  bool whole_state = false;
-  bool no_flash_attn = false;
   std::string api_key_file;
   std::string admin_key_file;
-  std::string chat_template;  // NAME of a pinned template or a .jinja file; "" : the model's
-  RemoteCacheFlags remote;
 };
-
-// "123", "64K", "512M", "2G", "1T" (powers of 1024; a trailing "B"/"iB" is allowed).
-Result<uint64_t> ParseBytes(const std::string& flag, const std::string& text) {
-  char* end = nullptr;
-  double v = std::strtod(text.c_str(), &end);
-  std::string unit(end ? end : "");
-  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
-  if (!unit.empty() && unit.back() == 'i') unit.pop_back();
-  uint64_t mult = 1;
-  if (unit.size() == 1) {
-    switch (std::toupper(static_cast<unsigned char>(unit[0]))) {
-      case 'K': mult = 1ull << 10; break;
-      case 'M': mult = 1ull << 20; break;
-      case 'G': mult = 1ull << 30; break;
-      case 'T': mult = 1ull << 40; break;
-      default: mult = 0;
-    }
-  } else if (!unit.empty()) {
-    mult = 0;
-  }
-  if (end == text.c_str() || mult == 0 || !(v >= 0) || v * double(mult) > 1.8e19) {
-    return Status::InvalidArgument(flag + ": expected a size such as 512M or 2G, got '" + text +
-                                   "'");
-  }
-  return uint64_t(v * double(mult));
-}
 
 std::string DefaultCacheDir() {
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
@@ -116,7 +66,6 @@ std::string DefaultCacheDir() {
   return "";
 }
 
-// "models/Qwen3-8B-Q4_K_M.gguf" -> "Qwen3-8B-Q4_K_M".
 bool IsLoopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
@@ -156,26 +105,19 @@ Result<std::vector<std::pair<int32_t, float>>> ParseLogitBias(const std::string&
   return out;
 }
 
+// "models/Qwen3-8B-Q4_K_M.gguf" -> "Qwen3-8B-Q4_K_M", unless --alias names it.
 std::string ModelId(const ServeArgs& a) {
   const std::vector<std::string> aliases = Aliases(a);
   if (!aliases.empty()) return aliases.front();
-  std::string id = a.model.substr(a.model.find_last_of('/') + 1);
+  const std::string& model = a.engine.model;
+  std::string id = model.substr(model.find_last_of('/') + 1);
   if (id.size() > 5 && id.compare(id.size() - 5, 5, ".gguf") == 0) id.resize(id.size() - 5);
   return id;
 }
 
+// The server's own flags (the engine's are checked by engine::ToEngineOptions).
 Status CheckRanges(const ServeArgs& a) {
   if (a.port < 0 || a.port > 65535) return Status::InvalidArgument("--port: 0..65535");
-  if (a.slots < 1 || a.slots > 256) return Status::InvalidArgument("--slots: 1..256");
-  if (a.ctx != 0 && (a.ctx < 16 || a.ctx > (1 << 24))) {
-    return Status::InvalidArgument("--ctx: 0 (the model's) or 16..16777216");
-  }
-  if (a.block_size < 1 || a.block_size > (1 << 20)) {
-    return Status::InvalidArgument("--block-size: 1..1048576");
-  }
-  if (a.max_queue < 0 || a.max_queue > 100000) {
-    return Status::InvalidArgument("--max-queue: 0..100000");
-  }
   if (a.request_read_timeout_s < 0 || a.request_read_timeout_s > 86400) {
     return Status::InvalidArgument("--request-read-timeout: 0 (none) or 1..86400 seconds");
   }
@@ -184,9 +126,6 @@ Status CheckRanges(const ServeArgs& a) {
   }
   if (a.n_predict < 0 || a.n_predict > (1 << 24)) {
     return Status::InvalidArgument("--n-predict: 0 (no cap) or 1..16777216");
-  }
-  if (a.threads < 0 || a.threads_batch < 0 || a.batch < 1 || a.ubatch < 1 || a.gpu_layers < -1) {
-    return Status::InvalidArgument("--threads, --threads-batch, --batch, --ubatch, --gpu-layers: out of range");
   }
   return Status::OK();
 }
@@ -206,37 +145,11 @@ Result<AeadKey> RecordKey(const std::string& cache_dir) {
 
 Result<engine::EngineOptions> EngineOptionsOf(const ServeArgs& a) {
   PREFIXD_RETURN_IF_ERROR(CheckRanges(a));
-  engine::EngineOptions eo;
-  eo.model_path = a.model;
-  eo.cache_dir = a.cache_dir.empty() ? DefaultCacheDir() : a.cache_dir;
-  if (eo.cache_dir == "none" || a.no_cache) eo.cache_dir = "";
-  PREFIXD_ASSIGN_OR_RETURN(eo.ram_budget_bytes, ParseBytes("--ram-budget", a.ram_budget));
-  PREFIXD_ASSIGN_OR_RETURN(eo.disk_quota_bytes, ParseBytes("--disk-quota", a.disk_quota));
-  if (!a.no_cache) {
-    eo.remote_cache_url = a.remote.url;
-    PREFIXD_ASSIGN_OR_RETURN(eo.remote_cache_password, a.remote.Password());
-  }
-  eo.block_size = uint32_t(a.block_size);
-  eo.n_slots = uint32_t(a.slots);
-  eo.n_ctx_per_slot = uint32_t(a.ctx);
-  eo.n_batch = uint32_t(a.batch);
-  eo.n_ubatch = uint32_t(a.ubatch);
-  eo.n_threads = int(a.threads);
-  eo.n_threads_batch = int(a.threads_batch);
-  eo.n_gpu_layers = int(a.gpu_layers);
-  eo.cache_enabled = !a.no_cache;
-  eo.whole_state = a.whole_state;
-  eo.flash_attn = !a.no_flash_attn;
-  eo.max_queue = size_t(a.max_queue);
+  engine::EngineFlagValues values = a.engine;
+  if (values.cache_dir.empty()) values.cache_dir = DefaultCacheDir();
+  PREFIXD_ASSIGN_OR_RETURN(engine::EngineOptions eo, engine::ToEngineOptions(values));
   if (a.encrypt_cache) {
     PREFIXD_ASSIGN_OR_RETURN(eo.record_key, RecordKey(eo.cache_dir));
-  }
-  if (!a.chat_template.empty()) {
-    auto source = engine::LoadTemplateSource(a.chat_template);
-    if (!source.ok()) {
-      return Status::InvalidArgument("--chat-template: " + source.status().ToString());
-    }
-    eo.chat_template = std::move(source).value();
   }
   return eo;
 }
@@ -245,7 +158,7 @@ Result<server::ServerOptions> ServerOptionsOf(const ServeArgs& a) {
   server::ServerOptions so;
   so.host = a.host;
   so.port = int(a.port);
-  PREFIXD_ASSIGN_OR_RETURN(uint64_t max_body, ParseBytes("--max-body", a.max_body));
+  PREFIXD_ASSIGN_OR_RETURN(uint64_t max_body, ParseByteSize("--max-body", a.max_body));
   so.max_body_bytes = size_t(max_body);
   so.model_id = ModelId(a);
   const std::vector<std::string> aliases = Aliases(a);
@@ -253,9 +166,9 @@ Result<server::ServerOptions> ServerOptionsOf(const ServeArgs& a) {
   PREFIXD_ASSIGN_OR_RETURN(so.logit_bias, ParseLogitBias(a.logit_bias));
   // Every slot and every queued request holds a connection thread; a few more keep /health
   // and /metrics answering when all of them are busy.
-  so.n_http_threads = size_t(a.slots + a.max_queue + 8);
+  so.n_http_threads = size_t(a.engine.slots + a.engine.max_queue + 8);
   // Generation requests beyond the slots and the queue get 503 before they are parsed.
-  so.max_admitted = size_t(a.slots + a.max_queue);
+  so.max_admitted = size_t(a.engine.slots + a.engine.max_queue);
   so.n_predict = int(a.n_predict);
   so.log_prompts = a.log_prompts;
   so.request_read_timeout_ms = int(a.request_read_timeout_s * 1000);
@@ -347,34 +260,8 @@ int Serve(const ServeArgs& a) {
   return st.ok() ? 0 : Fail(st);
 }
 
-}  // namespace
-
-int CmdServe(int argc, char** argv) {
-  ServeArgs a;
-  Flags flags("serve", "Serve a GGUF model over an OpenAI-compatible HTTP API.");
-  flags.String("-m,--model", &a.model, "GGUF model file (required)");
-  flags.String("--alias", &a.alias,
-               "model id clients use (default: the file name without .gguf); NAME,NAME,...: the "
-               "first is the id, every other one is accepted for the same model too");
-  flags.String("--host", &a.host, "address to listen on (127.0.0.1: this machine only)");
-  flags.Int("--port", &a.port, "TCP port; 0 picks a free one (logged at start)");
-  flags.String("--cache-dir", &a.cache_dir,
-               "disk cache directory (default: $XDG_CACHE_HOME/prefixd or ~/.cache/prefixd; "
-               "'none': RAM only)");
-  flags.String("--ram-budget", &a.ram_budget, "bytes the RAM tier may hold (e.g. 2G)");
-  flags.String("--disk-quota", &a.disk_quota, "bytes the disk tier may hold (e.g. 20G)");
-  flags.Int("--block-size", &a.block_size, "cache block size in tokens");
-  flags.Int("--slots", &a.slots, "requests generated at once (continuous batching)");
-  flags.Int("-c,--ctx", &a.ctx,
-            "context length of each slot, in tokens; 0: the model's trained context length");
-  flags.Int("-t,--threads", &a.threads, "CPU threads for generation; 0: all cores");
-  flags.Int("-tb,--threads-batch", &a.threads_batch,
-            "CPU threads for prompt processing; 0: the same as --threads");
-  flags.Int("--batch", &a.batch, "logical batch size (prefill chunk)");
-  flags.Int("--ubatch", &a.ubatch, "physical batch size");
-  flags.Int("-ngl,--gpu-layers", &a.gpu_layers, "layers to offload to the GPU");
-  flags.Int("--max-queue", &a.max_queue,
-            "requests that may wait for a slot; more get 503 with Retry-After");
+// --logit-bias, --n-predict and the HTTP limits.
+void DeclareRequestFlags(Flags& flags, ServeArgs& a) {
   flags.String("-l,--logit-bias", &a.logit_bias,
                "TOKEN_ID(+|-)BIAS[,...]: added to every request's logits for these tokens, "
                "under the request's own logit_bias");
@@ -387,7 +274,10 @@ int CmdServe(int argc, char** argv) {
             "however they trickle; 0: none but 60 s per read");
   flags.Int("--max-connections-per-address", &a.max_connections_per_address,
             "connections one client address may have open; more get 429 at once; 0: no cap");
-  flags.Bool("--no-cache", &a.no_cache, "turn the prompt cache fully off");
+}
+
+// --encrypt-cache and who may see what: hosts, origins, prompts in the log.
+void DeclareExposureFlags(Flags& flags, ServeArgs& a) {
   flags.Bool("--encrypt-cache", &a.encrypt_cache,
              "seal every disk and shared-tier record (AES-256-GCM under a key from the cache "
              "dir's server-secret): a copied cache dir or a shared Redis shows no prompt, and "
@@ -401,22 +291,44 @@ int CmdServe(int argc, char** argv) {
   flags.Bool("--log-prompts", &a.log_prompts,
              "put the prompt text around a cache miss's divergence point into the log lines "
              "and /v1/requests/recent (off: the position only; it is every tenant's text)");
-  flags.Bool("--whole-state", &a.whole_state,
-             "cache whole-state snapshots even where the state codec can slice the model "
-             "(a diagnostic: larger; models the codec cannot slice use them anyway)");
-  flags.Bool("--no-flash-attn", &a.no_flash_attn, "run attention without flash attention");
-  flags.String("--chat-template", &a.chat_template,
-               "chat template replacing the model's: a .jinja file, or the NAME of one the "
-               "pinned llama.cpp ships (models/templates/NAME.jinja, e.g. Qwen3.5-4B)");
-  a.remote.Declare(flags);
+}
+
+// Every flag of serve, in the order --help lists them: the engine's between the server's.
+void DeclareServeFlags(Flags& flags, ServeArgs& a) {
+  using engine::EngineFlagSet;
+  engine::DeclareEngineFlags(flags, a.engine, EngineFlagSet::kModel);
+  flags.String("--alias", &a.alias,
+               "model id clients use (default: the file name without .gguf); NAME,NAME,...: the "
+               "first is the id, every other one is accepted for the same model too");
+  flags.String("--host", &a.host, "address to listen on (127.0.0.1: this machine only)");
+  flags.Int("--port", &a.port, "TCP port; 0 picks a free one (logged at start)");
+  engine::DeclareEngineFlags(
+      flags, a.engine,
+      EngineFlagSet::kCacheDir | EngineFlagSet::kCacheSizes | EngineFlagSet::kBlockSize |
+          EngineFlagSet::kSlots | EngineFlagSet::kContext | EngineFlagSet::kThreads |
+          EngineFlagSet::kBatch | EngineFlagSet::kGpuLayers | EngineFlagSet::kMaxQueue);
+  DeclareRequestFlags(flags, a);
+  engine::DeclareEngineFlags(flags, a.engine, EngineFlagSet::kNoCache);
+  DeclareExposureFlags(flags, a);
+  engine::DeclareEngineFlags(flags, a.engine,
+                             EngineFlagSet::kWholeState | EngineFlagSet::kFlashAttn |
+                                 EngineFlagSet::kChatTemplate | EngineFlagSet::kRemoteCache);
   flags.String("--api-key-file", &a.api_key_file,
                "file with one API key per line; requests must send one (default: no keys)");
   flags.String("--admin-key-file", &a.admin_key_file,
                "file with one admin key per line: only these keys may call the admin routes "
                "(POST /v1/cache/clear); they are tenants too. With API keys and no admin file "
                "the admin routes are off");
+}
+
+}  // namespace
+
+int CmdServe(int argc, char** argv) {
+  ServeArgs a;
+  Flags flags("serve", "Serve a GGUF model over an OpenAI-compatible HTTP API.");
+  DeclareServeFlags(flags, a);
   return RunWithFlags(flags, argc, argv, [&] {
-    if (a.model.empty()) {
+    if (a.engine.model.empty()) {
       std::fprintf(stderr, "prefixd serve: -m/--model is required\n\n%s", flags.Help().c_str());
       return 2;
     }

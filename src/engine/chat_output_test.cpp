@@ -13,7 +13,7 @@
 #include "engine/context.h"
 #include "engine/engine.h"
 #include "engine/model/model.h"
-#include "engine/testgen/pinned_assets.h"
+#include "engine/chat/pinned_assets.h"
 #include "engine/sampler.h"
 #include "engine/testgen/test_model.h"
 #include "engine/test_temp_dir.h"

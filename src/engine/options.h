@@ -11,7 +11,7 @@
 
 namespace prefixd::engine {
 
-// The defaults here are every command's (serve, run, the benches start their flags from
+// The defaults here are every command's (the engine flags of engine/engine_flags.h start from
 // EngineOptions{}), but where a command says it chooses its own.
 struct EngineOptions {
   std::string model_path;

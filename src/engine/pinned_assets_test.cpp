@@ -1,4 +1,4 @@
-#include "engine/testgen/pinned_assets.h"
+#include "engine/chat/pinned_assets.h"
 
 #include <gtest/gtest.h>
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "chat.h"
-#include "engine/testgen/pinned_assets.h"
+#include "engine/chat/pinned_assets.h"
 #include "json.h"
 
 namespace prefixd::engine {

@@ -35,7 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
-#include "engine/testgen/pinned_assets.h"
+#include "engine/chat/pinned_assets.h"
 #include "engine/testgen/test_model.h"
 #include "engine/test_temp_dir.h"
 #include "gguf.h"

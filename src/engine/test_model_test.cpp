@@ -17,7 +17,7 @@
 
 #include "chat.h"
 #include "engine/model/model.h"
-#include "engine/testgen/pinned_assets.h"
+#include "engine/chat/pinned_assets.h"
 #include "engine/testgen/test_model_internal.h"
 #include "llama.h"
 

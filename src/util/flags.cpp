@@ -1,5 +1,6 @@
 #include "util/flags.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <sstream>
@@ -118,6 +119,41 @@ std::string Flags::Help() const {
   }
   os << "  -h, --help\n      show this help\n";
   return os.str();
+}
+
+Result<uint64_t> ParseByteSize(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  std::string unit(end ? end : "");
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+  if (!unit.empty() && unit.back() == 'i') unit.pop_back();
+  uint64_t mult = 1;
+  if (unit.size() == 1) {
+    switch (std::toupper(static_cast<unsigned char>(unit[0]))) {
+      case 'K': mult = 1ull << 10; break;
+      case 'M': mult = 1ull << 20; break;
+      case 'G': mult = 1ull << 30; break;
+      case 'T': mult = 1ull << 40; break;
+      default: mult = 0;
+    }
+  } else if (!unit.empty()) {
+    mult = 0;
+  }
+  if (end == text.c_str() || mult == 0 || !(v >= 0) || v * double(mult) > 1.8e19) {
+    return Status::InvalidArgument(flag + ": expected a size such as 512M or 2G, got '" + text +
+                                   "'");
+  }
+  return uint64_t(v * double(mult));
+}
+
+std::string ByteSizeText(uint64_t bytes) {
+  static constexpr char kUnits[] = "KMGT";
+  std::string unit;
+  for (int i = 0; bytes != 0 && bytes % 1024 == 0 && i < 4; ++i) {
+    bytes /= 1024;
+    unit = kUnits[i];
+  }
+  return std::to_string(bytes) + unit;
 }
 
 }  // namespace prefixd

@@ -50,6 +50,14 @@ class Flags {
   bool help_requested_ = false;
 };
 
+// Sizes in flags: "123", "64K", "512M", "2G", "1T" (powers of 1024; a trailing "B"/"iB" is
+// allowed) -> bytes. InvalidArgument "FLAG: expected a size such as 512M or 2G, got 'TEXT'"
+// for anything else.
+Result<uint64_t> ParseByteSize(const std::string& flag, const std::string& text);
+// 2 << 30 -> "2G": the largest unit that divides `bytes` (ParseByteSize reads it back), for a
+// size flag's default.
+std::string ByteSizeText(uint64_t bytes);
+
 // Runs a subcommand's body after parsing argv[first..argc): prints help and returns 0 on --help,
 // prints the error and returns 2 on a bad flag, else returns body(). Subcommands' flags start
 // at argv[2], a stand-alone program's at argv[1].

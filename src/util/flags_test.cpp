@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace prefixd {
@@ -71,6 +72,33 @@ TEST(Flags, HelpListsDefaultsAndRunWithFlagsSkipsTheBody) {
   Argv good({"prefixd", "test", "--n", "3"});
   EXPECT_EQ(RunWithFlags(other, good.argc(), good.argv(), [&] { return 5; }), 5);
   EXPECT_EQ(n, 3);
+}
+
+TEST(Flags, ByteSizesParseInPowersOf1024AndPrintBack) {
+  const std::vector<std::pair<std::string, uint64_t>> good = {
+      {"123", 123},          {"64K", 64ull << 10}, {"512M", 512ull << 20}, {"2G", 2ull << 30},
+      {"1T", 1ull << 40},    {"2GiB", 2ull << 30}, {"8kb", 8ull << 10},    {"1.5K", 1536},
+      {"0", 0},
+  };
+  for (const auto& [text, bytes] : good) {
+    Result<uint64_t> got = ParseByteSize("--size", text);
+    ASSERT_TRUE(got.ok()) << text << ": " << got.status().ToString();
+    EXPECT_EQ(*got, bytes) << text;
+  }
+  for (const std::string bad : {"", "G", "2X", "2GB2", "-1", "nan", "2KM", "99999999T"}) {
+    Result<uint64_t> got = ParseByteSize("--size", bad);
+    ASSERT_FALSE(got.ok()) << bad;
+    EXPECT_EQ(got.status().message(),
+              "--size: expected a size such as 512M or 2G, got '" + bad + "'");
+  }
+  EXPECT_EQ(ByteSizeText(2ull << 30), "2G");
+  EXPECT_EQ(ByteSizeText(20ull << 30), "20G");
+  EXPECT_EQ(ByteSizeText(1536), "1536");
+  EXPECT_EQ(ByteSizeText(0), "0");
+  EXPECT_EQ(ByteSizeText(3ull << 50), "3072T");
+  for (uint64_t bytes : std::vector<uint64_t>{0, 1000, 32ull << 20, 3ull << 50}) {
+    EXPECT_EQ(*ParseByteSize("--size", ByteSizeText(bytes)), bytes);
+  }
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/testgen/pinned_assets.h"
+#include "engine/chat/pinned_assets.h"
 #include "engine/testgen/test_model_internal.h"
 
 namespace prefixd::engine::test_model {

@@ -1,0 +1,168 @@
+#include "engine/engine_flags.h"
+
+#include <utility>
+#include <vector>
+
+#include "engine/chat/pinned_assets.h"
+#include "util/env.h"
+
+namespace prefixd::engine {
+
+namespace {
+
+bool Has(EngineFlagSet set, EngineFlagSet group) {
+  return (uint32_t(set) & uint32_t(group)) != 0;
+}
+
+// --cache-dir, --ram-budget, --disk-quota, --block-size.
+void DeclareCacheFlags(Flags& flags, EngineFlagValues& v, EngineFlagSet which) {
+  if (Has(which, EngineFlagSet::kCacheDir)) {
+    flags.String("--cache-dir", &v.cache_dir,
+                 "disk cache directory (default: $XDG_CACHE_HOME/prefixd or ~/.cache/prefixd; "
+                 "'none': RAM only)");
+  }
+  if (Has(which, EngineFlagSet::kCacheSizes)) {
+    flags.String("--ram-budget", &v.ram_budget, "bytes the RAM tier may hold (e.g. 2G)");
+    flags.String("--disk-quota", &v.disk_quota, "bytes the disk tier may hold (e.g. 20G)");
+  }
+  if (Has(which, EngineFlagSet::kBlockSize)) {
+    flags.Int("--block-size", &v.block_size, "cache block size in tokens");
+  }
+}
+
+// --slots, --ctx, --threads, --threads-batch, --batch, --ubatch, --gpu-layers, --max-queue.
+void DeclareComputeFlags(Flags& flags, EngineFlagValues& v, EngineFlagSet which) {
+  if (Has(which, EngineFlagSet::kSlots)) {
+    flags.Int("--slots", &v.slots, "requests generated at once (continuous batching)");
+  }
+  if (Has(which, EngineFlagSet::kContext)) {
+    flags.Int("-c,--ctx", &v.ctx,
+              "context length of each slot, in tokens; 0: the model's trained context length");
+  }
+  if (Has(which, EngineFlagSet::kThreads)) {
+    flags.Int("-t,--threads", &v.threads, "CPU threads for generation; 0: all cores");
+    flags.Int("-tb,--threads-batch", &v.threads_batch,
+              "CPU threads for prompt processing; 0: the same as --threads");
+  }
+  if (Has(which, EngineFlagSet::kBatch)) {
+    flags.Int("--batch", &v.batch, "logical batch size (prefill chunk)");
+    flags.Int("--ubatch", &v.ubatch, "physical batch size");
+  }
+  if (Has(which, EngineFlagSet::kGpuLayers)) {
+    flags.Int("-ngl,--gpu-layers", &v.gpu_layers, "layers to offload to the GPU");
+  }
+  if (Has(which, EngineFlagSet::kMaxQueue)) {
+    flags.Int("--max-queue", &v.max_queue,
+              "requests that may wait for a slot; more get 503 with Retry-After");
+  }
+}
+
+// --no-cache, --whole-state, --no-flash-attn, --chat-template, the shared tier's.
+void DeclareModeFlags(Flags& flags, EngineFlagValues& v, EngineFlagSet which) {
+  if (Has(which, EngineFlagSet::kNoCache)) {
+    flags.Bool("--no-cache", &v.no_cache, "turn the prompt cache fully off");
+  }
+  if (Has(which, EngineFlagSet::kWholeState)) {
+    flags.Bool("--whole-state", &v.whole_state,
+               "cache whole-state snapshots even where the state codec can slice the model "
+               "(a diagnostic: larger; models the codec cannot slice use them anyway)");
+  }
+  if (Has(which, EngineFlagSet::kFlashAttn)) {
+    flags.Bool("--no-flash-attn", &v.no_flash_attn, "run attention without flash attention");
+  }
+  if (Has(which, EngineFlagSet::kChatTemplate)) {
+    flags.String("--chat-template", &v.chat_template,
+                 "chat template replacing the model's: a .jinja file, or the NAME of one the "
+                 "pinned llama.cpp ships (models/templates/NAME.jinja, e.g. Qwen3.5-4B)");
+  }
+  if (Has(which, EngineFlagSet::kRemoteCache)) v.remote.Declare(flags);
+}
+
+Status CheckRanges(const EngineFlagValues& v) {
+  if (v.slots < 1 || v.slots > 256) return Status::InvalidArgument("--slots: 1..256");
+  if (v.ctx != 0 && (v.ctx < 16 || v.ctx > (1 << 24))) {
+    return Status::InvalidArgument("--ctx: 0 (the model's) or 16..16777216");
+  }
+  if (v.block_size < 1 || v.block_size > (1 << 20)) {
+    return Status::InvalidArgument("--block-size: 1..1048576");
+  }
+  if (v.max_queue < 0 || v.max_queue > 100000) {
+    return Status::InvalidArgument("--max-queue: 0..100000");
+  }
+  if (v.threads < 0 || v.threads_batch < 0 || v.batch < 1 || v.ubatch < 1 || v.gpu_layers < -1) {
+    return Status::InvalidArgument(
+        "--threads, --threads-batch, --batch, --ubatch, --gpu-layers: out of range");
+  }
+  return Status::OK();
+}
+
+// The numbers and switches, once CheckRanges passed.
+void SetNumbers(const EngineFlagValues& v, EngineOptions& eo) {
+  eo.block_size = uint32_t(v.block_size);
+  eo.n_slots = uint32_t(v.slots);
+  eo.n_ctx_per_slot = uint32_t(v.ctx);
+  eo.n_batch = uint32_t(v.batch);
+  eo.n_ubatch = uint32_t(v.ubatch);
+  eo.n_threads = int(v.threads);
+  eo.n_threads_batch = int(v.threads_batch);
+  eo.n_gpu_layers = int(v.gpu_layers);
+  eo.max_queue = size_t(v.max_queue);
+  eo.cache_enabled = !v.no_cache;
+  eo.whole_state = v.whole_state;
+  eo.flash_attn = !v.no_flash_attn;
+}
+
+}  // namespace
+
+void RemoteCacheFlags::Declare(Flags& flags) {
+  flags.String("--remote-cache", &url,
+               "shared cache tier on Redis, redis://HOST:PORT[/DB], used by every server given "
+               "the same URL (docs/deployment.md); no TLS (Debian's hiredis has none)");
+  flags.String("--remote-cache-password-file", &password_file,
+               "file whose first line is the Redis password (AUTH)");
+}
+
+Result<std::string> RemoteCacheFlags::Password() const {
+  if (password_file.empty()) return std::string();
+  PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, Env::Default()->ReadFile(password_file));
+  std::string text(bytes.begin(), bytes.end());
+  text = text.substr(0, text.find('\n'));
+  if (!text.empty() && text.back() == '\r') text.pop_back();
+  if (text.empty()) {
+    return Status::InvalidArgument("--remote-cache-password-file " + password_file + " is empty");
+  }
+  return text;
+}
+
+void DeclareEngineFlags(Flags& flags, EngineFlagValues& values, EngineFlagSet which) {
+  if (Has(which, EngineFlagSet::kModel)) {
+    flags.String("-m,--model", &values.model, "GGUF model file (required)");
+  }
+  DeclareCacheFlags(flags, values, which);
+  DeclareComputeFlags(flags, values, which);
+  DeclareModeFlags(flags, values, which);
+}
+
+Result<EngineOptions> ToEngineOptions(const EngineFlagValues& values) {
+  PREFIXD_RETURN_IF_ERROR(CheckRanges(values));
+  EngineOptions eo;
+  eo.model_path = values.model;
+  if (values.cache_dir != "none" && !values.no_cache) eo.cache_dir = values.cache_dir;
+  PREFIXD_ASSIGN_OR_RETURN(eo.ram_budget_bytes, ParseByteSize("--ram-budget", values.ram_budget));
+  PREFIXD_ASSIGN_OR_RETURN(eo.disk_quota_bytes, ParseByteSize("--disk-quota", values.disk_quota));
+  if (!values.no_cache) {
+    eo.remote_cache_url = values.remote.url;
+    PREFIXD_ASSIGN_OR_RETURN(eo.remote_cache_password, values.remote.Password());
+  }
+  SetNumbers(values, eo);
+  if (!values.chat_template.empty()) {
+    Result<std::string> source = LoadTemplateSource(values.chat_template);
+    if (!source.ok()) {
+      return Status::InvalidArgument("--chat-template: " + source.status().ToString());
+    }
+    eo.chat_template = std::move(source).value();
+  }
+  return eo;
+}
+
+}  // namespace prefixd::engine
