@@ -689,7 +689,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, EngineCacheTest, ::testing::ValuesIn(TestModelAr
 // The memory types the architecture sweep added (llama.cpp's generator's models with prefixd's chat
 // tokenizer, and gemma4 by prefixd): hybrid + index (qwen4exp), MLA (deepseek2), DSA (glm-dsa),
 // iswa with shared-KV layers (gemma4), and deepseek4's own cache (whole-state snapshots).
-INSTANTIATE_TEST_SUITE_P(Issue12Archs, EngineCacheTest,
+INSTANTIATE_TEST_SUITE_P(SweepArchs, EngineCacheTest,
                          ::testing::Values("qwen4exp", "deepseek2", "glm-dsa", "gemma4",
                                            "deepseek4"),
                          ParamName);

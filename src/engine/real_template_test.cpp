@@ -309,7 +309,7 @@ TEST_P(EngineRealTemplateTest, AgentSessionReusesEveryReusableToken) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Issue13, EngineRealTemplateTest,
+    PinnedTemplates, EngineRealTemplateTest,
     ::testing::Values(RealCase{"Qwen3.5-4B", "qwen35"}, RealCase{"Qwen3-Coder", "qwen35"},
                       RealCase{"openai-gpt-oss-120b", "qwen35"},
                       RealCase{"google-gemma-4-31B-it", "gemma-4"},
