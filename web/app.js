@@ -198,7 +198,7 @@ function drawRatioChart() {
 function renderMisses() {
   const rows = state.requests.filter((r) => r.miss_reason || r.diverged_at).slice(-8).reverse();
   $('#misses tbody').replaceChildren(...rows.map((r) => el('tr', {},
-    el('td', { class: 'mono' }, `#${r.seq}`), el('td', {}, r.miss_reason ? `miss: ${r.miss_reason}` : `hit (${r.tier})`),
+    el('td', { class: 'mono' }, `#${r.seq}${r.session ? ` · ${r.session}` : ''}`), el('td', {}, r.miss_reason ? `miss: ${r.miss_reason}` : `hit (${r.tier})`),
     el('td', {}, r.diverged_at ?? '–'), el('td', { class: 'mono' }, r.diverged ?? '–'))));
 }
 

@@ -41,6 +41,7 @@ engine::EngineFlagValues ServeEngineDefaults() {
 struct ServeArgs {
   engine::EngineFlagValues engine = ServeEngineDefaults();  // cache_dir "": the default dir
   std::string alias;
+  std::string server_name;
   std::string host = kServer.host;
   int64_t port = kServer.port;
   std::string max_body = ByteSizeText(kServer.max_body_bytes);
@@ -161,6 +162,7 @@ Result<server::ServerOptions> ServerOptionsOf(const ServeArgs& a) {
   PREFIXD_ASSIGN_OR_RETURN(uint64_t max_body, ParseByteSize("--max-body", a.max_body));
   so.max_body_bytes = size_t(max_body);
   so.model_id = ModelId(a);
+  so.server_name = a.server_name;
   const std::vector<std::string> aliases = Aliases(a);
   if (aliases.size() > 1) so.aliases.assign(aliases.begin() + 1, aliases.end());
   PREFIXD_ASSIGN_OR_RETURN(so.logit_bias, ParseLogitBias(a.logit_bias));
@@ -301,6 +303,9 @@ void DeclareServeFlags(Flags& flags, ServeArgs& a) {
                "model id clients use (default: the file name without .gguf); NAME,NAME,...: the "
                "first is the id, every other one is accepted for the same model too");
   flags.String("--host", &a.host, "address to listen on (127.0.0.1: this machine only)");
+  flags.String("--server-name", &a.server_name,
+               "this server's name in every response's X-Prefixd-Server header (a fleet's load "
+               "balancer and logs tell servers apart by it; default: HOSTNAME:PORT)");
   flags.Int("--port", &a.port, "TCP port; 0 picks a free one (logged at start)");
   engine::DeclareEngineFlags(
       flags, a.engine,

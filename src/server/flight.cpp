@@ -34,6 +34,7 @@ Flight::Flight(const RouteContext& ctx, const httplib::Request& req, ResponseMet
       meta_(std::move(meta)),
       route_(std::move(route)),
       tenant_label_(std::move(tenant_label)),
+      session_(SessionKeyOf(req)),
       stream_(stream),
       prompt_tokens_(request.prompt.tokens),
       prepare_times_(request.prompt.times),
@@ -87,6 +88,8 @@ void Flight::Log(int status) {
   LogLine line("request");
   line.Add("id", meta_.id).Add("route", route_).Add("status", (long long)status);
   line.Add("tenant", tenant_label_).Add("stream", (long long)(stream_ ? 1 : 0));
+  if (!session_.id.empty()) line.Add("session", session_.id);
+  ctx_.metrics->RecordSession(session_.source);
   const Result<CompletionResult>& r = run_->result();
   bool cancelled = run_->cancelled();
   if (r.ok()) {
@@ -122,6 +125,7 @@ RequestRecord Flight::Record(int status, bool cancelled, double total_s) const {
   rec.id = meta_.id;
   rec.route = route_;
   rec.tenant = tenant_label_;
+  rec.session = session_.id;
   rec.status = status;
   rec.stream = stream_;
   rec.cancelled = cancelled;

@@ -20,6 +20,7 @@
 #include "server/backend.h"
 #include "server/recent_requests.h"
 #include "server/response_json.h"
+#include "server/session_key.h"
 #include "server/routes.h"
 
 namespace prefixd::server {
@@ -57,6 +58,7 @@ class Flight {
   ResponseMeta meta_;
   std::string route_;
   std::string tenant_label_;
+  SessionKey session_;  // what the request says of its session (session_key.h)
   bool stream_;
   std::vector<Token> prompt_tokens_;  // kept for the divergence context in the log
   engine::PrepareTimes prepare_times_;  // the prompt's preparation, for the log

@@ -155,6 +155,11 @@ void ServerMetrics::RecordCancelled() {
   ++cancelled_;
 }
 
+void ServerMetrics::RecordSession(SessionSource source) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++sessions_by_source_[source];
+}
+
 void ServerMetrics::RecordConnectionRefused() {
   std::lock_guard<std::mutex> lock(mu_);
   ++connections_refused_;
@@ -188,6 +193,12 @@ void ServerMetrics::RenderServer(std::string* out) const {
   Counter("prefixd_requests_cancelled_total",
           "Completions cancelled because the client went away or the server stopped.",
           cancelled_, out);
+  Header("prefixd_completions_by_session_source_total", "counter",
+         "Completions by where their session key was found (none: no key).", out);
+  for (const auto& [source, n] : sessions_by_source_) {
+    Sample("prefixd_completions_by_session_source_total",
+           Label("source", SessionSourceName(source)), double(n), out);
+  }
   Counter("prefixd_http_connections_refused_total",
           "Connections answered 429 because their address had --max-connections-per-address open.",
           connections_refused_, out);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/session_key.h"
 
 namespace prefixd::server {
 
@@ -43,6 +44,8 @@ class ServerMetrics {
   // (connection_guard.h).
   void RecordConnectionRefused();
   void RecordReadDeadlineCut();
+  // One completion's session key, by where it was found (session_key.h).
+  void RecordSession(SessionSource source);
 
   // The whole /metrics page.
   std::string Render(const engine::EngineStats& engine) const;
@@ -59,6 +62,7 @@ class ServerMetrics {
   uint64_t cancelled_ = 0;
   uint64_t connections_refused_ = 0;
   uint64_t read_deadline_cuts_ = 0;
+  std::map<SessionSource, uint64_t> sessions_by_source_;
 };
 
 }  // namespace prefixd::server

@@ -17,6 +17,7 @@ struct RequestRecord {
   uint64_t seq = 0;             // 1, 2, ...: set by Add, never reused
   int64_t time_unix_ms = 0;     // when it finished
   std::string id, route, tenant;  // tenant: the log label ("-" without keys)
+  std::string session;          // the session key (session_key.h); "" when none
   int status = 200;
   bool stream = false;
   bool cancelled = false;

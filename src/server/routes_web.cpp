@@ -134,7 +134,7 @@ json RecordJson(const RequestRecord& r) {
   auto ms = [](double v) { return v < 0 ? json(nullptr) : json(v); };
   auto text = [](const std::string& v) { return v.empty() ? json(nullptr) : json(v); };
   return {{"seq", r.seq}, {"time_unix_ms", r.time_unix_ms}, {"id", r.id}, {"route", r.route},
-          {"tenant", r.tenant}, {"status", r.status}, {"stream", r.stream},
+          {"tenant", r.tenant}, {"session", r.session}, {"status", r.status}, {"stream", r.stream},
           {"cancelled", r.cancelled}, {"finish", r.finish},
           {"prompt_tokens", r.prompt_tokens}, {"cached_tokens", r.cached_tokens},
           {"evaluated_tokens", r.evaluated_tokens}, {"completion_tokens", r.completion_tokens},

@@ -1,5 +1,7 @@
 #include "server/server.h"
 
+#include <unistd.h>
+
 #include <httplib.h>
 
 #include <exception>
@@ -13,6 +15,16 @@
 #include "server/routes.h"
 
 namespace prefixd::server {
+
+namespace {
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "prefixd";
+  return name;
+}
+
+}  // namespace
 
 struct HttpServer::Impl {
   explicit Impl(ServerOptions o)
@@ -171,7 +183,11 @@ void HttpServer::Impl::SetUp() {
       [this](const httplib::Request& req, httplib::Response& res) { return PreRoute(req, res); });
   // Called as each response is written: the handler is done with its admission place.
   http.set_post_routing_handler(
-      [this](const httplib::Request&, httplib::Response&) { admission->Release(); });
+      [this](const httplib::Request&, httplib::Response& res) {
+        // Which server answered: a load balancer's stickiness and a client's logs key on it.
+        res.set_header("X-Prefixd-Server", options.server_name);
+        admission->Release();
+      });
   http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     OnError(req, res);
   });
@@ -216,13 +232,14 @@ HttpServer::HttpServer(Backend* backend, const TenantAuth* auth, ServerOptions o
 HttpServer::~HttpServer() { Stop(); }
 
 Result<int> HttpServer::Bind() {
-  const ServerOptions& o = impl_->options;
+  ServerOptions& o = impl_->options;
   int port = o.port == 0 ? impl_->http.bind_to_any_port(o.host)
                          : (impl_->http.bind_to_port(o.host, o.port) ? o.port : -1);
   if (port <= 0) {
     return Status::IOError("cannot listen on " + o.host + ":" + std::to_string(o.port) +
                            " (address in use, or not a local address?)");
   }
+  if (o.server_name.empty()) o.server_name = HostName() + ":" + std::to_string(port);
   return port;
 }
 

@@ -33,6 +33,9 @@ struct ServerOptions {
   int port = 8080;                       // 0: any free port (Bind() says which)
   size_t max_body_bytes = 32u << 20;     // larger request bodies get 413
   std::string model_id;                  // "" -> the backend's model_name()
+  // Every response's X-Prefixd-Server header: which server of a fleet answered.
+  // "" -> "<host name>:<bound port>" (set by Bind()).
+  std::string server_name;
   // More names requests may give the same model (an agent's small-fast model name, say):
   // /v1/models lists each, a response names the one asked for.
   std::vector<std::string> aliases;
