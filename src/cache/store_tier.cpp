@@ -80,7 +80,14 @@ void StoreTier::SpillSnapshot(const Digest& domain, std::span<const Token> prefi
 
 PayloadRef StoreTier::ReadVerified(const Digest& key, RecordKind kind,
                                   std::span<const Token> expected) {
-  auto rec = store_.Read(key, kind);
+  return Verified({key, kind}, store_.Read(key, kind), expected);
+}
+
+// A record the store read, used only when it is in the clear and holds `expected`.
+PayloadRef StoreTier::Verified(const store::RecordId& id, Result<store::Record> rec,
+                               std::span<const Token> expected) {
+  const Digest& key = id.key;
+  const RecordKind kind = id.kind;
   if (!rec.ok()) return nullptr;
   if (rec->meta.sealed) {  // sealed under a key this server was not given: unusable here
     store_.Remove(key, kind);
@@ -208,25 +215,41 @@ std::optional<OpenedPrefix> StoreTier::Open(const Digest& domain, std::span<cons
 
 // Reads and verifies Blocks [first, best.end / B) and the Snapshot / Tail at best.end, and
 // inserts them into RAM, Blocks first.
+// Every record of the restore is read in one ReadAll (one round trip to a remote store): the
+// Blocks' rows from `first`, then the Snapshot and the Tail that end it.
 bool StoreTier::Load(const Digest& domain, std::span<const Token> tokens,
                     const std::vector<ChainHash>& chain, size_t first, const Walk& best) {
   const size_t B = opts_.block_size, last = best.end / B;
-  std::vector<PayloadRef> rows;
+  std::vector<store::RecordId> ids;
+  std::vector<std::span<const Token>> expected;
   for (size_t k = first; k < last; ++k) {
-    PayloadRef r = ReadVerified(chain[k], RecordKind::kBlockRows, tokens.subspan(k * B, B));
+    ids.push_back({chain[k], RecordKind::kBlockRows});
+    expected.push_back(tokens.subspan(k * B, B));
+  }
+  const bool with_tail = best.is_tail && opts_.has_rows;
+  if (opts_.needs_snapshot) ids.push_back({best.key, RecordKind::kSnapshot}), expected.push_back({});
+  if (with_tail) {
+    ids.push_back({best.key, RecordKind::kTail});
+    expected.push_back(tokens.subspan(last * B, best.end - last * B));
+  }
+  std::vector<Result<store::Record>> recs = store_.ReadAll(ids);
+  const size_t n_rows = last - first;
+  std::vector<PayloadRef> rows;
+  for (size_t i = 0; i < n_rows; ++i) {
+    PayloadRef r = Verified(ids[i], std::move(recs[i]), expected[i]);
     if (!r) return false;
     rows.push_back(opts_.has_rows ? r : nullptr);
   }
   if (!rows.empty() && IsRefused(ram_.InsertBlocks(domain, tokens, first, rows))) return false;
-  rows.clear();
+  size_t i = n_rows;
   PayloadRef snapshot, tail_rows;
   if (opts_.needs_snapshot) {
-    snapshot = ReadVerified(best.key, RecordKind::kSnapshot, {});
+    snapshot = Verified(ids[i], std::move(recs[i]), expected[i]);
     if (!snapshot) return false;
+    ++i;
   }
-  if (best.is_tail && opts_.has_rows) {
-    tail_rows = ReadVerified(best.key, RecordKind::kTail,
-                             tokens.subspan(last * B, best.end - last * B));
+  if (with_tail) {
+    tail_rows = Verified(ids[i], std::move(recs[i]), expected[i]);
     if (!tail_rows) return false;
   }
   if (!snapshot && !tail_rows) return true;

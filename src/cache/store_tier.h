@@ -77,6 +77,8 @@ class StoreTier {
                    size_t ram_tokens);
   bool Load(const Digest& domain, std::span<const Token> tokens,
             const std::vector<ChainHash>& chain, size_t first, const Walk& best);
+  PayloadRef Verified(const store::RecordId& id, Result<store::Record> rec,
+                      std::span<const Token> expected);
   PayloadRef ReadVerified(const Digest& key, store::RecordKind kind,
                           std::span<const Token> expected_tokens);
   std::optional<store::OpenedRecord> OpenVerified(const Digest& key, store::RecordKind kind,

@@ -11,6 +11,13 @@ std::vector<bool> RecordStore::ContainsAll(std::span<const RecordId> ids) {
   return out;
 }
 
+std::vector<Result<Record>> RecordStore::ReadAll(std::span<const RecordId> ids) {
+  std::vector<Result<Record>> out;
+  out.reserve(ids.size());
+  for (const RecordId& id : ids) out.push_back(Read(id.key, id.kind));
+  return out;
+}
+
 Result<OpenedRecord> RecordStore::OpenRecord(const Key&, RecordKind) {
   return Status::NotSupported("this store reads whole records only");
 }

@@ -49,6 +49,9 @@ class RecordStore {
   virtual bool Contains(const Key& key, RecordKind kind) = 0;
   // Contains for each id, in order. A remote store answers all of them in one round trip.
   virtual std::vector<bool> ContainsAll(std::span<const RecordId> ids);
+  // Read for each id, in order (each result as Read's). A remote store reads all of them in one
+  // round trip.
+  virtual std::vector<Result<Record>> ReadAll(std::span<const RecordId> ids);
   // Deletes a record. NotFound when there is none.
   virtual Status Remove(const Key& key, RecordKind kind) = 0;
   // The record with its front verified and its payload left in the file (OpenedRecord): for a

@@ -58,6 +58,7 @@ class RedisStoreImpl final : public RedisStore {
   Result<Record> Read(const Key& key, RecordKind kind) override;
   bool Contains(const Key& key, RecordKind kind) override;
   std::vector<bool> ContainsAll(std::span<const RecordId> ids) override;
+  std::vector<Result<Record>> ReadAll(std::span<const RecordId> ids) override;
   Status Remove(const Key& key, RecordKind kind) override;
   void Flush() override;
   RedisStoreStats GetStats() override;
@@ -79,7 +80,7 @@ class RedisStoreImpl final : public RedisStore {
   void WriterLoop();
   void Write(const PutJob& job);
   Result<Record> Verify(const RecordId& id, const redisReply& value);
-  Result<Record> Decode(const RecordId& id, LinkOutcome out, const std::vector<Reply>& replies);
+  Result<Record> Decode(const RecordId& id, LinkOutcome out, const redisReply* reply);
   template <typename F>
   void Count(F f) {
     std::lock_guard<std::mutex> lock(stats_mu_);
@@ -199,22 +200,40 @@ Result<Record> RedisStoreImpl::Read(const Key& key, RecordKind kind) {
   const std::string rkey = RedisKey(id);
   std::vector<Reply> replies;
   const LinkOutcome out = RunRead({{"GET", rkey}}, &replies);
-  Result<Record> rec = Decode(id, out, replies);
+  Result<Record> rec = Decode(id, out, replies.empty() ? nullptr : replies[0].get());
   if (rec.status().IsCorruption()) Remove(key, kind);  // never served again
   return rec;
 }
 
+// One pipelined round trip: every GET sent, then every reply read (RedisLink::Run).
+std::vector<Result<Record>> RedisStoreImpl::ReadAll(std::span<const RecordId> ids) {
+  std::vector<std::string> keys;
+  keys.reserve(ids.size());
+  for (const RecordId& id : ids) keys.push_back(RedisKey(id));
+  std::vector<Command> commands;
+  for (const std::string& k : keys) commands.push_back({"GET", k});
+  std::vector<Reply> replies;
+  const LinkOutcome out = ids.empty() ? LinkOutcome::kOk : RunRead(commands, &replies);
+  std::vector<Result<Record>> recs;
+  recs.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    recs.push_back(Decode(ids[i], out, i < replies.size() ? replies[i].get() : nullptr));
+    if (recs.back().status().IsCorruption()) Remove(ids[i].key, ids[i].kind);
+  }
+  return recs;
+}
+
 // What a GET answered, verified and counted.
 Result<Record> RedisStoreImpl::Decode(const RecordId& id, LinkOutcome out,
-                                      const std::vector<Reply>& replies) {
+                                      const redisReply* reply) {
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_.gets++;
   if (out == LinkOutcome::kDown) return stats_.skipped_down++, Status::IOError("shared tier down");
-  if (out == LinkOutcome::kFailed || IsError(replies[0])) {
+  if (out == LinkOutcome::kFailed || reply == nullptr || reply->type == REDIS_REPLY_ERROR) {
     stats_.get_errors++;
     return Status::IOError("shared tier: GET failed");
   }
-  const redisReply& r = *replies[0];
+  const redisReply& r = *reply;
   if (r.type == REDIS_REPLY_NIL) return stats_.get_not_found++, Status::NotFound(RedisKey(id));
   Result<Record> rec = r.type == REDIS_REPLY_STRING ? Verify(id, r)
                                                     : Status::Corruption("not a string");

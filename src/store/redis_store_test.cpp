@@ -140,6 +140,41 @@ TEST(RedisStore, GarbageIsACountedCleanMissAndIsDeleted) {
   EXPECT_TRUE(ReadsBack(*s, 3));
 }
 
+// ReadAll answers each id as Read would, from one pipelined round trip: found, missing,
+// damaged (deleted), and through the sealing decorator opened.
+TEST(RedisStore, ReadAllAnswersEachRecordAsReadWould) {
+  RedisTestServer redis;
+  ASSERT_TRUE(redis.Start());
+  auto s = OpenStore(redis.url());
+  for (uint32_t seed : {1u, 2u, 3u}) PutAndFlush(*s, seed, 3000);
+  const RecordId id1{MetaFor(1).key, RecordKind::kBlockRows};
+  const RecordId id2{MetaFor(2).key, RecordKind::kBlockRows};
+  const RecordId id3{MetaFor(3).key, RecordKind::kBlockRows};
+  const RecordId absent{MetaFor(4).key, RecordKind::kBlockRows};
+  std::string value = redis.Command({"GET", RedisKey(id3)});
+  value[value.size() - 10] ^= 1;
+  ASSERT_EQ(redis.Command({"SET", RedisKey(id3), value}), "OK");
+  std::vector<Result<Record>> recs = s->ReadAll(std::vector<RecordId>{id1, absent, id2, id3});
+  ASSERT_EQ(recs.size(), 4u);
+  ASSERT_TRUE(recs[0].ok()) << recs[0].status().ToString();
+  EXPECT_EQ(recs[0]->payload, PayloadFor(1, 3000));
+  EXPECT_EQ(recs[1].status().code(), Status::Code::kNotFound);
+  ASSERT_TRUE(recs[2].ok());
+  EXPECT_EQ(recs[2]->meta.tokens, MetaFor(2).tokens);
+  EXPECT_EQ(recs[3].status().code(), Status::Code::kCorruption);
+  EXPECT_EQ(redis.Command({"EXISTS", RedisKey(id3)}), "0");
+  EXPECT_TRUE(s->ReadAll({}).empty());
+
+  SealedStore sealed(*s, DeriveAeadKey("fleet secret", "prefixd cache records v1"));
+  ASSERT_TRUE(sealed.PutAsync(MetaFor(5), PayloadPtr(5, 2000)));
+  s->Flush();
+  const RecordId id5{MetaFor(5).key, RecordKind::kBlockRows};
+  std::vector<Result<Record>> opened = sealed.ReadAll(std::vector<RecordId>{id5, id1});
+  ASSERT_TRUE(opened[0].ok()) << opened[0].status().ToString();
+  EXPECT_EQ(opened[0]->payload, PayloadFor(5, 2000));
+  EXPECT_TRUE(opened[1].status().IsCorruption());  // a plain record is never served sealed
+}
+
 TEST(RedisStore, DownAtStartCostsNothingAndConnectsWhenRedisComesUp) {
   RedisTestServer redis;  // not started yet
   auto s = OpenStore(redis.url());

@@ -76,11 +76,21 @@ bool SealedStore::PutAsync(RecordMeta meta, std::shared_ptr<const std::vector<ui
 }
 
 Result<Record> SealedStore::Read(const Key& key, RecordKind kind) {
-  PREFIXD_ASSIGN_OR_RETURN(Record rec, inner_.Read(key, kind));
+  return Open({key, kind}, inner_.Read(key, kind));
+}
+
+std::vector<Result<Record>> SealedStore::ReadAll(std::span<const RecordId> ids) {
+  std::vector<Result<Record>> recs = inner_.ReadAll(ids);
+  for (size_t i = 0; i < recs.size(); ++i) recs[i] = Open(ids[i], std::move(recs[i]));
+  return recs;
+}
+
+Result<Record> SealedStore::Open(const RecordId& id, Result<Record> read) {
+  PREFIXD_ASSIGN_OR_RETURN(Record rec, std::move(read));
   auto open = UnsealRecord(key_, rec);
   if (!open.ok()) {
     ++refused_;
-    inner_.ReportCorrupt(key, kind);  // never served: a plain record may have been planted
+    inner_.ReportCorrupt(id.key, id.kind);  // never served: a plain record may have been planted
     return open.status();
   }
   return open;

@@ -41,6 +41,7 @@ class SealedStore final : public RecordStore {
   bool PutAsync(RecordMeta meta, std::shared_ptr<const std::vector<uint8_t>> payload) override;
   Result<Record> Read(const Key& key, RecordKind kind) override;
   bool Contains(const Key& key, RecordKind kind) override { return inner_.Contains(key, kind); }
+  std::vector<Result<Record>> ReadAll(std::span<const RecordId> ids) override;
   std::vector<bool> ContainsAll(std::span<const RecordId> ids) override {
     return inner_.ContainsAll(ids);
   }
@@ -52,6 +53,9 @@ class SealedStore final : public RecordStore {
   uint64_t refused() const { return refused_; }
 
  private:
+  // What Read gives for a record the inner store read: opened, or refused and reported.
+  Result<Record> Open(const RecordId& id, Result<Record> read);
+
   RecordStore& inner_;
   const AeadKey key_;
   std::atomic<uint64_t> refused_{0};
