@@ -195,4 +195,26 @@ Result<Record> DecodeRecord(std::span<const uint8_t> bytes) {
   return Record{std::move(front.meta), std::vector<uint8_t>(payload.begin(), payload.end())};
 }
 
+Result<Record> DecodeRecordStream(uint64_t length,
+                                  const std::function<bool(uint8_t* dst, size_t n)>& read) {
+  std::vector<uint8_t> front(kPrefixBytes);
+  if (length < kPrefixBytes + 16) return Status::Corruption("record of " + std::to_string(length) + " bytes");
+  if (!read(front.data(), kPrefixBytes)) return Status::IOError("record: read failed");
+  PREFIXD_ASSIGN_OR_RETURN(uint32_t h, DecodePrefix(front));
+  if (kPrefixBytes + h + 16 > length) return Status::Corruption("truncated header");
+  front.resize(kPrefixBytes + h + 12);
+  if (!read(front.data() + kPrefixBytes, h + 12)) return Status::IOError("record: read failed");
+  PREFIXD_ASSIGN_OR_RETURN(DecodedFront decoded, DecodeRecordFront(front, length));
+  Record rec{std::move(decoded.meta), {}};
+  rec.payload.resize(rec.meta.payload_bytes);
+  uint8_t trailer[4];
+  if (!read(rec.payload.data(), rec.payload.size()) || !read(trailer, sizeof trailer)) {
+    return Status::IOError("record: read failed");
+  }
+  if (DecodeFixed32(trailer) != PayloadCrc(rec.payload.size(), rec.payload)) {
+    return Status::Corruption("payload checksum mismatch");
+  }
+  return rec;
+}
+
 }  // namespace prefixd::store

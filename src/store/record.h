@@ -7,6 +7,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -105,5 +106,10 @@ std::vector<uint8_t> EncodeRecord(RecordMeta meta, uint64_t created_ms,
 // Decodes and verifies a whole record held in one buffer (both checksums, every size), naming
 // what is wrong as a record file's decoder does.
 Result<Record> DecodeRecord(std::span<const uint8_t> bytes);
+// The same for a record of `length` bytes read in order by `read(dst, n)` (false: the bytes
+// could not be read): the front into a small buffer, the payload once, straight into the
+// Record. IOError when a read fails, Corruption as DecodeRecord.
+Result<Record> DecodeRecordStream(uint64_t length,
+                                  const std::function<bool(uint8_t* dst, size_t n)>& read);
 
 }  // namespace prefixd::store

@@ -8,6 +8,7 @@
 // nothing but a counter. A connection made before the tier last went down is dropped unused.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -53,6 +54,22 @@ enum class LinkOutcome {
   kFailed,  // the connection failed during the commands: dropped, backing off
 };
 
+// One GET's value as it arrives on the connection: the consumer reads its `length()` bytes in
+// order straight into where they go (no reply object, no growing buffer); what it does not
+// read is skipped after it returns.
+class BulkReader {
+ public:
+  virtual ~BulkReader() = default;
+  virtual size_t length() const = 0;
+  // The next `n` bytes of the value into `dst`. False when the connection failed or fewer
+  // than `n` bytes of the value are left.
+  virtual bool Read(uint8_t* dst, size_t n) = 0;
+};
+
+enum class GetReply { kValue, kNil, kError };
+// Called once per key, in order; `value` is set (and valid during the call) for kValue only.
+using GetSink = std::function<void(size_t index, GetReply kind, BulkReader* value)>;
+
 class RedisLink {
  public:
   // REQUIRES: health outlives the link.
@@ -63,8 +80,14 @@ class RedisLink {
 
   // Sends `commands` in one pipeline and reads one reply for each into `replies`.
   LinkOutcome Run(const std::vector<Command>& commands, std::vector<Reply>* replies);
+  // GETs every key in one pipeline and hands each reply to `sink` as it is read off the
+  // socket (large values are read once, into the consumer's memory). kFailed when the
+  // connection failed or a reply was not a GET's; the sink may have seen some replies then.
+  LinkOutcome RunGets(const std::vector<std::string>& keys, const GetSink& sink);
 
  private:
+  class SocketReader;
+  bool Flush();
   bool Connect();
   bool Setup();
   void Drop(const std::string& why);

@@ -28,6 +28,8 @@ std::string_view View(const std::vector<uint8_t>& b) {
 
 bool IsError(const Reply& r) { return r->type == REDIS_REPLY_ERROR; }
 
+constexpr const char* kDownMessage = "shared tier down";
+
 // A read connection of the pool; `mu` is held for one call.
 struct PooledLink {
   std::mutex mu;
@@ -67,6 +69,8 @@ class RedisStoreImpl final : public RedisStore {
 
   // Runs `commands` on a free read connection (or waits for one).
   LinkOutcome RunRead(const std::vector<Command>& commands, std::vector<Reply>* replies);
+  // GETs `keys` on a free read connection (RedisLink::RunGets).
+  LinkOutcome RunGets(const std::vector<std::string>& keys, const GetSink& sink);
 
  private:
   RedisLinkOptions LinkOptions(const RedisAddress& a) const {
@@ -79,8 +83,8 @@ class RedisStoreImpl final : public RedisStore {
   }
   void WriterLoop();
   void Write(const PutJob& job);
-  Result<Record> Verify(const RecordId& id, const redisReply& value);
-  Result<Record> Decode(const RecordId& id, LinkOutcome out, const redisReply* reply);
+  Result<Record> FromReply(const RecordId& id, GetReply kind, BulkReader* value);
+  void CountRead(const Result<Record>& rec, uint64_t bytes);
   template <typename F>
   void Count(F f) {
     std::lock_guard<std::mutex> lock(stats_mu_);
@@ -187,63 +191,78 @@ LinkOutcome RedisStoreImpl::RunRead(const std::vector<Command>& commands,
   return p.link.Run(commands, replies);
 }
 
-Result<Record> RedisStoreImpl::Verify(const RecordId& id, const redisReply& value) {
-  auto rec = DecodeRecord({reinterpret_cast<const uint8_t*>(value.str), value.len});
-  if (rec.ok() && IdOf(rec->meta) != id) {
-    rec = Status::Corruption("the value holds another record's header");
+LinkOutcome RedisStoreImpl::RunGets(const std::vector<std::string>& keys, const GetSink& sink) {
+  for (auto& p : pool_) {
+    std::unique_lock<std::mutex> lock(p->mu, std::try_to_lock);
+    if (lock.owns_lock()) return p->link.RunGets(keys, sink);
   }
-  return rec;
+  PooledLink& p = *pool_[next_link_++ % pool_.size()];
+  std::lock_guard<std::mutex> lock(p.mu);
+  return p.link.RunGets(keys, sink);
 }
 
 Result<Record> RedisStoreImpl::Read(const Key& key, RecordKind kind) {
   const RecordId id{key, kind};
-  const std::string rkey = RedisKey(id);
-  std::vector<Reply> replies;
-  const LinkOutcome out = RunRead({{"GET", rkey}}, &replies);
-  Result<Record> rec = Decode(id, out, replies.empty() ? nullptr : replies[0].get());
-  if (rec.status().IsCorruption()) Remove(key, kind);  // never served again
-  return rec;
+  return std::move(ReadAll({&id, 1})[0]);
 }
 
-// One pipelined round trip: every GET sent, then every reply read (RedisLink::Run).
+// One pipelined round trip; each value read once, from the socket into its Record
+// (RedisLink::RunGets, DecodeRecordStream), and verified as a record file is.
 std::vector<Result<Record>> RedisStoreImpl::ReadAll(std::span<const RecordId> ids) {
   std::vector<std::string> keys;
   keys.reserve(ids.size());
   for (const RecordId& id : ids) keys.push_back(RedisKey(id));
-  std::vector<Command> commands;
-  for (const std::string& k : keys) commands.push_back({"GET", k});
-  std::vector<Reply> replies;
-  const LinkOutcome out = ids.empty() ? LinkOutcome::kOk : RunRead(commands, &replies);
-  std::vector<Result<Record>> recs;
-  recs.reserve(ids.size());
+  std::vector<Result<Record>> recs(ids.size(), Status::IOError("shared tier: GET failed"));
+  std::vector<bool> answered(ids.size(), false);
+  const LinkOutcome out = ids.empty() ? LinkOutcome::kOk
+                                      : RunGets(keys, [&](size_t i, GetReply kind, BulkReader* v) {
+                                          recs[i] = FromReply(ids[i], kind, v);
+                                          answered[i] = true;
+                                        });
   for (size_t i = 0; i < ids.size(); ++i) {
-    recs.push_back(Decode(ids[i], out, i < replies.size() ? replies[i].get() : nullptr));
-    if (recs.back().status().IsCorruption()) Remove(ids[i].key, ids[i].kind);
+    if (answered[i]) continue;
+    if (out == LinkOutcome::kDown) recs[i] = Status::IOError(kDownMessage);
+    CountRead(recs[i], 0);
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (recs[i].status().IsCorruption()) Remove(ids[i].key, ids[i].kind);  // never served again
   }
   return recs;
 }
 
 // What a GET answered, verified and counted.
-Result<Record> RedisStoreImpl::Decode(const RecordId& id, LinkOutcome out,
-                                      const redisReply* reply) {
+Result<Record> RedisStoreImpl::FromReply(const RecordId& id, GetReply kind, BulkReader* value) {
+  Result<Record> rec = Status::IOError("shared tier: GET failed");
+  if (kind == GetReply::kNil) rec = Status::NotFound(RedisKey(id));
+  if (kind == GetReply::kValue) {
+    rec = DecodeRecordStream(value->length(),
+                             [value](uint8_t* dst, size_t n) { return value->Read(dst, n); });
+    if (rec.ok() && IdOf(rec->meta) != id) {
+      rec = Status::Corruption("the value holds another record's header");
+    }
+    if (rec.status().IsCorruption()) {
+      rec = Status::Corruption(RedisKey(id) + ": " + rec.status().message());
+    }
+  }
+  CountRead(rec, kind == GetReply::kValue ? value->length() : 0);
+  return rec;
+}
+
+void RedisStoreImpl::CountRead(const Result<Record>& rec, uint64_t bytes) {
   std::lock_guard<std::mutex> lock(stats_mu_);
   stats_.gets++;
-  if (out == LinkOutcome::kDown) return stats_.skipped_down++, Status::IOError("shared tier down");
-  if (out == LinkOutcome::kFailed || reply == nullptr || reply->type == REDIS_REPLY_ERROR) {
-    stats_.get_errors++;
-    return Status::IOError("shared tier: GET failed");
-  }
-  const redisReply& r = *reply;
-  if (r.type == REDIS_REPLY_NIL) return stats_.get_not_found++, Status::NotFound(RedisKey(id));
-  Result<Record> rec = r.type == REDIS_REPLY_STRING ? Verify(id, r)
-                                                    : Status::Corruption("not a string");
-  if (!rec.ok()) {
+  if (rec.ok()) {
+    stats_.get_hits++;
+    stats_.bytes_read += bytes;
+  } else if (rec.status().code() == Status::Code::kNotFound) {
+    stats_.get_not_found++;
+  } else if (rec.status().IsCorruption()) {
     stats_.get_corrupt++;
-    return Status::Corruption(RedisKey(id) + ": " + rec.status().message());
+  } else if (rec.status().message() == kDownMessage) {
+    stats_.skipped_down++;
+  } else {
+    stats_.get_errors++;
   }
-  stats_.get_hits++;
-  stats_.bytes_read += r.len;
-  return rec;
 }
 
 bool RedisStoreImpl::Contains(const Key& key, RecordKind kind) {
