@@ -14,12 +14,14 @@ PACKAGES=(
   redis-server          # the shared tier's tests start one on a loopback port
   python3               # bench scripts (bench/load_test.py, the bench smoke tests)
   chromium              # the web page's browser test (tests/e2e/web_page.test.js, headless)
+  clang                 # clang++ -Wthread-safety checks the lock contracts (check-thread-safety.sh)
 )
 
 missing=()
 for p in "${PACKAGES[@]}"; do
   if [[ "$p" == npm ]] && command -v npm >/dev/null 2>&1; then continue; fi
   if [[ "$p" == nodejs ]] && command -v node >/dev/null 2>&1; then continue; fi
+  if [[ "$p" == clang ]] && command -v clang++ >/dev/null 2>&1; then continue; fi
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$p")
   fi

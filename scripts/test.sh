@@ -6,6 +6,11 @@ cd "$here"
 start=$(date +%s)
 bash scripts/build.sh
 build_dir="${BUILD_DIR:-build}"
+# The lock contracts (src/util/thread_annotations.h), checked by clang before any test runs.
+if ! bash scripts/check-thread-safety.sh "$build_dir"; then
+  echo "test.sh: the thread-safety check failed after $(( $(date +%s) - start )) s"
+  exit 7
+fi
 # The machine is part of the record: bit-identity holds per kernel path where the code does not
 # guarantee it otherwise (docs/architecture.md, "Exactness on each CPU").
 "$build_dir/bin/prefixd" system-info | sed 's/^/test.sh: /'

@@ -3,11 +3,11 @@
 #pragma once
 
 #include <deque>
-#include <mutex>
 #include <unordered_set>
 
 #include "cache/block_index.h"
 #include "cache/prefix_cache.h"
+#include "util/mutex.h"
 
 namespace prefixd::cache {
 
@@ -45,33 +45,36 @@ struct PrefixCache::Impl {
 
   // lookup.cpp
   Walk WalkHashesLocked(const Digest& domain, std::span<const Token> tokens,
-                        std::span<const ChainHash> hashes);
-  Match MatchLocked(const Walk& w, std::span<const Token> tokens, size_t limit);
-  void CountLookupLocked(const Match& m, size_t limit);
+                        std::span<const ChainHash> hashes) PREFIXD_REQUIRES(mu);
+  Match MatchLocked(const Walk& w, std::span<const Token> tokens, size_t limit)
+      PREFIXD_REQUIRES(mu);
+  void CountLookupLocked(const Match& m, size_t limit) PREFIXD_REQUIRES(mu);
 
   // prefix_cache.cpp
   // The node at `depth` Blocks along `tokens` (verified by tokens), or null. Creates
   // placeholder nodes (and the root) on the way when `create` is set.
   Node* WalkTrieLocked(const Digest& domain, std::span<const Token> tokens, size_t depth,
-                       bool create);
-  InsertOutcome AddBlockLocked(Node** cur, std::span<const Token> block, PayloadRef rows);
-  InsertOutcome AddSnapshotLocked(Node* node, SnapshotKind kind, PayloadRef snapshot);
+                       bool create) PREFIXD_REQUIRES(mu);
+  InsertOutcome AddBlockLocked(Node** cur, std::span<const Token> block, PayloadRef rows)
+      PREFIXD_REQUIRES(mu);
+  InsertOutcome AddSnapshotLocked(Node* node, SnapshotKind kind, PayloadRef snapshot)
+      PREFIXD_REQUIRES(mu);
   InsertOutcome AddTailLocked(Node* node, std::span<const Token> tail, SnapshotKind kind,
-                              PayloadRef snapshot, PayloadRef tail_rows);
-  InsertOutcome AdmitLocked(size_t bytes, const Node* keep);
-  InsertOutcome CountInsertLocked(InsertOutcome o);
+                              PayloadRef snapshot, PayloadRef tail_rows) PREFIXD_REQUIRES(mu);
+  InsertOutcome AdmitLocked(size_t bytes, const Node* keep) PREFIXD_REQUIRES(mu);
+  InsertOutcome CountInsertLocked(InsertOutcome o) PREFIXD_REQUIRES(mu);
 
   // eviction.cpp
   // Evicts until held + need <= target. False when only pinned entries are left.
-  bool MakeRoomLocked(size_t need, size_t target, const Node* keep);
-  Entry* PickThinningLocked(Entry* victim) const;
-  void EvictLocked(Entry* victim, const Node* keep);
+  bool MakeRoomLocked(size_t need, size_t target, const Node* keep) PREFIXD_REQUIRES(mu);
+  Entry* PickThinningLocked(Entry* victim) const PREFIXD_REQUIRES(mu);
+  void EvictLocked(Entry* victim, const Node* keep) PREFIXD_REQUIRES(mu);
 
   Options opts;
-  mutable std::mutex mu;
-  BlockIndex index;
-  EvictedMemory evicted;
-  Stats stats;
+  mutable Mutex mu;
+  BlockIndex index PREFIXD_GUARDED_BY(mu);
+  EvictedMemory evicted PREFIXD_GUARDED_BY(mu);
+  Stats stats PREFIXD_GUARDED_BY(mu);
 };
 
 }  // namespace prefixd::cache

@@ -108,7 +108,7 @@ Result<Digest> HashFileContent(const std::string& path) {
 }
 
 Status FingerprintMemo::Load() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   loaded_ = true;
   std::ifstream in(path_);
   if (!in) return Status::OK();  // no memo yet
@@ -132,7 +132,7 @@ Status FingerprintMemo::Load() {
 Status FingerprintMemo::Save() const {
   std::string data = std::string(kHeader) + '\n';
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& [id, d] : digests_) data += FormatRecord(id, d) + '\n';
   }
   std::string tmp = path_ + ".tmp";
@@ -150,29 +150,29 @@ Status FingerprintMemo::Save() const {
 }
 
 std::optional<Digest> FingerprintMemo::Get(const FileIdentity& id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = digests_.find(id);
   if (it == digests_.end()) return std::nullopt;
   return it->second;
 }
 
 void FingerprintMemo::Put(const FileIdentity& id, const Digest& digest) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   digests_[id] = digest;
 }
 
 bool FingerprintMemo::loaded() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return loaded_;
 }
 
 size_t FingerprintMemo::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return digests_.size();
 }
 
 size_t FingerprintMemo::dropped_lines() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return dropped_lines_;
 }
 

@@ -18,12 +18,12 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
 
 #include "util/hash.h"
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace prefixd::cache {
@@ -63,10 +63,10 @@ class FingerprintMemo {
 
  private:
   const std::string path_;
-  mutable std::mutex mu_;
-  bool loaded_ = false;
-  size_t dropped_lines_ = 0;
-  std::map<FileIdentity, prefixd::Digest> digests_;
+  mutable Mutex mu_;
+  bool loaded_ PREFIXD_GUARDED_BY(mu_) = false;
+  size_t dropped_lines_ PREFIXD_GUARDED_BY(mu_) = 0;
+  std::map<FileIdentity, prefixd::Digest> digests_ PREFIXD_GUARDED_BY(mu_);
 };
 
 // The content digest of the file at `path`: from the memo when its identity is known, else

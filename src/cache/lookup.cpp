@@ -181,7 +181,7 @@ PrefixCache::Match PrefixCache::Lookup(const Digest& domain, std::span<const Tok
                                        size_t max_len) {
   size_t limit = std::min(max_len, tokens.size());
   std::vector<ChainHash> hashes = impl_->HashChain(domain, tokens.first(limit));
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   Walk w = impl_->WalkHashesLocked(domain, tokens, hashes);
   Match m = impl_->MatchLocked(w, tokens, limit);
   if (m.n_blocks == 0) m.chain = domain;

@@ -135,7 +135,7 @@ InsertOutcome PrefixCache::InsertBlock(const Digest& domain, std::span<const Tok
                                        PayloadRef rows) {
   size_t block = impl_->opts.block_size;
   if (prefix_tokens.empty() || prefix_tokens.size() % block != 0) {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(&impl_->mu);
     return impl_->CountInsertLocked(InsertOutcome::kRefusedInvalid);
   }
   PayloadRef one[] = {std::move(rows)};
@@ -149,7 +149,7 @@ InsertOutcome PrefixCache::InsertBlocks(const Digest& domain, std::span<const To
   bool valid = !rows.empty() && (first_block + rows.size()) * block <= tokens.size() &&
                (!s.opts.has_rows || std::all_of(rows.begin(), rows.end(),
                                                 [](const PayloadRef& r) { return r != nullptr; }));
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(&s.mu);
   if (!valid) return s.CountInsertLocked(InsertOutcome::kRefusedInvalid);
   Node* cur = s.WalkTrieLocked(domain, tokens, first_block, /*create=*/!s.opts.has_rows ||
                                                                  first_block == 0);
@@ -177,7 +177,7 @@ InsertOutcome PrefixCache::InsertSnapshot(const Digest& domain,
   bool is_tail = p % block != 0;
   bool valid = p > 0 && (snapshot != nullptr) == s.opts.needs_snapshot &&
                (tail_rows != nullptr) == (s.opts.has_rows && is_tail);
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(&s.mu);
   if (!valid) return s.CountInsertLocked(InsertOutcome::kRefusedInvalid);
   // Depth 0 needs only the domain root, which a Tail inside Block 0 may be the first to create.
   Node* node = s.WalkTrieLocked(domain, prefix_tokens, p / block,
@@ -197,13 +197,13 @@ InsertOutcome PrefixCache::InsertSnapshot(const Digest& domain,
 }
 
 size_t PrefixCache::Trim(size_t target_bytes) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   impl_->MakeRoomLocked(0, target_bytes, nullptr);
   return impl_->index.bytes().total();
 }
 
 Stats PrefixCache::GetStats() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   Stats out = impl_->stats;
   out.ram = impl_->index.bytes();
   out.blocks = impl_->index.n_blocks();
@@ -213,13 +213,13 @@ Stats PrefixCache::GetStats() const {
 }
 
 void PrefixCache::Clear() {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   impl_->index.Clear();
   impl_->evicted.Clear();
 }
 
 Status PrefixCache::CheckConsistency() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   PREFIXD_RETURN_IF_ERROR(impl_->index.Check());
   if (impl_->index.bytes().total() > impl_->opts.ram_budget_bytes) {
     return Status::Internal("RAM tier holds more than its budget");

@@ -72,7 +72,7 @@ ChainHash RecordRoots::RootOf(const store::RecordMeta& m) {
 }  // namespace
 
 std::vector<PrefixSummary> PrefixCache::ListPrefixes() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   std::vector<PrefixSummary> out;
   const size_t block = impl_->opts.block_size;
   impl_->index.ForEachRoot([&](const Node& root) {
@@ -91,7 +91,7 @@ std::vector<PrefixSummary> PrefixCache::ListPrefixes() const {
 }
 
 size_t PrefixCache::EvictPrefix(const Digest& domain, const ChainHash& root) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   Node* top = impl_->index.FindRoot(domain);
   if (top == nullptr) return 0;
   std::vector<Entry*> victims;

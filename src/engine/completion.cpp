@@ -3,8 +3,10 @@
 namespace prefixd::engine {
 
 Completion::Event Completion::Next(std::chrono::milliseconds timeout, std::string* text) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, timeout, [&] { return !pending_.empty() || finished_; });
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  MutexLock lock(&mu_);
+  while (pending_.empty() && !finished_ && cv_.WaitUntil(lock, deadline)) {
+  }
   if (!pending_.empty()) {
     *text = std::move(pending_);
     pending_.clear();
@@ -16,14 +18,14 @@ Completion::Event Completion::Next(std::chrono::milliseconds timeout, std::strin
 bool Completion::Put(std::string_view piece) {
   if (cancelled_) return false;
   if (piece.empty()) return true;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   pending_.append(piece);
   cv_.notify_all();
   return true;
 }
 
 void Completion::Finish(Result<CompletionResult> result) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (finished_) return;
   result_.emplace(std::move(result));
   finished_ = true;

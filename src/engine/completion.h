@@ -13,14 +13,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "engine/request.h"
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace prefixd::engine {
@@ -39,7 +38,10 @@ class Completion {
   // Prompt tokens in the slot's sequence so far (restored + evaluated); 0 while queued.
   int32_t prompt_progress() const { return progress_; }
   // REQUIRES: Next() returned kFinished.
-  Result<CompletionResult>& result() { return *result_; }
+  Result<CompletionResult>& result() PREFIXD_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);  // written once, before finished_: the reference stays valid
+    return *result_;
+  }
 
   // --- The engine's side.
   // Appends a piece for the owner. False when the request was cancelled (the piece dropped).
@@ -51,11 +53,11 @@ class Completion {
  private:
   std::atomic<bool> cancelled_{false};
   std::atomic<int32_t> progress_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::string pending_;                             // guarded by mu_
-  bool finished_ = false;                           // guarded by mu_
-  std::optional<Result<CompletionResult>> result_;  // set under mu_ with finished_
+  Mutex mu_;
+  CondVar cv_;
+  std::string pending_ PREFIXD_GUARDED_BY(mu_);
+  bool finished_ PREFIXD_GUARDED_BY(mu_) = false;
+  std::optional<Result<CompletionResult>> result_ PREFIXD_GUARDED_BY(mu_);  // set with finished_
 };
 
 // Called with each piece of text; false cancels the request.

@@ -2,12 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <deque>
 #include <filesystem>
 #include <future>
 #include <atomic>
-#include <mutex>
 #include <set>
 #include <thread>
 
@@ -18,6 +16,7 @@
 #include "engine/prefill.h"
 #include "engine/prefix_views.h"
 #include "util/log.h"
+#include "util/mutex.h"
 
 namespace prefixd::engine {
 
@@ -27,13 +26,14 @@ struct Scheduler::Impl {
   std::unique_ptr<Context> ctx;
   std::unique_ptr<CacheStack> cache;  // set by Setup; off (io() null) with --no-cache
 
-  mutable std::mutex mu;
-  std::condition_variable cv;
-  std::condition_variable idle_cv;  // signalled when a slot becomes free
-  std::deque<std::unique_ptr<Job>> queue;
-  bool stopping = false;
-  EngineStats stats;
-  std::vector<SlotView> slot_views;  // what GetStats shows of each slot (NoteSlot)
+  mutable Mutex mu;
+  CondVar cv;
+  CondVar idle_cv;  // signalled when a slot becomes free
+  std::deque<std::unique_ptr<Job>> queue PREFIXD_GUARDED_BY(mu);
+  bool stopping PREFIXD_GUARDED_BY(mu) = false;
+  EngineStats stats PREFIXD_GUARDED_BY(mu);
+  // What GetStats shows of each slot (NoteSlot).
+  std::vector<SlotView> slot_views PREFIXD_GUARDED_BY(mu);
   std::vector<Slot> slots;  // sized once; never reallocated
   std::thread worker;
   size_t next_prefill = 0;
@@ -44,7 +44,7 @@ struct Scheduler::Impl {
   uint64_t forgotten_epoch = 0;  // the clear the idle slots were last cleared for
   // Held from a request's answer to the end of its cache work: an eviction or a clear its
   // client sends after the answer comes after what that request publishes, not before it.
-  std::mutex publish_mu;
+  Mutex publish_mu PREFIXD_ACQUIRED_BEFORE(mu);
 
   Impl(const Model& m, const EngineOptions& o) : model(m), options(o) {}
 
@@ -76,12 +76,12 @@ struct Scheduler::Impl {
   void NoteLogprobs(Slot& slot, const float* logits, Token t);
   bool RenderSpecial(const Slot& slot, Token t) const;
   std::vector<Token> eog_tokens;  // masked for requests with ignore_eos
-  void Finish(Slot& slot, FinishReason reason);
-  void NoteSlot(const Slot& slot);
+  void Finish(Slot& slot, FinishReason reason) PREFIXD_EXCLUDES(publish_mu);
+  void NoteSlot(const Slot& slot) PREFIXD_EXCLUDES(mu);
   void Fail(Slot& slot, const Status& st);
-  void CountRequest(const CompletionResult& r);
-  void FreeSlot();  // one slot fewer busy; wakes FlushDisk
-  void CountCacheError(CacheWork what, const Status& st);
+  void CountRequest(const CompletionResult& r) PREFIXD_EXCLUDES(mu);
+  void FreeSlot() PREFIXD_EXCLUDES(mu);  // one slot fewer busy; wakes FlushDisk
+  void CountCacheError(CacheWork what, const Status& st) PREFIXD_EXCLUDES(mu);
 };
 
 Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -137,7 +137,7 @@ Status Scheduler::Impl::Setup() {
   }
   for (uint32_t i = 0; i < options.n_slots; ++i) slots[i].seq = int32_t(i);
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     slot_views.resize(options.n_slots);
   }
   PREFIXD_ASSIGN_OR_RETURN(cache, CacheStack::Create(model, *ctx, copt, options));
@@ -146,7 +146,7 @@ Status Scheduler::Impl::Setup() {
 
 Scheduler::~Scheduler() {
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(&impl_->mu);
     impl_->stopping = true;
   }
   impl_->cv.notify_all();
@@ -166,7 +166,7 @@ Result<std::shared_ptr<Completion>> Scheduler::Start(CompletionRequest request) 
   impl_->cache->Prefetch(*job);
   std::shared_ptr<Completion> completion = job->completion;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(&impl_->mu);
     if (impl_->stopping) return Status::Aborted("the engine is shutting down");
     if (impl_->queue.size() >= impl_->options.max_queue) {
       return Status::ResourceExhausted("the request queue is full (" +
@@ -179,7 +179,7 @@ Result<std::shared_ptr<Completion>> Scheduler::Start(CompletionRequest request) 
 }
 
 EngineStats Scheduler::GetStats() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   EngineStats s = impl_->stats;
   s.queue_depth = uint32_t(impl_->queue.size());
   s.slots = impl_->slot_views;
@@ -199,7 +199,7 @@ std::vector<CachedPrefix> Scheduler::ListCachedPrefixes(const std::string* tenan
 
 Result<PrefixEviction> Scheduler::EvictCachedPrefix(const std::string& domain,
                                                     const std::string& root) {
-  std::lock_guard<std::mutex> published(impl_->publish_mu);
+  MutexLock published(&impl_->publish_mu);
   std::optional<cache::PrefixSummary> found = impl_->cache->Find(domain, root);
   if (!found) return Status::NotFound("no cached prefix " + domain + "/" + root);
   impl_->clear_epoch++;  // the slots holding it forget it (as after ClearCache)
@@ -207,15 +207,15 @@ Result<PrefixEviction> Scheduler::EvictCachedPrefix(const std::string& domain,
 }
 
 Status Scheduler::ClearCache() {
-  std::lock_guard<std::mutex> published(impl_->publish_mu);
+  MutexLock published(&impl_->publish_mu);
   impl_->clear_epoch++;  // nothing the slots hold now is reused
   return impl_->cache->Clear();
 }
 
 void Scheduler::FlushDisk() {
   {  // every request submitted so far has finished, its cache work included
-    std::unique_lock<std::mutex> lock(impl_->mu);
-    impl_->idle_cv.wait(lock, [&] { return impl_->queue.empty() && impl_->stats.slots_busy == 0; });
+    MutexLock lock(&impl_->mu);
+    while (!impl_->queue.empty() || impl_->stats.slots_busy != 0) impl_->idle_cv.Wait(lock);
   }
   impl_->cache->Flush();
 }
@@ -223,14 +223,8 @@ void Scheduler::FlushDisk() {
 void Scheduler::Impl::Loop() {
   for (;;) {
     {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] {
-        if (stopping || !queue.empty()) return true;
-        for (const Slot& s : slots) {
-          if (s.phase != Phase::kIdle) return true;
-        }
-        return false;
-      });
+      MutexLock lock(&mu);
+      while (!stopping && queue.empty() && !AnyActive()) cv.Wait(lock);
       if (stopping) break;
     }
     if (Admit()) cache->NoteForegroundBusy(true);
@@ -249,7 +243,7 @@ void Scheduler::Impl::Loop() {
   for (Slot& s : slots) {
     if (s.phase != Phase::kIdle) Finish(s, FinishReason::kCancelled);
   }
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   for (auto& job : queue) job->completion->Finish(Status::Aborted("the engine is shutting down"));
   queue.clear();
 }
@@ -272,7 +266,7 @@ bool Scheduler::Impl::Admit() {
   for (;;) {
     std::unique_ptr<Job> job;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       if (queue.empty() || stats.slots_busy == slots.size()) break;
       job = std::move(queue.front());
       queue.pop_front();
@@ -555,7 +549,7 @@ void Scheduler::Impl::Finish(Slot& slot, FinishReason reason) {
   CountRequest(counted);  // before the answer: a /metrics read after it counts it
   CacheIo* io = cache_io();
   const bool publish_generation = io && reason != FinishReason::kCancelled;
-  std::lock_guard<std::mutex> publishing(publish_mu);
+  MutexLock publishing(&publish_mu);
   completion.Finish(std::move(r));  // the client has its answer; the cache work follows
   PublishPrompt(slot);
   if (publish_generation) {
@@ -605,7 +599,7 @@ void Scheduler::Impl::NoteSlot(const Slot& slot) {
     v.session = PrefixRootId(domain, tokens, options.block_size);
     v.domain = ShortId(domain);
   }
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   slot_views[size_t(&slot - slots.data())] = std::move(v);
 }
 
@@ -620,18 +614,18 @@ void Scheduler::Impl::Fail(Slot& slot, const Status& st) {
 
 void Scheduler::Impl::CountCacheError(CacheWork what, const Status& st) {
   Logf(LogLevel::kWarning, "cache %s failed: %s", CacheWorkName(what), st.ToString().c_str());
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   stats.cache_errors[what]++;
 }
 
 void Scheduler::Impl::FreeSlot() {
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   stats.slots_busy--;
   idle_cv.notify_all();
 }
 
 void Scheduler::Impl::CountRequest(const CompletionResult& r) {
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   stats.requests++;
   stats.prompt_tokens += r.usage.prompt_tokens;
   stats.cached_tokens += r.usage.cached_tokens;

@@ -17,7 +17,7 @@
 namespace prefixd::server {
 
 bool AddressCounts::Acquire(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   size_t& n = open_[address];
   if (max_ != 0 && n >= max_) {
     if (n == 0) open_.erase(address);
@@ -28,14 +28,14 @@ bool AddressCounts::Acquire(const std::string& address) {
 }
 
 void AddressCounts::Release(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = open_.find(address);
   if (it == open_.end()) return;
   if (--it->second == 0) open_.erase(it);
 }
 
 size_t AddressCounts::open(const std::string& address) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = open_.find(address);
   return it == open_.end() ? 0 : it->second;
 }

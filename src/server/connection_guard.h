@@ -16,11 +16,11 @@
 
 #include <chrono>
 #include <cstddef>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include "server/metrics.h"
+#include "util/mutex.h"
 
 namespace prefixd::server {
 
@@ -36,8 +36,8 @@ class AddressCounts {
 
  private:
   const size_t max_;
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, size_t> open_;
+  mutable Mutex mu_;
+  std::unordered_map<std::string, size_t> open_ PREFIXD_GUARDED_BY(mu_);
 };
 
 struct ConnectionLimits {

@@ -136,7 +136,7 @@ ServerMetrics::ServerMetrics()
     : ttft_(LatencyBounds()), prefill_(LatencyBounds()), queue_wait_(LatencyBounds()) {}
 
 void ServerMetrics::RecordRequest(const std::string& route, int status, double seconds) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++requests_[{route, status}];
   auto it = duration_by_route_.try_emplace(route, LatencyBounds()).first;
   it->second.Observe(seconds);
@@ -144,29 +144,29 @@ void ServerMetrics::RecordRequest(const std::string& route, int status, double s
 
 void ServerMetrics::RecordCompletion(const engine::CompletionResult& result,
                                      double ttft_seconds) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (ttft_seconds >= 0) ttft_.Observe(ttft_seconds);
   prefill_.Observe(result.usage.prefill_ms / 1000.0);
   queue_wait_.Observe(result.usage.queue_ms / 1000.0);
 }
 
 void ServerMetrics::RecordCancelled() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++cancelled_;
 }
 
 void ServerMetrics::RecordSession(SessionSource source) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++sessions_by_source_[source];
 }
 
 void ServerMetrics::RecordConnectionRefused() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++connections_refused_;
 }
 
 void ServerMetrics::RecordReadDeadlineCut() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++read_deadline_cuts_;
 }
 
@@ -210,7 +210,7 @@ void ServerMetrics::RenderServer(std::string* out) const {
 std::string ServerMetrics::Render(const engine::EngineStats& engine) const {
   std::string out;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     RenderServer(&out);
   }
   RenderEngine(engine, &out);

@@ -6,13 +6,13 @@
 #pragma once
 
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "engine/engine.h"
 #include "server/session_key.h"
+#include "util/mutex.h"
 
 namespace prefixd::server {
 
@@ -51,18 +51,19 @@ class ServerMetrics {
   std::string Render(const engine::EngineStats& engine) const;
 
  private:
-  void RenderServer(std::string* out) const;
+  void RenderServer(std::string* out) const PREFIXD_REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  std::map<std::pair<std::string, int>, uint64_t> requests_;  // (route, status) -> count
-  std::map<std::string, Histogram> duration_by_route_;
-  Histogram ttft_;
-  Histogram prefill_;
-  Histogram queue_wait_;
-  uint64_t cancelled_ = 0;
-  uint64_t connections_refused_ = 0;
-  uint64_t read_deadline_cuts_ = 0;
-  std::map<SessionSource, uint64_t> sessions_by_source_;
+  mutable Mutex mu_;
+  // (route, status) -> count
+  std::map<std::pair<std::string, int>, uint64_t> requests_ PREFIXD_GUARDED_BY(mu_);
+  std::map<std::string, Histogram> duration_by_route_ PREFIXD_GUARDED_BY(mu_);
+  Histogram ttft_ PREFIXD_GUARDED_BY(mu_);
+  Histogram prefill_ PREFIXD_GUARDED_BY(mu_);
+  Histogram queue_wait_ PREFIXD_GUARDED_BY(mu_);
+  uint64_t cancelled_ PREFIXD_GUARDED_BY(mu_) = 0;
+  uint64_t connections_refused_ PREFIXD_GUARDED_BY(mu_) = 0;
+  uint64_t read_deadline_cuts_ PREFIXD_GUARDED_BY(mu_) = 0;
+  std::map<SessionSource, uint64_t> sessions_by_source_ PREFIXD_GUARDED_BY(mu_);
 };
 
 }  // namespace prefixd::server

@@ -7,7 +7,7 @@ namespace prefixd::server {
 RecentRequests::RecentRequests(size_t capacity) : capacity_(std::max<size_t>(capacity, 1)) {}
 
 void RecentRequests::Add(RequestRecord r) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (r.evaluated_tokens > 0) {
     eval_ms_total_ += r.prompt_eval_ms;
     evaluated_total_ += uint64_t(r.evaluated_tokens);
@@ -22,7 +22,7 @@ void RecentRequests::Add(RequestRecord r) {
 }
 
 std::vector<RequestRecord> RecentRequests::Since(uint64_t after, const std::string* tenant) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<RequestRecord> out;
   for (const RequestRecord& r : ring_) {
     if (r.seq > after && (tenant == nullptr || r.tenant == *tenant)) out.push_back(r);

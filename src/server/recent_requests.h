@@ -7,9 +7,10 @@
 
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <vector>
+
+#include "util/mutex.h"
 
 namespace prefixd::server {
 
@@ -47,11 +48,11 @@ class RecentRequests {
 
  private:
   size_t capacity_;
-  mutable std::mutex mu_;
-  std::deque<RequestRecord> ring_;
-  uint64_t next_seq_ = 1;
-  double eval_ms_total_ = 0;       // over every request recorded, for saved_ms
-  uint64_t evaluated_total_ = 0;
+  mutable Mutex mu_;
+  std::deque<RequestRecord> ring_ PREFIXD_GUARDED_BY(mu_);
+  uint64_t next_seq_ PREFIXD_GUARDED_BY(mu_) = 1;
+  double eval_ms_total_ PREFIXD_GUARDED_BY(mu_) = 0;  // over every request recorded, for saved_ms
+  uint64_t evaluated_total_ PREFIXD_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace prefixd::server

@@ -2,9 +2,9 @@
 
 #include <atomic>
 #include <cstdio>
-#include <mutex>
 
 #include "server/backend.h"
+#include "util/mutex.h"
 
 namespace prefixd::server {
 namespace {
@@ -93,8 +93,8 @@ LogLine& LogLine::AddDivergence(const Backend& backend, const std::vector<engine
 
 void WriteLogLine(const LogLine& line) {
   if (!g_enabled) return;
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
+  static Mutex mu;  // keeps lines whole on stderr (it guards no field)
+  MutexLock lock(&mu);
   std::fprintf(stderr, "%s\n", line.text().c_str());
   std::fflush(stderr);
 }

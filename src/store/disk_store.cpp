@@ -6,16 +6,15 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <set>
 #include <thread>
 
 #include "store/index_log.h"
 #include "util/coding.h"
 #include "util/log.h"
+#include "util/mutex.h"
 
 namespace prefixd::store {
 
@@ -201,7 +200,7 @@ class DiskStoreImpl : public DiskStore {
 
   ~DiskStoreImpl() override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       stop_ = true;
     }
     work_cv_.notify_all();
@@ -222,7 +221,7 @@ class DiskStoreImpl : public DiskStore {
   void ReportCorrupt(const Key& key, RecordKind kind) override;
   std::vector<RecordMeta> List(std::optional<Digest> domain) override;
   bool Contains(const Key& key, RecordKind kind) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return index_.count(RecordId{key, kind}) != 0;
   }
   Status Remove(const Key& key, RecordKind kind) override;
@@ -251,40 +250,41 @@ class DiskStoreImpl : public DiskStore {
   }
 
   // Index maintenance. REQUIRES: mu_ held.
-  void InsertLocked(IndexEntry e);
-  void EraseLocked(Index::iterator it);
-  void TouchLocked(Entry& e, uint64_t now);
-  void EvictLocked(uint64_t need, std::vector<RecordId>* evicted);
+  void InsertLocked(IndexEntry e) PREFIXD_REQUIRES(mu_);
+  void EraseLocked(Index::iterator it) PREFIXD_REQUIRES(mu_);
+  void TouchLocked(Entry& e, uint64_t now) PREFIXD_REQUIRES(mu_);
+  void EvictLocked(uint64_t need, std::vector<RecordId>* evicted) PREFIXD_REQUIRES(mu_);
   // Drops the entry and adds its id to `removed` and unlinking_: the caller calls
   // RemoveFiles(*removed) once mu_ is released.
-  void DeleteLocked(Index::iterator it, std::vector<RecordId>* removed);
+  void DeleteLocked(Index::iterator it, std::vector<RecordId>* removed) PREFIXD_REQUIRES(mu_);
   // Deletes the record files of `ids` and takes them out of unlinking_. REQUIRES: mu_ not held.
-  void RemoveFiles(const std::vector<RecordId>& ids);
-  bool StillPendingLocked(const RecordId& id, uint64_t ticket) const;
+  void RemoveFiles(const std::vector<RecordId>& ids) PREFIXD_EXCLUDES(mu_);
+  bool StillPendingLocked(const RecordId& id, uint64_t ticket) const PREFIXD_REQUIRES(mu_);
 
-  // Recovery steps.
-  void ScanFanout(const std::string& sub, LogReplay* log, bool* dirty);
-  void ScanFile(const std::string& sub, const std::string& name, LogReplay* log, bool* dirty);
-  void NoteDrop(const std::string& rel, const std::string& why);
-  void OpenLog(bool rewrite, uint64_t n_logged);
+  // Recovery steps (Recover holds both locks).
+  void ScanFanout(const std::string& sub, LogReplay* log, bool* dirty) PREFIXD_REQUIRES(mu_);
+  void ScanFile(const std::string& sub, const std::string& name, LogReplay* log, bool* dirty)
+      PREFIXD_REQUIRES(mu_);
+  void NoteDrop(const std::string& rel, const std::string& why) PREFIXD_REQUIRES(mu_);
+  void OpenLog(bool rewrite, uint64_t n_logged) PREFIXD_REQUIRES(log_mu_, mu_);
 
   // Writer thread.
   void WriterLoop();
-  bool WriteNowLocked() const;
-  void WriteOne(const WriteJob& job);
-  Status Publish(const WriteJob& job, uint64_t created_ms, bool* cancelled);
+  bool WriteNowLocked() const PREFIXD_REQUIRES(mu_);
+  void WriteOne(const WriteJob& job) PREFIXD_EXCLUDES(mu_);
+  Status Publish(const WriteJob& job, uint64_t created_ms, bool* cancelled) PREFIXD_EXCLUDES(mu_);
   Status WriteTemp(const WriteJob& job, uint64_t created_ms, const std::string& tmp);
   Status EnsureFanout(const Key& key);
-  void FlushTouches();
-  void MaybeCompact();
+  void FlushTouches() PREFIXD_EXCLUDES(log_mu_, mu_);
+  void MaybeCompact() PREFIXD_EXCLUDES(log_mu_, mu_);
 
   // Index log appends (take log_mu_; never called with mu_ held).
-  void LogAdd(const IndexEntry& e);
-  void LogRemoves(const std::vector<RecordId>& ids);
-  void NoteLogResult(const Status& st);
+  void LogAdd(const IndexEntry& e) PREFIXD_EXCLUDES(log_mu_, mu_);
+  void LogRemoves(const std::vector<RecordId>& ids) PREFIXD_EXCLUDES(log_mu_, mu_);
+  void NoteLogResult(const Status& st) PREFIXD_REQUIRES(log_mu_) PREFIXD_EXCLUDES(mu_);
 
   // Drops the entry `id` if it is still generation `gen`; deletes the file when `unlink`.
-  void DropEntry(const RecordId& id, uint64_t gen, bool unlink);
+  void DropEntry(const RecordId& id, uint64_t gen, bool unlink) PREFIXD_EXCLUDES(mu_);
   Status BeginRead(const RecordId& id, uint64_t* gen, uint64_t* last_access);
   Status EndRead(const RecordId& id, uint64_t gen, const std::string& path, const Status& st);
   template <typename T>
@@ -298,31 +298,34 @@ class DiskStoreImpl : public DiskStore {
   const std::string index_path_;
   std::array<bool, 256> fanout_known_;  // writer thread (and Recover) only
 
-  std::mutex mu_;
-  std::condition_variable work_cv_;  // the writer waits for work
-  std::condition_variable done_cv_;  // Flush waits for the writer
-  std::condition_variable unlinked_cv_;  // the writer waits for a deletion of the id it publishes
-  std::multiset<RecordId> unlinking_;    // dropped entries whose files are not deleted yet
-  Index index_;
-  std::set<std::pair<LruKey, RecordId>> lru_;
-  std::map<RecordId, uint64_t> touched_;  // last-access times not yet in the log
-  std::map<RecordId, Pending> pending_;
-  std::deque<WriteJob> queue_;
-  bool foreground_busy_ = false;  // SetForegroundBusy: defer writes (see WriteNowLocked)
-  int flushing_ = 0;              // Flush() calls waiting: write now
-  uint64_t queued_bytes_ = 0;  // payload bytes in queue_
-  uint64_t used_ = 0;
-  uint64_t lru_counter_ = 0;
-  uint64_t gen_counter_ = 0;
-  uint64_t next_ticket_ = 1;
-  uint64_t completed_ticket_ = 0;
-  bool stop_ = false;
-  Stats stats_;
+  Mutex mu_;
+  CondVar work_cv_;  // the writer waits for work
+  CondVar done_cv_;  // Flush waits for the writer
+  CondVar unlinked_cv_;  // the writer waits for a deletion of the id it publishes
+  // dropped entries whose files are not deleted yet
+  std::multiset<RecordId> unlinking_ PREFIXD_GUARDED_BY(mu_);
+  Index index_ PREFIXD_GUARDED_BY(mu_);
+  std::set<std::pair<LruKey, RecordId>> lru_ PREFIXD_GUARDED_BY(mu_);
+  // last-access times not yet in the log
+  std::map<RecordId, uint64_t> touched_ PREFIXD_GUARDED_BY(mu_);
+  std::map<RecordId, Pending> pending_ PREFIXD_GUARDED_BY(mu_);
+  std::deque<WriteJob> queue_ PREFIXD_GUARDED_BY(mu_);
+  // SetForegroundBusy: defer writes (see WriteNowLocked)
+  bool foreground_busy_ PREFIXD_GUARDED_BY(mu_) = false;
+  int flushing_ PREFIXD_GUARDED_BY(mu_) = 0;  // Flush() calls waiting: write now
+  uint64_t queued_bytes_ PREFIXD_GUARDED_BY(mu_) = 0;  // payload bytes in queue_
+  uint64_t used_ PREFIXD_GUARDED_BY(mu_) = 0;
+  uint64_t lru_counter_ PREFIXD_GUARDED_BY(mu_) = 0;
+  uint64_t gen_counter_ PREFIXD_GUARDED_BY(mu_) = 0;
+  uint64_t next_ticket_ PREFIXD_GUARDED_BY(mu_) = 1;
+  uint64_t completed_ticket_ PREFIXD_GUARDED_BY(mu_) = 0;
+  bool stop_ PREFIXD_GUARDED_BY(mu_) = false;
+  Stats stats_ PREFIXD_GUARDED_BY(mu_);
   std::thread writer_;
 
-  std::mutex log_mu_;  // lock order: log_mu_ before mu_
-  std::unique_ptr<IndexLog> log_;
-  bool log_needs_rewrite_ = false;
+  Mutex log_mu_ PREFIXD_ACQUIRED_BEFORE(mu_);  // lock order: log_mu_ before mu_
+  std::unique_ptr<IndexLog> log_ PREFIXD_GUARDED_BY(log_mu_);
+  bool log_needs_rewrite_ PREFIXD_GUARDED_BY(log_mu_) = false;
 };
 
 // ----- index -------------------------------------------------------------------------------
@@ -367,7 +370,7 @@ void DiskStoreImpl::RemoveFiles(const std::vector<RecordId>& ids) {
     env_->RemoveFile(RecordPath(id));  // NotFound is fine; other errors: nothing better to do
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const RecordId& id : ids) unlinking_.erase(unlinking_.find(id));
   }
   unlinked_cv_.notify_all();
@@ -388,7 +391,7 @@ bool DiskStoreImpl::StillPendingLocked(const RecordId& id, uint64_t ticket) cons
 void DiskStoreImpl::DropEntry(const RecordId& id, uint64_t gen, bool unlink) {
   std::vector<RecordId> removed;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = index_.find(id);
     if (it == index_.end() || it->second.gen != gen) return;
     if (unlink) {
@@ -464,7 +467,8 @@ void DiskStoreImpl::ScanFanout(const std::string& sub, LogReplay* log, bool* dir
 Status DiskStoreImpl::Recover() {
   auto t0 = std::chrono::steady_clock::now();
   RecoveryReport& r = stats_.recovery;
-  std::lock_guard<std::mutex> lock(mu_);  // not shared yet; taken for the REQUIRES of helpers
+  MutexLock log_lock(&log_mu_);  // not shared yet; taken for the REQUIRES of helpers
+  MutexLock lock(&mu_);
   auto replay = IndexLog::Replay(env_, index_path_);
   LogReplay log;
   if (replay.ok()) {
@@ -504,7 +508,7 @@ Status DiskStoreImpl::Recover() {
 }
 
 void DiskStoreImpl::OpenLog(bool rewrite, uint64_t n_logged) {
-  // Called from Recover with mu_ held and no other thread running: log_mu_ is not needed.
+  // Called from Recover, before any other thread runs.
   Result<std::unique_ptr<IndexLog>> log = Status::Internal("unset");
   if (rewrite) {
     std::vector<const IndexEntry*> entries;
@@ -527,7 +531,7 @@ bool DiskStoreImpl::PutAsync(RecordMeta meta, std::shared_ptr<const std::vector<
   assert(payload != nullptr);
   RecordId id = IdOf(meta);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stop_) return false;
     if (index_.count(id) || pending_.count(id)) {
       ++stats_.puts_deduped;
@@ -556,26 +560,28 @@ bool DiskStoreImpl::PutAsync(RecordMeta meta, std::shared_ptr<const std::vector<
 }
 
 void DiskStoreImpl::WriterLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
-    work_cv_.wait_for(lock, kIdleWake, [&] { return stop_ || (!queue_.empty() && WriteNowLocked()); });
+    const auto wake = std::chrono::steady_clock::now() + kIdleWake;
+    while (!stop_ && (queue_.empty() || !WriteNowLocked()) && work_cv_.WaitUntil(lock, wake)) {
+    }
     if (!queue_.empty() && WriteNowLocked()) {
       WriteJob job = std::move(queue_.front());
       queue_.pop_front();
       queued_bytes_ -= job.payload->size();
-      lock.unlock();
+      lock.Unlock();
       WriteOne(job);
-      lock.lock();
+      lock.Lock();
       completed_ticket_ = job.ticket;
       done_cv_.notify_all();
       continue;
     }
     if (stop_) break;
     if (foreground_busy_) continue;  // index maintenance waits for an idle moment too
-    lock.unlock();
+    lock.Unlock();
     FlushTouches();
     MaybeCompact();
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -584,7 +590,7 @@ void DiskStoreImpl::WriteOne(const WriteJob& job) {
   const uint64_t need = RecordFileBytes(job.meta);
   std::vector<RecordId> evicted;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!StillPendingLocked(id, job.ticket)) {
       ++stats_.puts_cancelled;
       return;
@@ -605,7 +611,7 @@ void DiskStoreImpl::WriteOne(const WriteJob& job) {
   IndexEntry entry;
   bool unpublish = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     used_ -= need;
     // Removed or cleared while being published: the file goes, nothing is indexed.
     unpublish = st.ok() && !cancelled && !StillPendingLocked(id, job.ticket);
@@ -663,8 +669,8 @@ Status DiskStoreImpl::Publish(const WriteJob& job, uint64_t created_ms, bool* ca
   PREFIXD_RETURN_IF_ERROR(EnsureFanout(id.key));
   Status st = WriteTemp(job, created_ms, tmp);
   if (st.ok()) {
-    std::unique_lock<std::mutex> lock(mu_);
-    unlinked_cv_.wait(lock, [&] { return unlinking_.count(id) == 0; });  // an older file's delete
+    MutexLock lock(&mu_);
+    while (unlinking_.count(id) != 0) unlinked_cv_.Wait(lock);  // an older file's delete
     *cancelled = !StillPendingLocked(id, job.ticket);
   }
   // Cancelled from here on: WriteOne sees it and deletes the published file.
@@ -683,18 +689,18 @@ Status DiskStoreImpl::Publish(const WriteJob& job, uint64_t created_ms, bool* ca
 void DiskStoreImpl::NoteLogResult(const Status& st) {
   if (st.ok()) return;
   log_needs_rewrite_ = true;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++stats_.index_write_errors;
 }
 
 void DiskStoreImpl::LogAdd(const IndexEntry& e) {
-  std::lock_guard<std::mutex> lock(log_mu_);
+  MutexLock lock(&log_mu_);
   NoteLogResult(log_ ? log_->AppendAdd(e) : Status::IOError("no index log"));
 }
 
 void DiskStoreImpl::LogRemoves(const std::vector<RecordId>& ids) {
   if (ids.empty()) return;
-  std::lock_guard<std::mutex> lock(log_mu_);
+  MutexLock lock(&log_mu_);
   for (const RecordId& id : ids) {
     NoteLogResult(log_ ? log_->AppendRemove(id) : Status::IOError("no index log"));
   }
@@ -703,21 +709,21 @@ void DiskStoreImpl::LogRemoves(const std::vector<RecordId>& ids) {
 void DiskStoreImpl::FlushTouches() {
   std::map<RecordId, uint64_t> touched;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     touched.swap(touched_);
   }
   if (touched.empty()) return;
-  std::lock_guard<std::mutex> lock(log_mu_);
+  MutexLock lock(&log_mu_);
   if (!log_) return;
   for (const auto& [id, ms] : touched) NoteLogResult(log_->AppendTouch(id, ms));
 }
 
 void DiskStoreImpl::MaybeCompact() {
-  std::lock_guard<std::mutex> log_lock(log_mu_);
+  MutexLock log_lock(&log_mu_);
   if (!log_) return;
   std::vector<IndexEntry> copies;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!log_needs_rewrite_ && log_->n_entries() <= 2 * index_.size() + 1024) return;
     copies.reserve(index_.size());
     for (const auto& [key, id] : lru_) copies.push_back(index_.at(id).ie);
@@ -732,7 +738,7 @@ void DiskStoreImpl::MaybeCompact() {
     log_ = std::move(*log);
     log_needs_rewrite_ = false;
   } else {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++stats_.index_write_errors;  // log_ stays null: the next open rebuilds from the files
   }
 }
@@ -741,7 +747,7 @@ void DiskStoreImpl::MaybeCompact() {
 
 // Looks `id` up for a read: counts the get and touches the entry.
 Status DiskStoreImpl::BeginRead(const RecordId& id, uint64_t* gen, uint64_t* last_access) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++stats_.gets;
   auto it = index_.find(id);
   if (it == index_.end()) {
@@ -759,24 +765,24 @@ Status DiskStoreImpl::BeginRead(const RecordId& id, uint64_t* gen, uint64_t* las
 Status DiskStoreImpl::EndRead(const RecordId& id, uint64_t gen, const std::string& path,
                               const Status& st) {
   if (st.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++stats_.get_hits;
     return st;
   }
   if (st.IsNotFound()) {
     DropEntry(id, gen, /*unlink=*/false);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++stats_.get_not_found;
     return Status::NotFound(path + " was deleted behind the store's back");
   }
   if (st.IsCorruption()) {
     DropEntry(id, gen, /*unlink=*/true);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++stats_.get_corrupt;
     ++stats_.quarantined;
     return Status::Corruption(path + ": " + st.message() + " (quarantined)");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++stats_.get_io_errors;
   return st;
 }
@@ -807,7 +813,7 @@ void DiskStoreImpl::ReportCorrupt(const Key& key, RecordKind kind) {
   const RecordId id{key, kind};
   uint64_t gen = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = index_.find(id);
     if (it == index_.end()) return;
     gen = it->second.gen;
@@ -821,7 +827,7 @@ void DiskStoreImpl::ReportCorrupt(const Key& key, RecordKind kind) {
 VerifyReport DiskStoreImpl::Verify() {
   std::vector<std::pair<RecordId, uint64_t>> ids;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& [id, e] : index_) ids.emplace_back(id, e.gen);
   }
   VerifyReport report;
@@ -834,7 +840,7 @@ VerifyReport DiskStoreImpl::Verify() {
     bool corrupt = rec.status().IsCorruption();
     if (corrupt || rec.status().IsNotFound()) DropEntry(id, gen, /*unlink=*/corrupt);
     if (corrupt) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       ++stats_.quarantined;
     }
   }
@@ -842,7 +848,7 @@ VerifyReport DiskStoreImpl::Verify() {
 }
 
 std::vector<RecordMeta> DiskStoreImpl::List(std::optional<Digest> domain) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<RecordMeta> out;
   out.reserve(index_.size());
   for (const auto& [lru_key, id] : lru_) {
@@ -859,7 +865,7 @@ Status DiskStoreImpl::Remove(const Key& key, RecordKind kind) {
   std::vector<RecordId> removed;
   bool found = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     found = pending_.erase(id) > 0;
     auto it = index_.find(id);
     if (it != index_.end()) {
@@ -876,7 +882,7 @@ Status DiskStoreImpl::Remove(const Key& key, RecordKind kind) {
 Status DiskStoreImpl::Clear(std::optional<Digest> domain) {
   std::vector<RecordId> removed;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (auto it = pending_.begin(); it != pending_.end();) {
       it = (!domain || it->second.domain == *domain) ? pending_.erase(it) : std::next(it);
     }
@@ -894,11 +900,11 @@ Status DiskStoreImpl::Clear(std::optional<Digest> domain) {
 
 void DiskStoreImpl::Flush() {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     uint64_t target = next_ticket_ - 1;
     ++flushing_;
     work_cv_.notify_all();
-    done_cv_.wait(lock, [&] { return completed_ticket_ >= target; });
+    while (completed_ticket_ < target) done_cv_.Wait(lock);
     --flushing_;
   }
   FlushTouches();
@@ -907,7 +913,7 @@ void DiskStoreImpl::Flush() {
 
 void DiskStoreImpl::SetForegroundBusy(bool busy) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     foreground_busy_ = busy;
   }
   if (!busy) work_cv_.notify_all();
@@ -922,7 +928,7 @@ bool DiskStoreImpl::WriteNowLocked() const {
 }
 
 Stats DiskStoreImpl::GetStats() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Stats s = stats_;
   s.records = index_.size();
   s.bytes = 0;

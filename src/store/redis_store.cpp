@@ -4,13 +4,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <thread>
 
 #include "store/redis_link.h"
 #include "store/remote_health.h"
+#include "util/mutex.h"
 
 namespace prefixd::store {
 
@@ -32,8 +31,8 @@ constexpr const char* kDownMessage = "shared tier down";
 
 // A read connection of the pool; `mu` is held for one call.
 struct PooledLink {
-  std::mutex mu;
-  RedisLink link;
+  Mutex mu;
+  RedisLink link PREFIXD_GUARDED_BY(mu);
   PooledLink(const RedisLinkOptions& o, RemoteHealth& h) : link(o, h) {}
 };
 
@@ -87,7 +86,7 @@ class RedisStoreImpl final : public RedisStore {
   void CountRead(const Result<Record>& rec, uint64_t bytes);
   template <typename F>
   void Count(F f) {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    MutexLock lock(&stats_mu_);
     f(stats_);
   }
 
@@ -97,22 +96,23 @@ class RedisStoreImpl final : public RedisStore {
   std::vector<std::unique_ptr<PooledLink>> pool_;
   std::atomic<size_t> next_link_{0};
 
-  std::mutex stats_mu_;
-  RedisStoreStats stats_;
+  Mutex stats_mu_;
+  RedisStoreStats stats_ PREFIXD_GUARDED_BY(stats_mu_);
 
-  std::mutex mu_;  // guards the queue below
-  std::condition_variable cv_;
-  std::deque<PutJob> queue_;
-  uint64_t queued_bytes_ = 0;
-  uint64_t enqueued_ = 0, finished_ = 0;  // puts taken / written or dropped, for Flush
-  bool stopping_ = false;
+  Mutex mu_;  // guards the queue below
+  CondVar cv_;
+  std::deque<PutJob> queue_ PREFIXD_GUARDED_BY(mu_);
+  uint64_t queued_bytes_ PREFIXD_GUARDED_BY(mu_) = 0;
+  uint64_t enqueued_ PREFIXD_GUARDED_BY(mu_) = 0;  // puts taken, for Flush
+  uint64_t finished_ PREFIXD_GUARDED_BY(mu_) = 0;  // puts written or dropped, for Flush
+  bool stopping_ PREFIXD_GUARDED_BY(mu_) = false;
   RedisLink writer_link_;  // the writer thread's own connection
   std::thread writer_;
 };
 
 RedisStoreImpl::~RedisStoreImpl() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -122,7 +122,7 @@ RedisStoreImpl::~RedisStoreImpl() {
 bool RedisStoreImpl::PutAsync(RecordMeta meta, std::shared_ptr<const std::vector<uint8_t>> payload) {
   const uint64_t bytes = payload->size();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const bool full = queue_.size() >= options_.writer_queue_depth ||
                       (!queue_.empty() && queued_bytes_ + bytes > options_.writer_queue_bytes);
     if (!full) {
@@ -141,15 +141,15 @@ bool RedisStoreImpl::PutAsync(RecordMeta meta, std::shared_ptr<const std::vector
 }
 
 void RedisStoreImpl::WriterLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    while (!stopping_ && queue_.empty()) cv_.Wait(lock);
     if (queue_.empty()) return;  // stopping, and everything queued was handled
     PutJob job = std::move(queue_.front());
     queue_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     Write(job);
-    lock.lock();
+    lock.Lock();
     queued_bytes_ -= job.payload->size();
     finished_++;
     cv_.notify_all();
@@ -175,29 +175,31 @@ void RedisStoreImpl::Write(const PutJob& job) {
 }
 
 void RedisStoreImpl::Flush() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const uint64_t target = enqueued_;
-  cv_.wait(lock, [&] { return finished_ >= target; });
+  while (finished_ < target) cv_.Wait(lock);
 }
 
 LinkOutcome RedisStoreImpl::RunRead(const std::vector<Command>& commands,
                                     std::vector<Reply>* replies) {
   for (auto& p : pool_) {
-    std::unique_lock<std::mutex> lock(p->mu, std::try_to_lock);
-    if (lock.owns_lock()) return p->link.Run(commands, replies);
+    if (!p->mu.try_lock()) continue;
+    MutexLock lock(&p->mu, std::adopt_lock);
+    return p->link.Run(commands, replies);
   }
   PooledLink& p = *pool_[next_link_++ % pool_.size()];
-  std::lock_guard<std::mutex> lock(p.mu);
+  MutexLock lock(&p.mu);
   return p.link.Run(commands, replies);
 }
 
 LinkOutcome RedisStoreImpl::RunGets(const std::vector<std::string>& keys, const GetSink& sink) {
   for (auto& p : pool_) {
-    std::unique_lock<std::mutex> lock(p->mu, std::try_to_lock);
-    if (lock.owns_lock()) return p->link.RunGets(keys, sink);
+    if (!p->mu.try_lock()) continue;
+    MutexLock lock(&p->mu, std::adopt_lock);
+    return p->link.RunGets(keys, sink);
   }
   PooledLink& p = *pool_[next_link_++ % pool_.size()];
-  std::lock_guard<std::mutex> lock(p.mu);
+  MutexLock lock(&p.mu);
   return p.link.RunGets(keys, sink);
 }
 
@@ -249,7 +251,7 @@ Result<Record> RedisStoreImpl::FromReply(const RecordId& id, GetReply kind, Bulk
 }
 
 void RedisStoreImpl::CountRead(const Result<Record>& rec, uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(stats_mu_);
+  MutexLock lock(&stats_mu_);
   stats_.gets++;
   if (rec.ok()) {
     stats_.get_hits++;
@@ -302,12 +304,12 @@ Status RedisStoreImpl::Remove(const Key& key, RecordKind kind) {
 RedisStoreStats RedisStoreImpl::GetStats() {
   RedisStoreStats s;
   {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    MutexLock lock(&stats_mu_);
     s = stats_;
   }
   s.up = health_.up();
   s.downs = health_.downs();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   s.queue_depth = queue_.size();
   return s;
 }

@@ -6,7 +6,7 @@
 namespace prefixd::store {
 
 void RemoteHealth::ReportUp() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   backoff_ms_ = 0;
   if (state_ == State::kUp) return;
   state_ = State::kUp;
@@ -14,7 +14,7 @@ void RemoteHealth::ReportUp() {
 }
 
 void RemoteHealth::ReportDown(const std::string& why) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   backoff_ms_ = std::clamp(backoff_ms_ * 2, backoff_.min_ms, backoff_.max_ms);
   next_attempt_ = Clock::now() + std::chrono::milliseconds(backoff_ms_);
   if (state_ == State::kDown) return;
@@ -26,22 +26,22 @@ void RemoteHealth::ReportDown(const std::string& why) {
 }
 
 bool RemoteHealth::MayConnect() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return Clock::now() >= next_attempt_;
 }
 
 uint64_t RemoteHealth::epoch() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return epoch_;
 }
 
 bool RemoteHealth::up() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return state_ == State::kUp;
 }
 
 uint64_t RemoteHealth::downs() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return downs_;
 }
 

@@ -9,8 +9,9 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <string>
+
+#include "util/mutex.h"
 
 namespace prefixd::store {
 
@@ -41,12 +42,12 @@ class RemoteHealth {
   enum class State { kUnknown, kUp, kDown };
   const std::string name_;
   const BackoffOptions backoff_;
-  mutable std::mutex mu_;
-  State state_ = State::kUnknown;
-  uint64_t downs_ = 0;
-  uint64_t epoch_ = 0;
-  int backoff_ms_ = 0;
-  Clock::time_point next_attempt_{};
+  mutable Mutex mu_;
+  State state_ PREFIXD_GUARDED_BY(mu_) = State::kUnknown;
+  uint64_t downs_ PREFIXD_GUARDED_BY(mu_) = 0;
+  uint64_t epoch_ PREFIXD_GUARDED_BY(mu_) = 0;
+  int backoff_ms_ PREFIXD_GUARDED_BY(mu_) = 0;
+  Clock::time_point next_attempt_ PREFIXD_GUARDED_BY(mu_) = {};
 };
 
 }  // namespace prefixd::store

@@ -13,15 +13,15 @@ class FaultWritableFile : public WritableFile {
   }
 
   Status Append(std::span<const uint8_t> data) override {
-    std::lock_guard<std::mutex> lock(env_->mu_);
+    MutexLock lock(&env_->mu_);
     return env_->AppendLocked(path_, base_.get(), data);
   }
   Status Sync() override {
-    std::lock_guard<std::mutex> lock(env_->mu_);
+    MutexLock lock(&env_->mu_);
     return env_->SyncLocked(path_, base_.get());
   }
   Status Close() override {
-    std::lock_guard<std::mutex> lock(env_->mu_);
+    MutexLock lock(&env_->mu_);
     Status st = env_->CloseLocked(path_, base_.get());
     if (st.ok() || env_->crashed_) base_.reset();  // a dead process's descriptors are closed too
     return st;
@@ -39,7 +39,7 @@ class FaultRandomAccessFile : public RandomAccessFile {
       : env_(env), path_(std::move(path)), base_(std::move(base)) {}
 
   Result<size_t> Read(uint64_t offset, size_t n, uint8_t* dst) const override {
-    std::lock_guard<std::mutex> lock(env_->mu_);
+    MutexLock lock(&env_->mu_);
     PREFIXD_RETURN_IF_ERROR(env_->Admit(FaultEnv::Op::kRead, path_));
     PREFIXD_ASSIGN_OR_RETURN(size_t got, base_->Read(offset, n, dst));
     env_->MaybeFlip(path_, offset, got, dst);
@@ -58,43 +58,43 @@ FaultEnv::FaultEnv(Env* base)
 FaultEnv::~FaultEnv() = default;
 
 void FaultEnv::CrashAfterOps(int64_t n) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   crash_at_ = ops_ + n;
 }
 
 bool FaultEnv::crashed() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return crashed_;
 }
 
 void FaultEnv::FailNthOp(Op op, int64_t k, Status status) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   nth_faults_[static_cast<size_t>(op)] = NthFault{k, std::move(status)};
 }
 
 void FaultEnv::SetNoSpaceAfterBytes(int64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   space_left_ = bytes;
 }
 
 void FaultEnv::SetReadOnly(bool read_only) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   read_only_ = read_only;
 }
 
 void FaultEnv::SetReadBitFlip(std::string path_part, uint64_t file_offset) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   flip_path_ = std::move(path_part);
   flip_offset_ = file_offset;
 }
 
 void FaultEnv::SetNowMillis(std::optional<uint64_t> now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   now_ = now;
 }
 
 void FaultEnv::ResetFaults() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   crash_at_ = -1;
   crashed_ = false;
   read_only_ = false;
@@ -163,7 +163,7 @@ void FaultEnv::MaybeFlip(const std::string& path, uint64_t offset, size_t n, uin
 }
 
 Result<std::unique_ptr<WritableFile>> FaultEnv::NewWritableFile(const std::string& path) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   PREFIXD_RETURN_IF_ERROR(Admit(Op::kOpenWrite, path));
   bool existed = base_->FileExists(path);
   PREFIXD_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, base_->NewWritableFile(path));
@@ -175,7 +175,7 @@ Result<std::unique_ptr<WritableFile>> FaultEnv::NewWritableFile(const std::strin
 }
 
 Result<std::unique_ptr<WritableFile>> FaultEnv::NewAppendableFile(const std::string& path) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   PREFIXD_RETURN_IF_ERROR(Admit(Op::kOpenWrite, path));
   bool existed = base_->FileExists(path);
   int64_t size = 0;
@@ -196,7 +196,7 @@ Result<std::unique_ptr<WritableFile>> FaultEnv::NewAppendableFile(const std::str
 }
 
 Result<std::unique_ptr<RandomAccessFile>> FaultEnv::NewRandomAccessFile(const std::string& path) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   PREFIXD_RETURN_IF_ERROR(Admit(Op::kRead, path));
   PREFIXD_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file,
                            base_->NewRandomAccessFile(path));
@@ -206,31 +206,31 @@ Result<std::unique_ptr<RandomAccessFile>> FaultEnv::NewRandomAccessFile(const st
 bool FaultEnv::FileExists(const std::string& path) { return base_->FileExists(path); }
 
 Result<uint64_t> FaultEnv::FileSize(const std::string& path) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   PREFIXD_RETURN_IF_ERROR(Admit(Op::kRead, path));
   return base_->FileSize(path);
 }
 
 Result<std::vector<std::string>> FaultEnv::ListDir(const std::string& dir) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   PREFIXD_RETURN_IF_ERROR(Admit(Op::kRead, dir));
   return base_->ListDir(dir);
 }
 
 Status FaultEnv::CreateDir(const std::string& dir) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   PREFIXD_RETURN_IF_ERROR(Admit(Op::kCreateDir, dir));
   return base_->CreateDir(dir);
 }
 
 Status FaultEnv::RemoveDir(const std::string& dir) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   PREFIXD_RETURN_IF_ERROR(Admit(Op::kRemove, dir));
   return base_->RemoveDir(dir);
 }
 
 Status FaultEnv::RemoveFile(const std::string& path) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   PREFIXD_RETURN_IF_ERROR(Admit(Op::kRemove, path));
   PREFIXD_RETURN_IF_ERROR(base_->RemoveFile(path));
   files_.erase(path);
@@ -239,7 +239,7 @@ Status FaultEnv::RemoveFile(const std::string& path) {
 }
 
 Status FaultEnv::Rename(const std::string& from, const std::string& to) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   PREFIXD_RETURN_IF_ERROR(Admit(Op::kRename, from));
   std::optional<std::vector<uint8_t>> replaced;
   auto old_to = files_.find(to);
@@ -270,7 +270,7 @@ Status FaultEnv::Rename(const std::string& from, const std::string& to) {
 }
 
 Status FaultEnv::SyncDir(const std::string& dir) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   PREFIXD_RETURN_IF_ERROR(Admit(Op::kSyncDir, dir));
   for (auto u = undurable_.begin(); u != undurable_.end();) {
     if (DirName(*u) != dir) {
@@ -295,7 +295,7 @@ Result<std::unique_ptr<FileLock>> FaultEnv::LockFile(const std::string& path,
 }
 
 uint64_t FaultEnv::NowUnixMillis() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return now_ ? *now_ : base_->NowUnixMillis();
 }
 
@@ -309,7 +309,7 @@ Status FaultEnv::TruncateTo(const std::string& path, uint64_t size) {
 }
 
 Status FaultEnv::DropUnsyncedData() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Status first_error;
   auto note = [&](Status st) {
     if (!st.ok() && !st.IsNotFound() && first_error.ok()) first_error = st;

@@ -20,13 +20,13 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "util/env.h"
+#include "util/mutex.h"
 
 namespace prefixd {
 
@@ -87,31 +87,33 @@ class FaultEnv : public Env {
   };
 
   // Checks crash / read-only / k-th-op faults for `op` on `path`. REQUIRES: mu_ held.
-  Status Admit(Op op, const std::string& path);
+  Status Admit(Op op, const std::string& path) PREFIXD_REQUIRES(mu_);
   Status AppendLocked(const std::string& path, WritableFile* base,
-                      std::span<const uint8_t> data);
-  Status SyncLocked(const std::string& path, WritableFile* base);
-  Status CloseLocked(const std::string& path, WritableFile* base);
-  void MaybeFlip(const std::string& path, uint64_t offset, size_t n, uint8_t* dst);
+                      std::span<const uint8_t> data) PREFIXD_REQUIRES(mu_);
+  Status SyncLocked(const std::string& path, WritableFile* base) PREFIXD_REQUIRES(mu_);
+  Status CloseLocked(const std::string& path, WritableFile* base) PREFIXD_REQUIRES(mu_);
+  void MaybeFlip(const std::string& path, uint64_t offset, size_t n, uint8_t* dst)
+      PREFIXD_REQUIRES(mu_);
   Status TruncateTo(const std::string& path, uint64_t size);
 
   Env* const base_;
-  mutable std::mutex mu_;
-  std::map<std::string, FileState> files_;
-  std::set<std::string> undurable_;  // paths in files_ whose entry_durable is false
-  int64_t ops_ = 0;
-  int64_t crash_at_ = -1;
-  bool crashed_ = false;
-  bool read_only_ = false;
-  int64_t space_left_ = -1;
+  mutable Mutex mu_;
+  std::map<std::string, FileState> files_ PREFIXD_GUARDED_BY(mu_);
+  // paths in files_ whose entry_durable is false
+  std::set<std::string> undurable_ PREFIXD_GUARDED_BY(mu_);
+  int64_t ops_ PREFIXD_GUARDED_BY(mu_) = 0;
+  int64_t crash_at_ PREFIXD_GUARDED_BY(mu_) = -1;
+  bool crashed_ PREFIXD_GUARDED_BY(mu_) = false;
+  bool read_only_ PREFIXD_GUARDED_BY(mu_) = false;
+  int64_t space_left_ PREFIXD_GUARDED_BY(mu_) = -1;
   struct NthFault {
     int64_t remaining;
     Status status;
   };
-  std::vector<std::optional<NthFault>> nth_faults_;
-  std::string flip_path_;
-  uint64_t flip_offset_ = 0;
-  std::optional<uint64_t> now_;
+  std::vector<std::optional<NthFault>> nth_faults_ PREFIXD_GUARDED_BY(mu_);
+  std::string flip_path_ PREFIXD_GUARDED_BY(mu_);
+  uint64_t flip_offset_ PREFIXD_GUARDED_BY(mu_) = 0;
+  std::optional<uint64_t> now_ PREFIXD_GUARDED_BY(mu_);
 };
 
 }  // namespace prefixd

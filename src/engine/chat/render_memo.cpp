@@ -4,8 +4,9 @@
 #include <cassert>
 #include <cstring>
 #include <list>
-#include <mutex>
 #include <unordered_map>
+
+#include "util/mutex.h"
 
 namespace prefixd::engine {
 
@@ -155,13 +156,14 @@ std::optional<uint64_t> SharedLengthByText(const PrefixRecord& r, const Digest& 
 struct RenderMemo::Impl {
   using Entry = std::pair<PrefixKey, PrefixRecord>;
   RenderMemoOptions options;
-  mutable std::mutex mu;
-  std::list<Entry> lru;  // most recently used first
-  std::unordered_map<PrefixKey, std::list<Entry>::iterator, KeyHash> index;
-  std::list<std::shared_ptr<const std::string>> texts;  // most recently used first
-  size_t text_bytes = 0;
+  mutable Mutex mu;
+  std::list<Entry> lru PREFIXD_GUARDED_BY(mu);  // most recently used first
+  std::unordered_map<PrefixKey, std::list<Entry>::iterator, KeyHash> index PREFIXD_GUARDED_BY(mu);
+  // Most recently used first.
+  std::list<std::shared_ptr<const std::string>> texts PREFIXD_GUARDED_BY(mu);
+  size_t text_bytes PREFIXD_GUARDED_BY(mu) = 0;
 
-  void EvictTexts() {
+  void EvictTexts() PREFIXD_REQUIRES(mu) {
     while (text_bytes > options.max_text_bytes) {
       text_bytes -= texts.back()->size();
       texts.pop_back();
@@ -176,7 +178,7 @@ RenderMemo::~RenderMemo() = default;
 
 std::vector<std::optional<PrefixRecord>> RenderMemo::Find(std::span<const PrefixKey> keys) {
   std::vector<std::optional<PrefixRecord>> out(keys.size());
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   for (size_t i = 0; i < keys.size(); ++i) {
     auto it = impl_->index.find(keys[i]);
     if (it == impl_->index.end()) continue;
@@ -187,7 +189,7 @@ std::vector<std::optional<PrefixRecord>> RenderMemo::Find(std::span<const Prefix
 }
 
 void RenderMemo::Put(std::span<const std::pair<PrefixKey, PrefixRecord>> records) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   for (const auto& [key, record] : records) {
     auto it = impl_->index.find(key);
     if (it != impl_->index.end()) {
@@ -205,13 +207,13 @@ void RenderMemo::Put(std::span<const std::pair<PrefixKey, PrefixRecord>> records
 }
 
 size_t RenderMemo::size() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   return impl_->lru.size();
 }
 
 void RenderMemo::PutText(std::string text) {
   if (text.size() > impl_->options.max_text_bytes) return;
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   for (auto it = impl_->texts.begin(); it != impl_->texts.end(); ++it) {
     if (**it != text) continue;  // kept already (a repeated request): only refresh it
     impl_->texts.splice(impl_->texts.begin(), impl_->texts, it);
@@ -225,7 +227,7 @@ void RenderMemo::PutText(std::string text) {
 ClosestText RenderMemo::FindClosestText(std::string_view full) {
   std::vector<std::shared_ptr<const std::string>> texts;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(&impl_->mu);
     texts.assign(impl_->texts.begin(), impl_->texts.end());
   }
   ClosestText best;
@@ -234,7 +236,7 @@ ClosestText RenderMemo::FindClosestText(std::string_view full) {
     if (!best.text || shared > best.shared) best = {t, shared};
   }
   if (best.text) {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(&impl_->mu);
     for (auto it = impl_->texts.begin(); it != impl_->texts.end(); ++it) {
       if (*it != best.text) continue;
       impl_->texts.splice(impl_->texts.begin(), impl_->texts, it);
@@ -245,12 +247,12 @@ ClosestText RenderMemo::FindClosestText(std::string_view full) {
 }
 
 size_t RenderMemo::n_texts() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   return impl_->texts.size();
 }
 
 void RenderMemo::Clear() {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   impl_->lru.clear();
   impl_->index.clear();
   impl_->texts.clear();

@@ -4,10 +4,10 @@
 #include <cctype>
 #include <list>
 #include <map>
-#include <mutex>
 
 #include "llama.h"
 #include "util/hash.h"
+#include "util/mutex.h"
 
 namespace prefixd::engine {
 
@@ -74,18 +74,18 @@ struct TokenMemo::Impl {
     std::vector<Token> tokens;
     std::list<Key>::iterator lru;
   };
-  mutable std::mutex mu;
-  mutable std::map<Key, Entry> entries;
-  mutable std::list<Key> lru;
-  mutable size_t held_tokens = 0;
-  mutable Stats stats;
+  mutable Mutex mu;
+  mutable std::map<Key, Entry> entries PREFIXD_GUARDED_BY(mu);
+  mutable std::list<Key> lru PREFIXD_GUARDED_BY(mu);
+  mutable size_t held_tokens PREFIXD_GUARDED_BY(mu) = 0;
+  mutable Stats stats PREFIXD_GUARDED_BY(mu);
 
   Impl(const Model& m, std::vector<std::string> c, size_t max)
       : model(m), cuts(std::move(c)), max_tokens(max) {}
 
   std::vector<size_t> CutPoints(std::string_view text) const;
   std::vector<Token> Piece(std::string_view piece, bool first, std::string_view scope) const;
-  void Remember(const Key& key, const std::vector<Token>& tokens) const;
+  void Remember(const Key& key, const std::vector<Token>& tokens) const PREFIXD_EXCLUDES(mu);
 };
 
 // Every occurrence of a cut text, in order (0 excluded: the first piece starts there anyway).
@@ -109,7 +109,7 @@ std::vector<Token> TokenMemo::Impl::Piece(std::string_view piece, bool first,
   h.Update(piece);
   const Key key{first, h.Finish()};
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     ++stats.pieces;
     auto it = entries.find(key);
     if (it != entries.end()) {
@@ -126,7 +126,7 @@ std::vector<Token> TokenMemo::Impl::Piece(std::string_view piece, bool first,
 
 void TokenMemo::Impl::Remember(const Key& key, const std::vector<Token>& tokens) const {
   if (tokens.size() > max_tokens) return;
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   if (entries.count(key) != 0) return;
   lru.push_back(key);
   entries.emplace(key, Entry{tokens, std::prev(lru.end())});
@@ -164,7 +164,7 @@ std::vector<Token> TokenMemo::Tokenize(std::string_view text, std::string_view s
 }
 
 TokenMemo::Stats TokenMemo::GetStats() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   return impl_->stats;
 }
 
