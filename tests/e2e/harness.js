@@ -48,6 +48,11 @@ export async function startServer({ model, args = [], timeoutMs = 30000 }) {
   proc.stderr.setEncoding('utf8');
   proc.stderr.on('data', (d) => { server.log += d; });
   proc.on('exit', () => { server.exited = true; live.delete(proc); });
+  // kill -9: the process dies at once, flushing nothing; its dir stays until stop().
+  server.kill = async () => {
+    if (!server.exited) proc.kill('SIGKILL');
+    for (let i = 0; i < 100 && !server.exited; i++) await sleep(20);
+  };
   server.stop = async () => {
     if (process.env.PREFIXD_E2E_LOG) console.error(server.log);  // the server's own log lines
     if (!server.exited) {
@@ -121,6 +126,43 @@ export async function diskSettled(server, ms = 10000) {
     await sleep(100);
   }
   return last;
+}
+
+// Waits until `server` has written what it published to the shared tier: nothing queued and
+// the written count steady for three polls (bounded); returns that count.
+export async function remoteSettled(server, ms = 10000) {
+  const deadline = Date.now() + ms;
+  let last = -1; let same = 0;
+  while (Date.now() < deadline && same < 3) {
+    const page = await metrics(server);
+    const written = metric(page, 'prefixd_remote_puts_total{outcome="written"}') ?? 0;
+    const queued = metric(page, 'prefixd_remote_queue_depth') ?? 1;
+    same = queued === 0 && written === last ? same + 1 : 0;
+    last = written;
+    await sleep(100);
+  }
+  return last;
+}
+
+// Starts another program (a load balancer, say) as a child that dies with the test process;
+// its stdout and stderr collect in `.log`. `stop()`: SIGTERM, then SIGKILL after 5 s, bounded.
+export function startProcess(cmd, args) {
+  const proc = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  live.add(proc);
+  const child = { proc, log: '', exited: false };
+  for (const s of [proc.stdout, proc.stderr]) {
+    s.setEncoding('utf8');
+    s.on('data', (d) => { child.log += d; });
+  }
+  proc.on('error', (e) => { child.log += `${cmd}: ${e.message}\n`; child.exited = true; });
+  proc.on('exit', () => { child.exited = true; live.delete(proc); });
+  child.stop = async () => {
+    if (!child.exited) proc.kill('SIGTERM');
+    for (let i = 0; i < 100 && !child.exited; i++) await sleep(50);
+    if (!child.exited) proc.kill('SIGKILL');
+    for (let i = 0; i < 100 && !child.exited; i++) await sleep(20);
+  };
+  return child;
 }
 
 // A TCP port on 127.0.0.1 that was free a moment ago.

@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { copyFileSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  client, makeModel, metric, metrics, sleep, startRedis, startServer, tempDir, writeKeys,
+  client, makeModel, metric, metrics, remoteSettled, sleep, startRedis, startServer, tempDir,
+  writeKeys,
 } from './harness.js';
 
 const SYSTEM = 'You are a build agent. Tools: read(path), write(path, text), run(cmd). '
@@ -22,22 +23,6 @@ const USERS = ['Run the tests and tell me what failed.',
 
 const ask = (server, messages, apiKey) => client(server, apiKey).chat.completions.create(
   { model: 'tiny', messages, max_tokens: 8, temperature: 0 });
-
-// Waits until `server` has written what it published to the shared tier: nothing queued and
-// the written count steady for three polls (bounded).
-async function remoteSettled(server, ms = 10000) {
-  const deadline = Date.now() + ms;
-  let last = -1; let same = 0;
-  while (Date.now() < deadline && same < 3) {
-    const page = await metrics(server);
-    const written = metric(page, 'prefixd_remote_puts_total{outcome="written"}') ?? 0;
-    const queued = metric(page, 'prefixd_remote_queue_depth') ?? 1;
-    same = queued === 0 && written === last ? same + 1 : 0;
-    last = written;
-    await sleep(100);
-  }
-  return last;
-}
 
 // A cache dir holding `secret` as its server secret: servers given the same one derive the
 // same tenant salts from the same API keys (docs/deployment.md).
