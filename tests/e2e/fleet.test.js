@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import {
   client, freePort, makeModel, metric, metrics, post, remoteSettled, sleep, startProcess,
   startRedis, startServer, tempDir,
+  AGENT_TURNS as USERS,
 } from './harness.js';
 
 const HAPROXY = process.env.PREFIXD_HAPROXY || '/usr/sbin/haproxy';
@@ -24,12 +25,6 @@ const N_SESSIONS = 12;
 // Flags every server runs with; the --no-cache server too, so that its outputs compare.
 const SERVE = ['--ctx', '8192'];
 const TOOLS = 'Tools: read(path), write(path, text), run(cmd). Answer briefly, one tool a call. ';
-const USERS = ['Run the tests and tell me what failed.',
-  'Tool result: 2 failures in disk_store_test. Fix them.',
-  'Tool result: wrote src/store/disk_store.cpp. Run the tests again.',
-  'Tool result: all 41 tests passed. Commit it.',
-  'Tool result: committed 1a2b3c. Now update the docs.',
-  'Tool result: docs/cache.md updated. Anything else?'];
 
 // deploy/haproxy.cfg.in with its three markers replaced, as deploy/fleet.sh does.
 function renderConfig({ front, stats, servers }) {

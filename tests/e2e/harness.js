@@ -218,4 +218,12 @@ export async function startRedis({ maxmemory = '', port = 0 } = {}) {
   return redis;
 }
 
+// The user turns of a small agent session (tool results coming back), for tests that replay one.
+export const AGENT_TURNS = ['Run the tests and tell me what failed.',
+  'Tool result: 2 failures in disk_store_test. Fix them.',
+  'Tool result: wrote src/store/disk_store.cpp. Run the tests again.',
+  'Tool result: all 41 tests passed. Commit it.',
+  'Tool result: committed 1a2b3c. Now update the docs.',
+  'Tool result: docs/cache.md updated. Anything else?'];
+
 export { sleep };

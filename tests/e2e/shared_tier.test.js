@@ -10,16 +10,11 @@ import { join } from 'node:path';
 import {
   client, makeModel, metric, metrics, remoteSettled, sleep, startRedis, startServer, tempDir,
   writeKeys,
+  AGENT_TURNS as USERS,
 } from './harness.js';
 
 const SYSTEM = 'You are a build agent. Tools: read(path), write(path, text), run(cmd). '
   + 'Answer briefly and call one tool at a time. '.repeat(12);
-const USERS = ['Run the tests and tell me what failed.',
-  'Tool result: 2 failures in disk_store_test. Fix them.',
-  'Tool result: wrote src/store/disk_store.cpp. Run the tests again.',
-  'Tool result: all 41 tests passed. Commit it.',
-  'Tool result: committed 1a2b3c. Now update the docs.',
-  'Tool result: docs/cache.md updated. Anything else?'];
 
 const ask = (server, messages, apiKey) => client(server, apiKey).chat.completions.create(
   { model: 'tiny', messages, max_tokens: 8, temperature: 0 });
