@@ -162,6 +162,10 @@ Result<server::ServerOptions> ServerOptionsOf(const ServeArgs& a) {
   PREFIXD_ASSIGN_OR_RETURN(uint64_t max_body, ParseByteSize("--max-body", a.max_body));
   so.max_body_bytes = size_t(max_body);
   so.model_id = ModelId(a);
+  if (server::IsModelPattern(so.model_id)) {
+    return Status::InvalidArgument("--alias: the first name is the model's id, not a pattern ('" +
+                                   so.model_id + "'); put a plain name first, e.g. local,claude-*");
+  }
   so.server_name = a.server_name;
   const std::vector<std::string> aliases = Aliases(a);
   if (aliases.size() > 1) so.aliases.assign(aliases.begin() + 1, aliases.end());
@@ -301,7 +305,8 @@ void DeclareServeFlags(Flags& flags, ServeArgs& a) {
   engine::DeclareEngineFlags(flags, a.engine, EngineFlagSet::kModel);
   flags.String("--alias", &a.alias,
                "model id clients use (default: the file name without .gguf); NAME,NAME,...: the "
-               "first is the id, every other one is accepted for the same model too");
+               "first is the id, every other one is accepted for the same model too; a name with "
+               "* ? [ is a pattern (local,claude-*,gpt-*: every name the agents ask for)");
   flags.String("--host", &a.host, "address to listen on (127.0.0.1: this machine only)");
   flags.String("--server-name", &a.server_name,
                "this server's name in every response's X-Prefixd-Server header (a fleet's load "

@@ -1,11 +1,14 @@
 // GET /v1/models[/{id}], GET /health, GET /metrics, POST /tokenize, POST /detokenize,
 // POST /apply-template, and the RouteContext helpers every route uses.
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "server/http_io.h"
 #include "server/routes.h"
+#include "server/server.h"
 
 namespace prefixd::server {
 
@@ -37,9 +40,16 @@ httplib::Server::Handler Admitted(const RouteContext& ctx, httplib::Server::Hand
   };
 }
 
+bool IsModelPattern(const std::string& alias) {
+  return alias.find_first_of("*?[") != std::string::npos;
+}
+
 std::optional<ApiError> RouteContext::CheckModel(const std::string& model) const {
   if (model.empty() || model == model_id) return std::nullopt;
-  if (std::find(aliases.begin(), aliases.end(), model) != aliases.end()) return std::nullopt;
+  for (const std::string& a : aliases) {
+    const bool match = IsModelPattern(a) ? fnmatch(a.c_str(), model.c_str(), 0) == 0 : a == model;
+    if (match) return std::nullopt;
+  }
   return ApiError{ErrorKind::kModelNotFound,
                   "The model '" + model + "' does not exist; this server serves '" + model_id +
                       "'",
@@ -118,9 +128,15 @@ void Health(const RouteContext& ctx, httplib::Response& res) {
 
 void RegisterInfoRoutes(httplib::Server& http, const RouteContext& ctx) {
   int64_t created = int64_t(std::time(nullptr));
+  // One entry per name a client can list and pick; the patterns (`claude-*`) are not names,
+  // so they show in the model's own entry, with every alias.
   http.Get("/v1/models", [&ctx, created](const httplib::Request&, httplib::Response& res) {
-    json data = json::array({ModelJson(ctx, ctx.model_id, created)});
-    for (const std::string& a : ctx.aliases) data.push_back(ModelJson(ctx, a, created));
+    json primary = ModelJson(ctx, ctx.model_id, created);
+    primary["meta"]["aliases"] = ctx.aliases;
+    json data = json::array({std::move(primary)});
+    for (const std::string& a : ctx.aliases) {
+      if (!IsModelPattern(a)) data.push_back(ModelJson(ctx, a, created));
+    }
     SendJson(res, Dump({{"object", "list"}, {"data", std::move(data)}}));
   });
   http.Get("/v1/models/(.+)", [&ctx, created](const httplib::Request& req,

@@ -28,6 +28,10 @@ class Server;
 
 namespace prefixd::server {
 
+// An alias with *, ? or [ is a pattern (fnmatch(3)): `--alias local,claude-*` serves every
+// model name Claude Code asks for.
+bool IsModelPattern(const std::string& alias);
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                       // 0: any free port (Bind() says which)
@@ -37,7 +41,8 @@ struct ServerOptions {
   // "" -> "<host name>:<bound port>" (set by Bind()).
   std::string server_name;
   // More names requests may give the same model (an agent's small-fast model name, say):
-  // /v1/models lists each, a response names the one asked for.
+  // /v1/models lists each, a response names the one asked for. A name with *, ? or [ is a
+  // pattern (IsModelPattern): `claude-*` serves every name Claude Code asks for.
   std::vector<std::string> aliases;
   // Added to the logits of every request for these tokens, under the request's own
   // logit_bias (llama-server's --logit-bias). REQUIRES: ids below the model's vocabulary.

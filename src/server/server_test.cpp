@@ -45,6 +45,7 @@ class ServerTest : public ::testing::Test {
     opts.port = 0;
     opts.max_body_bytes = 4096;
     opts.max_admitted = max_admitted;
+    opts.aliases = aliases_;
     server_ = std::make_unique<HttpServer>(&backend_, auth_.get(), opts);
     auto port = server_->Bind();
     ASSERT_TRUE(port.ok());
@@ -120,6 +121,7 @@ class ServerTest : public ::testing::Test {
 
   FakeBackend backend_;
   std::unique_ptr<TenantAuth> auth_;
+  std::vector<std::string> aliases_;  // ServerOptions::aliases of the next Start()
   std::unique_ptr<HttpServer> server_;
   std::thread thread_;
   std::filesystem::path dir_;
@@ -331,6 +333,29 @@ TEST_F(ServerTest, FullQueueGets503WithRetryAfter) {
   auto s = Post("/v1/chat/completions",
                 R"({"messages":[{"role":"user","content":"x"}],"stream":true})");
   ExpectError(s, 503);
+}
+
+// The names agents ask for by default (Claude Code's claude-*, Codex's gpt-*) are served through
+// pattern aliases; /v1/models lists only names a client can pick, the patterns in the model's
+// own entry.
+TEST_F(ServerTest, PatternAliasesServeTheNamesAgentsAskFor) {
+  aliases_ = {"local-fast", "claude-*", "gpt-?.?"};
+  Start();
+  for (const char* m : {"fake-model", "local-fast", "claude-sonnet-4-5", "claude-haiku-4-5", "gpt-5.1"}) {
+    auto r = Post("/v1/chat/completions",
+                  std::string(R"({"model":")") + m + R"(","messages":[{"role":"user","content":"x"}]})");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << m;
+    EXPECT_EQ(json::parse(r->body)["model"], m);
+  }
+  ExpectError(Post("/v1/chat/completions",
+                   R"({"model":"gpt-4","messages":[{"role":"user","content":"x"}]})"),
+              404, "model", "model_not_found");
+  auto models = json::parse(Client().Get("/v1/models")->body);
+  ASSERT_EQ(models["data"].size(), 2u);  // fake-model and local-fast
+  EXPECT_EQ(models["data"][1]["id"], "local-fast");
+  EXPECT_EQ(models["data"][0]["meta"]["aliases"], json::array({"local-fast", "claude-*", "gpt-?.?"}));
+  EXPECT_EQ(Client().Get("/v1/models/claude-opus-4-1")->status, 200);
 }
 
 TEST_F(ServerTest, ModelsHealthTokenizeMetrics) {
