@@ -87,7 +87,8 @@ int CmdRun(int argc, char** argv) {
   flags.Int("-n,--n-predict", &a.n_predict, "tokens to generate at most");
   flags.Int("-c,--ctx", &a.engine.ctx, "context length");
   engine::DeclareEngineFlags(flags, a.engine,
-                             engine::EngineFlagSet::kBlockSize | engine::EngineFlagSet::kNoCache);
+                             engine::EngineFlagSet::kBlockSize | engine::EngineFlagSet::kNoCache |
+                                 engine::EngineFlagSet::kSpeculation);
   flags.String("--cache-dir", &a.engine.cache_dir, "cache directory (default: none, RAM only)");
   flags.Int("--repeat", &a.repeat, "run the prompt this many times (shows cache reuse)");
   flags.Bool("--stats", &a.stats, "print token usage and cache outcome on stderr");

@@ -322,7 +322,8 @@ void DeclareServeFlags(Flags& flags, ServeArgs& a) {
   DeclareExposureFlags(flags, a);
   engine::DeclareEngineFlags(flags, a.engine,
                              EngineFlagSet::kWholeState | EngineFlagSet::kFlashAttn |
-                                 EngineFlagSet::kChatTemplate | EngineFlagSet::kRemoteCache);
+                                 EngineFlagSet::kChatTemplate | EngineFlagSet::kRemoteCache |
+                                 EngineFlagSet::kSpeculation);
   flags.String("--api-key-file", &a.api_key_file,
                "file with one API key per line; requests must send one (default: no keys)");
   flags.String("--admin-key-file", &a.admin_key_file,

@@ -70,6 +70,7 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   p.type_v = type_v;
   p.kv_unified = false;  // one stream per sequence: slots never see each other's cells
   p.no_perf = true;
+  p.n_rs_seq = options.n_rs_seq;
   std::unique_ptr<Context> ctx(new Context(model, options));
   ctx->ctx_ = llama_init_from_model(model.raw(), p);
   if (ctx->ctx_ == nullptr) {
@@ -89,6 +90,8 @@ Context::~Context() {
   RequireOwner();
   llama_free(ctx_);
 }
+
+uint32_t Context::n_rs_seq() const { return llama_n_rs_seq(ctx_); }
 
 void Context::RequireOwner() const {
   if (std::this_thread::get_id() == owner_) return;
@@ -205,6 +208,18 @@ Status Context::SetState(int32_t seq, std::span<const uint8_t> bytes, StatePart 
   if (n != bytes.size()) {
     SeqClear(seq);
     return Status::Corruption("llama.cpp refused the sequence state (" +
+                              std::to_string(bytes.size()) + " bytes, read " + std::to_string(n) +
+                              ")");
+  }
+  return Status::OK();
+}
+
+Status Context::RestorePartial(int32_t seq, std::span<const uint8_t> bytes) {
+  RequireOwner();
+  size_t n = llama_state_seq_set_data_ext(ctx_, bytes.data(), bytes.size(), seq,
+                                          LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+  if (n != bytes.size()) {
+    return Status::Corruption("llama.cpp refused the partial state (" +
                               std::to_string(bytes.size()) + " bytes, read " + std::to_string(n) +
                               ")");
   }

@@ -35,6 +35,9 @@ struct ContextOptions {
   bool flash_attn = false;
   std::string type_k = "f16";     // KV cache types; part of the cache-layout fingerprint
   std::string type_v = "f16";
+  // Recurrent states llama.cpp keeps per token for rolling back rejected drafts (n_rs_seq;
+  // only archs whose graph supports it, others ignore it). 0: none.
+  uint32_t n_rs_seq = 0;
 };
 
 // One token of a multi-sequence batch.
@@ -86,6 +89,11 @@ class Context {
   Status SetState(int32_t seq, std::span<const uint8_t> bytes, StatePart part,
                   std::span<const uint8_t> layout = {});
 
+  // Sets a partial state (GetState kPartial: the recurrent / SWA section) into `seq` without
+  // clearing its attention rows; with SeqTruncate at the position the partial was taken at
+  // after it, the sequence is what it was then (speculation's checkpoint).
+  Status RestorePartial(int32_t seq, std::span<const uint8_t> bytes);
+
   // SetState(seq, concatenation of `pieces`, kWhole) without the concatenation: llama.cpp
   // reads the state through a reader over the pieces and copies each tensor row straight from
   // them (state_gather.cpp), so a restore moves its bytes once. `size` is the pieces' total.
@@ -100,6 +108,7 @@ class Context {
   const ContextOptions& options() const { return options_; }
   uint32_t n_batch() const { return options_.n_batch; }
   uint32_t n_ubatch() const { return options_.n_ubatch; }
+  uint32_t n_rs_seq() const;  // what llama.cpp kept of ContextOptions::n_rs_seq (0: none)
   llama_context* raw() const { return ctx_; }
 
  private:

@@ -1,9 +1,11 @@
 #include "engine/engine_flags.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "engine/chat/pinned_assets.h"
+#include "engine/speculation.h"
 #include "util/env.h"
 
 namespace prefixd::engine {
@@ -78,6 +80,71 @@ void DeclareModeFlags(Flags& flags, EngineFlagValues& v, EngineFlagSet which) {
   if (Has(which, EngineFlagSet::kRemoteCache)) v.remote.Declare(flags);
 }
 
+void DeclareNgramMapFlags(Flags& flags, EngineFlagValues::Spec::Map& m, const std::string& name) {
+  const std::string f = "--spec-ngram-" + name;
+  flags.Int(f + "-size-n", &m.size_n, name + ": n-gram size for the lookup");
+  flags.Int(f + "-size-m", &m.size_m, name + ": m-gram size of the tokens drafted");
+  flags.Int(f + "-min-hits", &m.min_hits, name + ": hits an m-gram needs to be drafted");
+}
+
+// llama-server's speculation flags (common/arg.cpp), with its names and defaults.
+void DeclareSpecFlags(Flags& flags, EngineFlagValues::Spec& v) {
+  flags.String("--spec-type", &v.types,
+               "speculative decoding: none, or one or more of ngram-mod, ngram-simple, "
+               "ngram-map-k, ngram-map-k4v, comma-separated (docs/speculation.md)");
+  flags.String("-md,--model-draft", &v.draft_model, "draft model (--spec-type draft)");
+  flags.Int("--spec-draft-n-max", &v.draft_n_max, "draft model: tokens drafted at most");
+  flags.Int("--spec-draft-n-min", &v.draft_n_min, "draft model: fewest tokens worth verifying");
+  flags.Double("--spec-draft-p-min", &v.draft_p_min,
+               "draft model: stop drafting below this probability");
+  flags.Int("--spec-ngram-mod-n-match", &v.mod_n_match, "ngram-mod: n-gram length looked up");
+  flags.Int("--spec-ngram-mod-n-max", &v.mod_n_max, "ngram-mod: tokens drafted at most");
+  flags.Int("--spec-ngram-mod-n-min", &v.mod_n_min, "ngram-mod: fewest tokens worth verifying");
+  DeclareNgramMapFlags(flags, v.simple, "simple");
+  DeclareNgramMapFlags(flags, v.map_k, "map-k");
+  DeclareNgramMapFlags(flags, v.map_k4v, "map-k4v");
+}
+
+Result<SpecOptions::NgramMap> ToNgramMap(const EngineFlagValues::Spec::Map& m,
+                                         const std::string& name) {
+  if (m.size_n < 1 || m.size_n > 1024 || m.size_m < 1 || m.size_m > 1024 || m.min_hits < 1 ||
+      m.min_hits > 65535) {
+    return Status::InvalidArgument("--spec-ngram-" + name +
+                                   "-*: size-n and size-m 1..1024, min-hits 1..65535");
+  }
+  return SpecOptions::NgramMap{int32_t(m.size_n), int32_t(m.size_m), int32_t(m.min_hits)};
+}
+
+Result<SpecOptions> ToSpecOptions(const EngineFlagValues::Spec& v) {
+  SpecOptions o;
+  PREFIXD_ASSIGN_OR_RETURN(o.types, ParseSpecTypes(v.types));
+  if (!v.draft_model.empty() &&
+      std::find(o.types.begin(), o.types.end(), SpecType::kDraft) == o.types.end()) {
+    o.types.push_back(SpecType::kDraft);  // llama-server: a draft model implies draft-simple
+  }
+  o.draft_model_path = v.draft_model;
+  if (v.draft_n_max < 0 || v.draft_n_max > 256 || v.draft_n_min < 0 ||
+      v.draft_n_min > v.draft_n_max || v.draft_p_min < 0 || v.draft_p_min > 1) {
+    return Status::InvalidArgument(
+        "--spec-draft-n-max 0..256, --spec-draft-n-min 0..n-max, --spec-draft-p-min 0..1");
+  }
+  if (v.mod_n_match < 1 || v.mod_n_match > 1024 || v.mod_n_max < 1 || v.mod_n_max > 256 ||
+      v.mod_n_min < 0 || v.mod_n_min > v.mod_n_max) {
+    return Status::InvalidArgument(
+        "--spec-ngram-mod-n-match 1..1024, -n-max 1..256, -n-min 0..n-max");
+  }
+  o.draft_n_max = int32_t(v.draft_n_max);
+  o.draft_n_min = int32_t(v.draft_n_min);
+  o.draft_p_min = float(v.draft_p_min);
+  o.ngram_mod_n_match = int32_t(v.mod_n_match);
+  o.ngram_mod_n_max = int32_t(v.mod_n_max);
+  o.ngram_mod_n_min = int32_t(v.mod_n_min);
+  PREFIXD_ASSIGN_OR_RETURN(o.ngram_simple, ToNgramMap(v.simple, "simple"));
+  PREFIXD_ASSIGN_OR_RETURN(o.ngram_map_k, ToNgramMap(v.map_k, "map-k"));
+  PREFIXD_ASSIGN_OR_RETURN(o.ngram_map_k4v, ToNgramMap(v.map_k4v, "map-k4v"));
+  return o;
+}
+
 Status CheckRanges(const EngineFlagValues& v) {
   if (v.slots < 1 || v.slots > 256) return Status::InvalidArgument("--slots: 1..256");
   if (v.ctx != 0 && (v.ctx < 16 || v.ctx > (1 << 24))) {
@@ -141,6 +208,7 @@ void DeclareEngineFlags(Flags& flags, EngineFlagValues& values, EngineFlagSet wh
   DeclareCacheFlags(flags, values, which);
   DeclareComputeFlags(flags, values, which);
   DeclareModeFlags(flags, values, which);
+  if (Has(which, EngineFlagSet::kSpeculation)) DeclareSpecFlags(flags, values.spec);
 }
 
 Result<EngineOptions> ToEngineOptions(const EngineFlagValues& values) {
@@ -155,6 +223,7 @@ Result<EngineOptions> ToEngineOptions(const EngineFlagValues& values) {
     PREFIXD_ASSIGN_OR_RETURN(eo.remote_cache_password, values.remote.Password());
   }
   SetNumbers(values, eo);
+  PREFIXD_ASSIGN_OR_RETURN(eo.spec, ToSpecOptions(values.spec));
   if (!values.chat_template.empty()) {
     Result<std::string> source = LoadTemplateSource(values.chat_template);
     if (!source.ok()) {

@@ -53,6 +53,23 @@ struct EngineFlagValues {
   bool no_flash_attn = false;
   std::string chat_template;  // NAME of a pinned template or a .jinja file; "" : the model's
   RemoteCacheFlags remote;
+  // Speculative decoding, in llama-server's flags; numbers default to SpecOptions{}'s.
+  struct Spec {
+    std::string types;        // --spec-type a,b ("" or none: off)
+    std::string draft_model;  // --model-draft
+    int64_t draft_n_max = SpecOptions{}.draft_n_max;
+    int64_t draft_n_min = SpecOptions{}.draft_n_min;
+    double draft_p_min = SpecOptions{}.draft_p_min;
+    int64_t mod_n_match = SpecOptions{}.ngram_mod_n_match;
+    int64_t mod_n_max = SpecOptions{}.ngram_mod_n_max;
+    int64_t mod_n_min = SpecOptions{}.ngram_mod_n_min;
+    struct Map {
+      int64_t size_n = SpecOptions::NgramMap{}.size_n;
+      int64_t size_m = SpecOptions::NgramMap{}.size_m;
+      int64_t min_hits = SpecOptions::NgramMap{}.min_hits;
+    };
+    Map simple, map_k, map_k4v;
+  } spec;
 };
 
 // The groups of engine flags, as bits to combine with |. DeclareEngineFlags declares a set's
@@ -74,6 +91,7 @@ enum class EngineFlagSet : uint32_t {
   kFlashAttn = 1u << 12,    // --no-flash-attn
   kChatTemplate = 1u << 13, // --chat-template
   kRemoteCache = 1u << 14,  // --remote-cache, --remote-cache-password-file
+  kSpeculation = 1u << 15,  // --spec-type, --model-draft, --spec-draft-*, --spec-ngram-*
 };
 
 constexpr EngineFlagSet operator|(EngineFlagSet a, EngineFlagSet b) {

@@ -83,6 +83,11 @@ struct SlotRun {
   std::optional<TextStream> stream;
   uint64_t epoch = 0;              // the scheduler's clear epoch when the request started
   Token next_token = -1;           // sampled, not yet decoded
+  // Speculation (empty without): the tokens before next_token (what the drafter reads), the
+  // draft of this step and the partial state its rollback goes back to (Rollback::kCheckpoint).
+  std::vector<Token> history;
+  std::vector<Token> draft;
+  std::vector<uint8_t> checkpoint;
   bool publish_pending = false;    // the prompt is decoded but not yet published
   CompletionResult result;
   Clock::time_point started;

@@ -6,10 +6,42 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "util/aead.h"
 
 namespace prefixd::engine {
+
+// Speculative decoding, in llama-server's words (--spec-type and the --spec-* settings). The
+// defaults are llama.cpp common's (common_params_speculative), so a flag left out means what it
+// means to llama-server built from the same source.
+enum class SpecType {
+  kNgramSimple,   // ngram-simple: the last n-gram looked up in the context
+  kNgramMapK,     // ngram-map-k: n-gram keys
+  kNgramMapK4v,   // ngram-map-k4v: n-gram keys and 4 m-gram values
+  kNgramMod,      // ngram-mod: a pool of hashed n-grams, kept across requests
+  kDraft,         // draft: a smaller model of the same vocabulary (--model-draft)
+};
+
+struct SpecOptions {
+  std::vector<SpecType> types;  // empty: no speculation; several: tried in llama.cpp's order
+  std::string draft_model_path;  // --model-draft (kDraft)
+  int32_t draft_n_max = 3;       // tokens the draft model proposes at most per step
+  int32_t draft_n_min = 0;       // a shorter draft is not verified
+  float draft_p_min = 0.0f;      // the draft model stops below this probability
+  int32_t ngram_mod_n_match = 24;
+  int32_t ngram_mod_n_max = 64;
+  int32_t ngram_mod_n_min = 48;
+  // size_n, size_m, min_hits of ngram-simple, ngram-map-k and ngram-map-k4v, in that order.
+  struct NgramMap {
+    int32_t size_n = 12;
+    int32_t size_m = 48;
+    int32_t min_hits = 1;
+  };
+  NgramMap ngram_simple, ngram_map_k, ngram_map_k4v;
+
+  bool enabled() const { return !types.empty(); }
+};
 
 // The defaults here are every command's (the engine flags of engine/engine_flags.h start from
 // EngineOptions{}), but where a command says it chooses its own.
@@ -43,6 +75,7 @@ struct EngineOptions {
   // disk bench sets it to measure both paths in one run; no flag.
   bool disk_hits_through_ram = false;
   std::string chat_template;         // Jinja source replacing the model's template; "" keeps it
+  SpecOptions spec;                  // off by default
 };
 
 }  // namespace prefixd::engine

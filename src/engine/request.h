@@ -50,6 +50,11 @@ struct Usage {
   double prefetch_ms = 0;
   double decode_ms = 0;
   double queue_ms = 0;
+  // Speculative decoding: tokens drafted and verified, drafts taken, verification steps.
+  int32_t draft_tokens = 0;
+  int32_t draft_accepted = 0;
+  int32_t draft_steps = 0;
+  int32_t draft_replays = 0;      // rejections undone by restoring a checkpoint and replaying
 };
 
 // Where a request's cached prefix came from, and why it reused nothing: the cache's own
@@ -102,6 +107,10 @@ struct CompletionRequest {
   SamplingOptions sampling;
   std::vector<std::string> stop;  // stop strings (not included in the output)
   std::string tenant_salt;        // chosen by the server per API key, never by the client
+  // Speculation knobs of this request (llama-server's speculative.n_max / .n_min); -1: the
+  // server's. n_max 0 turns speculation off for the request.
+  int32_t spec_n_max = -1;
+  int32_t spec_n_min = -1;
 };
 
 struct CompletionResult {

@@ -15,6 +15,7 @@
 #include "engine/job.h"
 #include "engine/prefill.h"
 #include "engine/prefix_views.h"
+#include "engine/speculation.h"
 #include "util/log.h"
 #include "util/mutex.h"
 
@@ -25,6 +26,8 @@ struct Scheduler::Impl {
   EngineOptions options;
   std::unique_ptr<Context> ctx;
   std::unique_ptr<CacheStack> cache;  // set by Setup; off (io() null) with --no-cache
+  std::unique_ptr<Drafter> drafter;   // null: no speculation
+  Rollback rollback = Rollback::kNone;
 
   mutable Mutex mu;
   CondVar cv;
@@ -66,6 +69,11 @@ struct Scheduler::Impl {
   void PrefillStep(Slot& slot);
   void GenerateStep();
   void Accept(Slot& slot, Token t);
+  std::optional<FinishReason> Take(Slot& slot, Token t);
+  Status SetUpSpeculation();
+  void DraftFor(Slot& slot);
+  void Verify(Slot& slot, int32_t base);
+  void EndSampleFailure(Slot& slot, const Status& st);
   void PublishPrompt(Slot& slot);
   Result<Token> SampleFor(Slot& slot, int32_t logits_index);
   void SampleAndAccept(Slot& slot, int32_t logits_index);
@@ -130,6 +138,10 @@ Status Scheduler::Impl::Setup() {
   copt.n_threads = options.n_threads;
   copt.n_threads_batch = options.n_threads_batch;
   copt.flash_attn = options.flash_attn;
+  if (options.spec.enabled()) {
+    PREFIXD_ASSIGN_OR_RETURN(drafter, Drafter::Create(options.spec, options.n_slots));
+    copt.n_rs_seq = uint32_t(drafter->n_max());
+  }
   PREFIXD_ASSIGN_OR_RETURN(ctx, Context::Create(model, copt));
   slots.resize(options.n_slots);
   for (Token t = 0; t < model.n_vocab(); ++t) {
@@ -141,6 +153,27 @@ Status Scheduler::Impl::Setup() {
     slot_views.resize(options.n_slots);
   }
   PREFIXD_ASSIGN_OR_RETURN(cache, CacheStack::Create(model, *ctx, copt, options));
+  return SetUpSpeculation();
+}
+
+// Decides how rejected drafts are taken back on this model's memory (ProbeRollback), or turns
+// speculation off for a memory that cannot take them back exactly.
+Status Scheduler::Impl::SetUpSpeculation() {
+  if (!drafter) return Status::OK();
+  rollback = ProbeRollback(*ctx, model.layout());
+  const std::string types = SpecTypesName(options.spec.types);
+  if (rollback == Rollback::kNone) {
+    Logf(LogLevel::kWarning,
+         "speculation off: the %s memory of this model cannot drop rejected drafts exactly",
+         MemoryLayoutName(model.layout()));
+    drafter.reset();
+    return Status::OK();
+  }
+  Logf(LogLevel::kInfo, "speculation: %s, drafts of up to %d tokens, rollback by %s%s", types.c_str(),
+       drafter->n_max(), RollbackName(rollback),
+       ctx->n_rs_seq() > 0 ? " (per-token recurrent states)" : "");
+  MutexLock lock(&mu);
+  stats.speculation = types;
   return Status::OK();
 }
 
@@ -449,6 +482,10 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   slot.run.result.usage.prefill_ms = MillisSince(slot.run.started);
   slot.run.decode_started = Clock::now();
   slot.phase = Phase::kGenerate;
+  if (drafter) {
+    drafter->Begin(slot.seq, slot.run.domain, tokens);
+    slot.run.history = tokens;
+  }
   slot.run.publish_pending = io != nullptr;
   SampleAndAccept(slot, -1);  // the first token goes out before the cache work
   PublishPrompt(slot);        // (a no-op when the request has ended)
@@ -480,10 +517,14 @@ Result<Token> Scheduler::Impl::SampleFor(Slot& slot, int32_t logits_index) {
 void Scheduler::Impl::SampleAndAccept(Slot& slot, int32_t logits_index) {
   Result<Token> t = SampleFor(slot, logits_index);
   if (t.ok()) return Accept(slot, *t);
+  EndSampleFailure(slot, t.status());
+}
+
+void Scheduler::Impl::EndSampleFailure(Slot& slot, const Status& st) {
   if (slot.run.sampler->has_grammar() && slot.run.job->request.sampling.ignore_eos) {
     return Finish(slot, FinishReason::kStop);
   }
-  Fail(slot, t.status());
+  Fail(slot, st);
 }
 
 void Scheduler::Impl::NoteLogprobs(Slot& slot, const float* logits, Token t) {
@@ -503,23 +544,41 @@ bool Scheduler::Impl::RenderSpecial(const Slot& slot, Token t) const {
 
 // Takes the token sampled for `slot`: ends the request or queues the token for decoding.
 void Scheduler::Impl::Accept(Slot& slot, Token t) {
-  const CompletionRequest& req = slot.run.job->request;
-  if (model.IsEndOfGeneration(t)) return Finish(slot, FinishReason::kStop);
-  slot.run.result.tokens.push_back(t);
-  std::string piece = slot.run.stream->Push(model.TokenPiece(t, RenderSpecial(slot, t)));
-  if (!slot.run.job->completion->Put(piece)) return Finish(slot, FinishReason::kCancelled);
-  if (slot.run.stream->stopped()) return Finish(slot, FinishReason::kStop);
-  if (int(slot.run.result.tokens.size()) >= req.max_tokens) return Finish(slot, FinishReason::kLength);
-  if (slot.run.pos + 1 >= int32_t(options.n_ctx_per_slot)) return Finish(slot, FinishReason::kLength);
-  slot.run.next_token = t;
+  if (std::optional<FinishReason> reason = Take(slot, t)) Finish(slot, *reason);
 }
 
+// Accept without the ending: the reason the request ends with `t`, if it does; the caller
+// finishes it (after taking back what it decoded beyond, when it speculated).
+std::optional<FinishReason> Scheduler::Impl::Take(Slot& slot, Token t) {
+  SlotRun& run = slot.run;
+  const CompletionRequest& req = run.job->request;
+  if (model.IsEndOfGeneration(t)) return FinishReason::kStop;
+  run.result.tokens.push_back(t);
+  std::string piece = run.stream->Push(model.TokenPiece(t, RenderSpecial(slot, t)));
+  if (!run.job->completion->Put(piece)) return FinishReason::kCancelled;
+  if (run.stream->stopped()) return FinishReason::kStop;
+  if (int(run.result.tokens.size()) >= req.max_tokens) return FinishReason::kLength;
+  if (run.pos + 1 >= int32_t(options.n_ctx_per_slot)) return FinishReason::kLength;
+  if (drafter && run.next_token >= 0) run.history.push_back(run.next_token);
+  run.next_token = t;
+  return std::nullopt;
+}
+
+// One call for every generating slot: its next token, and the tokens drafted to follow it
+// (verified in the same call; Verify).
 void Scheduler::Impl::GenerateStep() {
   std::vector<BatchToken> batch;
   std::vector<Slot*> owners;
+  std::vector<int32_t> first;  // each owner's first token in `batch`
   for (Slot& s : slots) {
     if (s.phase != Phase::kGenerate) continue;
+    Guarded(s, [&] { DraftFor(s); });
+    if (s.phase != Phase::kGenerate) continue;
+    first.push_back(int32_t(batch.size()));
     batch.push_back({s.run.next_token, s.run.pos, s.seq, true});
+    for (size_t i = 0; i < s.run.draft.size(); ++i) {
+      batch.push_back({s.run.draft[i], s.run.pos + 1 + int32_t(i), s.seq, true});
+    }
     owners.push_back(&s);
   }
   if (batch.empty()) return;
@@ -530,9 +589,82 @@ void Scheduler::Impl::GenerateStep() {
       Fail(s, st);
       continue;
     }
-    s.run.pos++;
-    Guarded(s, [&] { SampleAndAccept(s, int32_t(i)); });
+    Guarded(s, [&] {
+      if (!s.run.draft.empty()) return Verify(s, first[i]);
+      s.run.pos++;
+      SampleAndAccept(s, first[i]);
+    });
   }
+}
+
+// The draft to verify with the slot's next token (none without speculation, for a request
+// that turned it off, or where no more tokens fit), and the checkpoint its rollback needs.
+void Scheduler::Impl::DraftFor(Slot& slot) {
+  SlotRun& run = slot.run;
+  run.draft.clear();
+  run.checkpoint.clear();
+  if (!drafter) return;
+  const CompletionRequest& req = run.job->request;
+  const int32_t wanted = req.spec_n_max >= 0 ? req.spec_n_max : drafter->n_max();
+  const int32_t room = std::min(req.max_tokens - int32_t(run.result.tokens.size()) - 1,
+                                int32_t(options.n_ctx_per_slot) - run.pos - 2);
+  const int32_t n_max = std::min(wanted, room);
+  if (n_max <= 0) return;
+  run.draft = drafter->Draft(slot.seq, run.history, run.next_token, run.pos, n_max);
+  if (int32_t(run.draft.size()) < std::max(req.spec_n_min, 1)) return run.draft.clear();
+  if (rollback != Rollback::kCheckpoint) return;
+  Result<std::vector<uint8_t>> checkpoint = ctx->GetState(slot.seq, StatePart::kPartial);
+  if (!checkpoint.ok()) {  // no draft then: one token, as without speculation
+    Logf(LogLevel::kWarning, "speculation checkpoint failed: %s",
+         checkpoint.status().ToString().c_str());
+    return run.draft.clear();
+  }
+  run.checkpoint = std::move(checkpoint).value();
+}
+
+// What the target says of the slot's draft, decoded after its next token from `base` on in
+// the last call: the tokens sampled while they equal the draft, and the one after. Each goes
+// through Take as it would without speculation; the sequence keeps the decoded tokens taken
+// and the rest is taken back (RollBack) before the request may end, so it only ever publishes
+// committed state.
+void Scheduler::Impl::Verify(Slot& slot, int32_t base) {
+  SlotRun& run = slot.run;
+  const std::vector<Token> draft = std::move(run.draft);
+  run.draft.clear();
+  std::vector<Token> decoded{run.next_token};
+  decoded.insert(decoded.end(), draft.begin(), draft.end());
+  std::vector<Token> sampled;
+  Status failed;
+  for (size_t j = 0; j <= draft.size(); ++j) {
+    Result<Token> t = SampleFor(slot, base + int32_t(j));
+    if (!t.ok()) {
+      failed = t.status();
+      break;
+    }
+    sampled.push_back(*t);
+    if (j == draft.size() || *t != draft[j]) break;
+  }
+  const size_t accepted = failed.ok() ? sampled.size() - 1 : sampled.size();
+  const int32_t pos0 = run.pos;
+  run.pos = pos0 + 1;  // the next token is decoded
+  std::optional<FinishReason> reason;
+  for (size_t j = 0; j < sampled.size() && !reason; ++j) {
+    reason = Take(slot, sampled[j]);
+    if (!reason && j < accepted) run.pos++;  // a draft token: decoded already
+  }
+  drafter->Accept(slot.seq, int32_t(accepted));
+  Usage& usage = run.result.usage;
+  usage.draft_tokens += int32_t(draft.size());
+  usage.draft_accepted += int32_t(accepted);
+  usage.draft_steps++;
+  if (rollback == Rollback::kCheckpoint && run.pos < pos0 + int32_t(decoded.size())) {
+    usage.draft_replays++;
+  }
+  Status st = RollBack(*ctx, rollback, slot.seq, pos0, decoded, run.pos, run.checkpoint);
+  run.checkpoint.clear();
+  if (!st.ok()) return Fail(slot, st);
+  if (reason) return Finish(slot, *reason);
+  if (!failed.ok()) EndSampleFailure(slot, failed);
 }
 
 void Scheduler::Impl::Finish(Slot& slot, FinishReason reason) {
@@ -563,6 +695,7 @@ void Scheduler::Impl::Finish(Slot& slot, FinishReason reason) {
   }
   slot.run.job.reset();
   slot.phase = Phase::kIdle;
+  if (drafter) drafter->End(slot.seq);
   NoteSlot(slot);
   FreeSlot();  // after the cache work: FlushDisk waits for every slot to be free
 }
@@ -608,6 +741,7 @@ void Scheduler::Impl::Fail(Slot& slot, const Status& st) {
   slot.run.job->completion->Finish(st);
   slot.run.job.reset();
   slot.phase = Phase::kIdle;
+  if (drafter) drafter->End(slot.seq);
   ForgetHeld(slot);  // notes the idle slot
   FreeSlot();
 }
@@ -631,6 +765,9 @@ void Scheduler::Impl::CountRequest(const CompletionResult& r) {
   stats.cached_tokens += r.usage.cached_tokens;
   stats.evaluated_tokens += r.usage.evaluated_tokens;
   stats.generated_tokens += r.usage.completion_tokens;
+  stats.draft_tokens += uint64_t(r.usage.draft_tokens);
+  stats.draft_accepted += uint64_t(r.usage.draft_accepted);
+  stats.draft_steps += uint64_t(r.usage.draft_steps);
   stats.restored_bytes += r.usage.restored_bytes;
   if (r.cache.tier == CacheTier::kSlot) stats.hits_slot++;
   if (r.cache.tier == CacheTier::kRam) stats.hits_ram++;

@@ -78,6 +78,10 @@ struct EngineStats {
   uint64_t cached_tokens = 0;
   uint64_t evaluated_tokens = 0;
   uint64_t generated_tokens = 0;
+  std::string speculation;     // the spec types, comma-separated ("" : off)
+  uint64_t draft_tokens = 0;    // drafted and verified
+  uint64_t draft_accepted = 0;  // of which the target took
+  uint64_t draft_steps = 0;
   uint64_t hits_slot = 0;  // the slot held the prefix: 0 bytes restored
   uint64_t hits_ram = 0;
   uint64_t hits_disk = 0;

@@ -86,6 +86,12 @@ void RenderEngine(const engine::EngineStats& s, std::string* out) {
   Counter("prefixd_evaluated_tokens_total", "Prompt tokens evaluated (prefilled).",
           s.evaluated_tokens, out);
   Counter("prefixd_generated_tokens_total", "Tokens generated.", s.generated_tokens, out);
+  Counter("prefixd_draft_tokens_total", "Tokens drafted and verified (speculative decoding).",
+          s.draft_tokens, out);
+  Counter("prefixd_draft_accepted_total", "Drafted tokens the model took.", s.draft_accepted,
+          out);
+  Counter("prefixd_draft_steps_total", "Verification steps of speculative decoding.",
+          s.draft_steps, out);
   ByLabel("prefixd_cache_hits_total", "counter", "Completions that restored a prefix, by tier.",
           "tier",
           {{"slot", s.hits_slot}, {"ram", s.hits_ram}, {"disk", s.hits_disk},

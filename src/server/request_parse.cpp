@@ -180,7 +180,28 @@ MaybeError ParseSampling(const json& obj, const ParseLimits& limits,
   return ParseLogitBias(obj, limits, s);
 }
 
-// Fields both endpoints share: model, n, max_tokens, sampling, stop, streaming.
+// llama-server's per-request speculation knobs. The rest of its "speculative.*" keys choose
+// what the server sets up at start (the draft model, the n-gram pools), so they are refused.
+MaybeError ParseSpeculation(const json& obj, GenerationParams* p) {
+  int64_t n_max = p->spec_n_max, n_min = p->spec_n_min;
+  if (auto e = GetInt(obj, "speculative.n_max", 0, 256, &n_max)) return e;
+  if (auto e = GetInt(obj, "speculative.n_min", 0, 256, &n_min)) return e;
+  if (obj.is_object()) {
+    for (const auto& [key, value] : obj.items()) {
+      if (key.starts_with("speculative") && key != "speculative.n_max" &&
+          key != "speculative.n_min") {
+        return Unsupported(key.c_str(), "'" + key + "' (speculation is set up at start: --spec-type "
+                                "and the --spec-* flags; a request may set speculative.n_max "
+                                "and speculative.n_min)");
+      }
+    }
+  }
+  p->spec_n_max = int(n_max);
+  p->spec_n_min = int(n_min);
+  return std::nullopt;
+}
+
+// Fields both endpoints share: model, n, max_tokens, sampling, stop, streaming, speculation.
 MaybeError ParseGeneration(const json& obj, const ParseLimits& limits, GenerationParams* p) {
   if (auto e = GetString(obj, "model", &p->model)) return e;
   int64_t n = 1;
@@ -189,6 +210,7 @@ MaybeError ParseGeneration(const json& obj, const ParseLimits& limits, Generatio
   if (auto e = ParseMaxTokens(obj, limits, &p->max_tokens)) return e;
   if (auto e = ParseSampling(obj, limits, &p->sampling)) return e;
   if (auto e = ParseStop(obj, &p->stop)) return e;
+  if (auto e = ParseSpeculation(obj, p)) return e;
   return ParseStreaming(obj, p);
 }
 

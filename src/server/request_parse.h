@@ -23,6 +23,9 @@ struct GenerationParams {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // llama-server's "speculative.n_max" / "speculative.n_min" (-1: the server's; n_max 0: off).
+  int spec_n_max = -1;
+  int spec_n_min = -1;
 };
 
 struct ChatRequest {

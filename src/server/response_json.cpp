@@ -62,13 +62,20 @@ json UsageJson(const engine::Usage& u) {
 }
 
 json TimingsJson(const engine::Usage& u) {
-  return {{"cache_n", u.cached_tokens},   {"prompt_n", u.evaluated_tokens},
+  json t = {{"cache_n", u.cached_tokens},   {"prompt_n", u.evaluated_tokens},
           {"prompt_ms", u.prefill_ms},    {"predicted_n", u.completion_tokens},
           {"predicted_ms", u.decode_ms},  {"queue_ms", u.queue_ms},
           {"restore_ms", u.restore_ms},   {"restored_bytes", u.restored_bytes},
           {"prompt_eval_ms", u.prompt_eval_ms}, {"prompt_chunks", u.prefill_chunks},
           {"predicted_per_second",
            u.decode_ms > 0 ? 1000.0 * u.completion_tokens / u.decode_ms : 0.0}};
+  if (u.draft_steps > 0) {  // llama-server's names, present when the request speculated
+    t["draft_n"] = u.draft_tokens;
+    t["draft_n_accepted"] = u.draft_accepted;
+    t["draft_steps"] = u.draft_steps;
+    t["draft_replays"] = u.draft_replays;
+  }
+  return t;
 }
 
 json Envelope(const ResponseMeta& meta, bool chunk) {

@@ -102,6 +102,8 @@ std::optional<ApiError> Prepare(const RouteContext& ctx, Endpoint ep, const std:
 CompletionRequest ToEngineRequest(Prepared p, const Tenant& tenant) {
   CompletionRequest r;
   r.max_tokens = p.params.max_tokens;
+  r.spec_n_max = p.params.spec_n_max;
+  r.spec_n_min = p.params.spec_n_min;
   r.sampling = p.params.sampling;
   r.sampling.grammar = p.prompt.output.grammar;
   r.stop = std::move(p.params.stop);

@@ -1,0 +1,226 @@
+#include "engine/speculation.h"
+
+#include <algorithm>
+
+#include "common.h"
+#include "engine/context.h"
+#include "llama.h"
+#include "speculative.h"
+
+namespace prefixd::engine {
+
+namespace {
+
+struct SpecName {
+  SpecType type;
+  const char* name;  // llama.cpp's (common_speculative_type_to_str)
+  common_speculative_type common;
+};
+
+constexpr SpecName kSpecNames[] = {
+    {SpecType::kNgramSimple, "ngram-simple", COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE},
+    {SpecType::kNgramMapK, "ngram-map-k", COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K},
+    {SpecType::kNgramMapK4v, "ngram-map-k4v", COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K4V},
+    {SpecType::kNgramMod, "ngram-mod", COMMON_SPECULATIVE_TYPE_NGRAM_MOD},
+    {SpecType::kDraft, "draft-simple", COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE},
+};
+
+const SpecName& NameOf(SpecType t) {
+  for (const SpecName& n : kSpecNames) {
+    if (n.type == t) return n;
+  }
+  return kSpecNames[0];
+}
+
+common_params_speculative_ngram_map ToCommon(const SpecOptions::NgramMap& m) {
+  common_params_speculative_ngram_map c;
+  c.size_n = uint16_t(m.size_n);
+  c.size_m = uint16_t(m.size_m);
+  c.min_hits = uint16_t(m.min_hits);
+  return c;
+}
+
+common_params_speculative ToCommon(const SpecOptions& o) {
+  common_params_speculative p;
+  p.types.clear();
+  for (SpecType t : o.types) p.types.push_back(NameOf(t).common);
+  p.draft.n_max = o.draft_n_max;
+  p.draft.n_min = o.draft_n_min;
+  p.draft.p_min = o.draft_p_min;
+  p.ngram_mod.n_match = o.ngram_mod_n_match;
+  p.ngram_mod.n_max = o.ngram_mod_n_max;
+  p.ngram_mod.n_min = o.ngram_mod_n_min;
+  p.ngram_simple = ToCommon(o.ngram_simple);
+  p.ngram_map_k = ToCommon(o.ngram_map_k);
+  p.ngram_map_k4v = ToCommon(o.ngram_map_k4v);
+  return p;
+}
+
+bool NeedsModel(SpecType t) { return t == SpecType::kDraft; }
+
+}  // namespace
+
+const char* RollbackName(Rollback r) {
+  switch (r) {
+    case Rollback::kTruncate: return "truncate";
+    case Rollback::kCheckpoint: return "checkpoint";
+    case Rollback::kNone: return "none";
+  }
+  return "?";
+}
+
+Rollback ProbeRollback(Context& ctx, MemoryLayout layout) {
+  if (layout == MemoryLayout::kDsv4) return Rollback::kNone;
+  if (llama_n_rs_seq(ctx.raw()) > 0) return Rollback::kTruncate;
+  const Token two[] = {0, 0};
+  ctx.SeqClear(0);
+  bool truncates = false;
+  if (ctx.DecodeChunk(0, two, 0, false).ok()) truncates = ctx.SeqTruncate(0, 1);
+  ctx.SeqClear(0);
+  if (truncates) return Rollback::kTruncate;
+  const bool recurrent = layout == MemoryLayout::kHybrid || layout == MemoryLayout::kRecurrent ||
+                         layout == MemoryLayout::kHybridIswa ||
+                         layout == MemoryLayout::kHybridIdx;
+  return recurrent ? Rollback::kCheckpoint : Rollback::kNone;
+}
+
+Result<std::vector<SpecType>> ParseSpecTypes(const std::string& names) {
+  std::vector<SpecType> types;
+  size_t start = 0;
+  while (start <= names.size()) {
+    size_t end = names.find(',', start);
+    if (end == std::string::npos) end = names.size();
+    const std::string name = names.substr(start, end - start);
+    start = end + 1;
+    if (name.empty() || name == "none") continue;
+    const SpecName* found = nullptr;
+    for (const SpecName& n : kSpecNames) {
+      if (name == n.name || (n.type == SpecType::kDraft && name == "draft")) found = &n;
+    }
+    if (found == nullptr) {
+      std::string valid = "none";
+      for (const SpecName& n : kSpecNames) valid += std::string(", ") + n.name;
+      return Status::InvalidArgument("unknown speculative type '" + name + "' (valid: " + valid +
+                                     "; draft-mtp, eagle3, dflash and ngram-cache are not served)");
+    }
+    if (std::find(types.begin(), types.end(), found->type) == types.end()) {
+      types.push_back(found->type);
+    }
+  }
+  return types;
+}
+
+std::string SpecTypesName(const std::vector<SpecType>& types) {
+  std::string out;
+  for (SpecType t : types) out += (out.empty() ? "" : ",") + std::string(NameOf(t).name);
+  return out;
+}
+
+struct Drafter::Pool {
+  Digest domain{};
+  common_speculative_ptr spec;
+  uint64_t last_used = 0;
+  int users = 0;
+};
+
+Result<std::unique_ptr<Drafter>> Drafter::Create(const SpecOptions& options, uint32_t n_seq) {
+  for (SpecType t : options.types) {
+    if (NeedsModel(t)) {
+      return Status::NotSupported("--spec-type " + std::string(NameOf(t).name) +
+                                   " (a draft model) is not served yet; use an n-gram type");
+    }
+  }
+  common_params_speculative params = ToCommon(options);
+  const int32_t n_max = common_speculative_n_max(&params);
+  if (n_max <= 0) return Status::InvalidArgument("speculation drafts no token (n_max 0)");
+  return std::unique_ptr<Drafter>(new Drafter(options, n_seq, n_max));
+}
+
+Drafter::Drafter(const SpecOptions& options, uint32_t n_seq, int32_t n_max)
+    : options_(options), n_seq_(n_seq), n_max_(n_max), seq_pool_(n_seq, nullptr) {}
+
+Drafter::~Drafter() = default;
+
+Drafter::Pool& Drafter::PoolFor(const Digest& domain) {
+  for (auto& p : pools_) {
+    if (p->domain == domain) return *p;
+  }
+  if (pools_.size() >= n_seq_) {
+    auto victim = pools_.end();
+    for (auto it = pools_.begin(); it != pools_.end(); ++it) {
+      if ((*it)->users == 0 && (victim == pools_.end() || (*it)->last_used < (*victim)->last_used)) {
+        victim = it;
+      }
+    }
+    if (victim != pools_.end()) pools_.erase(victim);
+  }
+  auto pool = std::make_unique<Pool>();
+  pool->domain = domain;
+  common_params_speculative params = ToCommon(options_);
+  pool->spec.reset(common_speculative_init(params, n_seq_));
+  pools_.push_back(std::move(pool));
+  return *pools_.back();
+}
+
+void Drafter::Begin(int32_t seq, const Digest& domain, std::span<const Token> prompt) {
+  End(seq);
+  Pool& pool = PoolFor(domain);
+  pool.users++;
+  pool.last_used = ++clock_;
+  seq_pool_[size_t(seq)] = &pool;
+  const llama_tokens tokens(prompt.begin(), prompt.end());
+  common_speculative_begin(pool.spec.get(), seq, tokens);
+}
+
+void Drafter::End(int32_t seq) {
+  Pool*& pool = seq_pool_[size_t(seq)];
+  if (pool != nullptr) pool->users--;
+  pool = nullptr;
+}
+
+std::vector<Token> Drafter::Draft(int32_t seq, const std::vector<Token>& history, Token id_last,
+                                  int32_t pos, int32_t n_max) {
+  std::vector<Token> draft;
+  Pool* pool = seq_pool_[size_t(seq)];
+  if (pool == nullptr || n_max <= 0) return draft;
+  common_speculative_draft_params& dp = common_speculative_get_draft_params(pool->spec.get(), seq);
+  dp.drafting = true;
+  dp.n_max = std::min(n_max, n_max_);
+  dp.pos0 = pos;
+  dp.id_last = id_last;
+  dp.prompt = &history;
+  dp.result = &draft;
+  common_speculative_draft(pool->spec.get());
+  dp.prompt = nullptr;
+  dp.result = nullptr;
+  if (int32_t(draft.size()) > n_max) draft.resize(size_t(n_max));
+  return draft;
+}
+
+void Drafter::Accept(int32_t seq, int32_t n_accepted) {
+  Pool* pool = seq_pool_[size_t(seq)];
+  if (pool != nullptr) common_speculative_accept(pool->spec.get(), seq, uint16_t(n_accepted));
+}
+
+Status RollBack(Context& ctx, Rollback kind, int32_t seq, int32_t pos0,
+                std::span<const Token> decoded, int32_t keep,
+                std::span<const uint8_t> checkpoint) {
+  const int32_t end = pos0 + int32_t(decoded.size());
+  if (keep <= pos0 || keep > end) return Status::Internal("rollback: keep out of range");
+  if (keep == end) return Status::OK();
+  if (kind == Rollback::kTruncate) {
+    if (ctx.SeqTruncate(seq, keep)) return Status::OK();
+    return Status::Internal("rollback: the memory refused to drop positions from " +
+                            std::to_string(keep));
+  }
+  if (kind != Rollback::kCheckpoint || checkpoint.empty()) {
+    return Status::Internal("rollback: no checkpoint to go back to");
+  }
+  PREFIXD_RETURN_IF_ERROR(ctx.RestorePartial(seq, checkpoint));
+  if (!ctx.SeqTruncate(seq, pos0)) {
+    return Status::Internal("rollback: the attention rows after the checkpoint stay");
+  }
+  return ctx.DecodeChunk(seq, decoded.first(size_t(keep - pos0)), pos0, false);
+}
+
+}  // namespace prefixd::engine

@@ -1,0 +1,93 @@
+// Speculative decoding's two halves around one verification call: the Drafter proposes the
+// tokens that may follow a slot's sequence (llama.cpp common's speculative implementations,
+// common/speculative.h), and RollBack takes back the drafted tokens the target rejected, so
+// the sequence holds exactly what a run without speculation holds: the committed tokens.
+//
+// Every capture point the cache takes is then a committed state (docs/architecture.md,
+// "Speculative decoding").
+// Thread-safety: as Context's: the scheduler thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/codec/types.h"
+#include "engine/options.h"
+#include "util/status.h"
+
+struct common_speculative;
+
+namespace prefixd::engine {
+
+class Context;
+
+// How a sequence drops the rows of rejected drafts.
+enum class Rollback {
+  kTruncate,    // the memory removes trailing positions: attention, sliding-window, MLA/DSA
+                // caches, and recurrent states that llama.cpp snapshots per token (n_rs_seq)
+  kCheckpoint,  // recurrent or hybrid without per-token snapshots: the recurrent part (and
+                // window) is checkpointed before verification, set back, and the taken
+                // tokens decoded again
+  kNone,        // no exact rollback (deepseek4's compressed cache): no speculation
+};
+
+const char* RollbackName(Rollback r);
+
+// What `ctx`'s memory supports, tried on sequence 0 (left empty): call before any slot is used.
+Rollback ProbeRollback(Context& ctx, MemoryLayout layout);
+
+// The names --spec-type takes (llama-server's), comma-separated; InvalidArgument names the
+// valid ones. "none" or "" is no speculation.
+Result<std::vector<SpecType>> ParseSpecTypes(const std::string& names);
+std::string SpecTypesName(const std::vector<SpecType>& types);
+
+class Drafter {
+ public:
+  // One pool of drafting state per cache domain (tenant): an n-gram pool holds the text of one
+  // domain, so no tenant's text drafts another's, and a domain's slots share theirs. At most
+  // `n_seq` pools live; a new domain replaces the least recently used one no slot is drafting
+  // with. Unimplemented for a type that needs a second model (not yet served).
+  static Result<std::unique_ptr<Drafter>> Create(const SpecOptions& options, uint32_t n_seq);
+  ~Drafter();
+  Drafter(const Drafter&) = delete;
+  Drafter& operator=(const Drafter&) = delete;
+
+  // The most tokens a draft may have (the largest n_max of the configured types).
+  int32_t n_max() const { return n_max_; }
+  // A request on `seq` starts generating; `prompt` is decoded (an n-gram pool learns it).
+  void Begin(int32_t seq, const Digest& domain, std::span<const Token> prompt);
+  // Up to `n_max` tokens to follow `history` + `id_last` (id_last at position `pos`); empty:
+  // none worth verifying. REQUIRES: Begin for `seq` since its last End.
+  std::vector<Token> Draft(int32_t seq, const std::vector<Token>& history, Token id_last,
+                           int32_t pos, int32_t n_max);
+  // The target took the first `n_accepted` tokens of the last draft of `seq`.
+  void Accept(int32_t seq, int32_t n_accepted);
+  // The request on `seq` ended: its pool may be replaced.
+  void End(int32_t seq);
+
+ private:
+  struct Pool;
+  Drafter(const SpecOptions& options, uint32_t n_seq, int32_t n_max);
+  Pool& PoolFor(const Digest& domain);
+
+  SpecOptions options_;
+  uint32_t n_seq_;
+  int32_t n_max_;
+  uint64_t clock_ = 0;
+  std::vector<std::unique_ptr<Pool>> pools_;
+  std::vector<Pool*> seq_pool_;  // the pool each sequence drafts with (null: none)
+};
+
+// Takes back the decode of `decoded` (at positions pos0, pos0 + 1, ...) down to `keep`
+// positions: afterwards `seq` holds [0, keep). `checkpoint` is the partial state taken before
+// that decode (kCheckpoint only). An error leaves the sequence unusable (the caller fails the
+// request and clears it): never a state that holds a rejected token.
+// REQUIRES: pos0 < keep <= pos0 + decoded.size().
+Status RollBack(Context& ctx, Rollback kind, int32_t seq, int32_t pos0,
+                std::span<const Token> decoded, int32_t keep,
+                std::span<const uint8_t> checkpoint);
+
+}  // namespace prefixd::engine
