@@ -17,10 +17,13 @@
 #include "engine/model/model.h"
 #include "engine/prefill.h"
 #include "engine/testgen/test_model.h"
+#include "engine/near_tie_test_util.h"
 #include "engine/test_temp_dir.h"
 
 namespace prefixd::engine {
 namespace {
+
+using testing::SameUpToNearTie;
 
 constexpr uint32_t kBlock = 32;
 constexpr int32_t kBatch = 256;
@@ -46,16 +49,32 @@ MemoryLayout ModelLayoutOf(const std::string& arch) {
   return model.ok() ? (*model)->layout() : MemoryLayout::kAttention;
 }
 
-// A suite parameter: an arch, or "arch/whole" for whole-state snapshots (--whole-state).
+// A suite parameter: an arch, "arch/whole" for whole-state snapshots (--whole-state), or
+// "arch/spec" for speculative decoding on (SpeculatingOptions).
 std::string ArchOf(const std::string& param) { return param.substr(0, param.find('/')); }
 bool WholeOf(const std::string& param) { return param.ends_with("/whole"); }
-std::string Slug(const std::string& param) { return ArchOf(param) + (WholeOf(param) ? "-whole" : ""); }
+bool SpecOf(const std::string& param) { return param.ends_with("/spec"); }
+std::string Slug(const std::string& param) {
+  return ArchOf(param) + (WholeOf(param) ? "-whole" : "") + (SpecOf(param) ? "-spec" : "");
+}
+
+// Speculation that drafts at nearly every step, and is wrong at most: ngram-simple on 2-token
+// keys proposes whatever followed the last two tokens anywhere before, so the suites run
+// through rejections (and their rollbacks) far more often than through full acceptances.
+SpecOptions SpeculatingOptions() {
+  SpecOptions s;
+  s.types = {SpecType::kNgramSimple};
+  s.ngram_simple.size_n = 2;
+  s.ngram_simple.size_m = 6;
+  return s;
+}
 
 std::unique_ptr<Engine> MakeEngine(const std::string& param, bool cache,
                                    const std::string& cache_dir = "", uint32_t slots = 1) {
   const std::string arch = ArchOf(param);
   EngineOptions o;
   o.whole_state = WholeOf(param);
+  if (SpecOf(param)) o.spec = SpeculatingOptions();
   o.cache_dir = cache_dir;
   o.n_slots = slots;
   o.model_path = ModelPath(arch);
@@ -180,32 +199,6 @@ const std::string kSystem = Msg(
     "run(cmd). Always explain the plan first, then call one tool at a time, and keep the "
     "answers short. The repository holds a C++ server with a prompt cache and its tests.");
 
-// Two greedy answers whose logits may differ in their last bits (rows decoded one token at a
-// time, another decode batch): equal, or equal up to a step where the cold answer's two most
-// likely tokens were within kNearTie of each other, where a last bit may pick either. A wrong
-// state changes far more than a near-tie. REQUIRES: `cold` was run with top_logprobs >= 2.
-constexpr float kNearTie = 2e-3f;
-
-::testing::AssertionResult SameUpToNearTie(const CompletionResult& got,
-                                           const CompletionResult& cold) {
-  size_t k = 0;
-  while (k < got.tokens.size() && k < cold.tokens.size() && got.tokens[k] == cold.tokens[k]) ++k;
-  if (k == got.tokens.size() && k == cold.tokens.size()) return ::testing::AssertionSuccess();
-  if (k >= cold.logprobs.size() || cold.logprobs[k].top.size() < 2) {
-    return ::testing::AssertionFailure() << "the answers differ at token " << k
-                                         << ", where the cold answer ended";
-  }
-  const float gap = cold.logprobs[k].top[0].logprob - cold.logprobs[k].top[1].logprob;
-  if (gap <= kNearTie) {
-    std::printf("[ near-tie ] the answers part at token %zu, where the top two were %.2e apart\n",
-                k, double(gap));
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "the answers differ at token " << k
-                                       << ", where the cold answer's top two were " << gap
-                                       << " apart (no near-tie)";
-}
-
 class EngineCacheTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -213,10 +206,22 @@ class EngineCacheTest : public ::testing::TestWithParam<std::string> {
     off_ = MakeEngine(GetParam(), false);
     ASSERT_TRUE(on_ && off_);
     ref_.any_position = !NeedsSnapshot();  // pure attention: any position restores
+    // Drafts are verified in calls of several rows, whose logits differ from a one-row call's
+    // in the last bits (docs/speculation.md).
+    if (SpecOf(GetParam())) bit_identical_ = false;
     if (WholeOf(GetParam())) {
       auto stats = on_->GetStats();
       EXPECT_TRUE(stats.cache_on && stats.state_mode == StateMode::kWhole);
     }
+  }
+
+  void TearDown() override {
+    if (!SpecOf(GetParam()) || !on_ || !off_) return;
+    const EngineStats a = on_->GetStats(), b = off_->GetStats();
+    std::printf("[ spec ] cache on: %llu drafted, %llu taken in %llu steps; off: %llu, %llu, %llu\n",
+                (unsigned long long)a.draft_tokens, (unsigned long long)a.draft_accepted,
+                (unsigned long long)a.draft_steps, (unsigned long long)b.draft_tokens,
+                (unsigned long long)b.draft_accepted, (unsigned long long)b.draft_steps);
   }
 
   // What the cache stores for this parameter: whole states have no rows and need Snapshots.
@@ -236,7 +241,8 @@ class EngineCacheTest : public ::testing::TestWithParam<std::string> {
   std::string ServePrompt(const Prompt& prompt, const std::string& what, int max_tokens = 8) {
     CompletionRequest req;
     req.prompt = prompt;
-    req.max_tokens = max_tokens;
+    // Answers long enough to draft in, with speculation on.
+    req.max_tokens = SpecOf(GetParam()) ? std::max(max_tokens, 32) : max_tokens;
     if (!bit_identical_) req.sampling.top_logprobs = 2;
     const int32_t expected = ref_.Expected(prompt);
     const int32_t reusable = ref_.Reusable(prompt.tokens);
@@ -695,6 +701,13 @@ INSTANTIATE_TEST_SUITE_P(SweepArchs, EngineCacheTest,
                          ParamName);
 // Whole-state snapshots, the codec's fallback for layouts it cannot slice, on one model of each
 // family: the same scenarios, the same equality with cold runs.
+// Speculative decoding on, both engines: one model of each rollback (docs/speculation.md):
+// truncation (llama; deepseek2's MLA cache; gemma3's sliding window), per-token recurrent
+// states (qwen35), checkpoint and replay (granitehybrid's hybrid, mamba2's recurrent-only).
+INSTANTIATE_TEST_SUITE_P(SpecArchs, EngineCacheTest,
+                         ::testing::Values("llama/spec", "qwen35/spec", "granitehybrid/spec",
+                                           "mamba2/spec", "gemma3/spec", "deepseek2/spec"),
+                         ParamName);
 INSTANTIATE_TEST_SUITE_P(WholeState, EngineCacheTest,
                          ::testing::Values("llama/whole", "qwen35/whole", "gemma3/whole",
                                            "mamba2/whole"),

@@ -174,6 +174,7 @@ Status Scheduler::Impl::SetUpSpeculation() {
        ctx->n_rs_seq() > 0 ? " (per-token recurrent states)" : "");
   MutexLock lock(&mu);
   stats.speculation = types;
+  stats.spec_rollback = RollbackName(rollback);
   return Status::OK();
 }
 

@@ -183,6 +183,7 @@ std::vector<Token> Drafter::Draft(int32_t seq, const std::vector<Token>& history
   std::vector<Token> draft;
   Pool* pool = seq_pool_[size_t(seq)];
   if (pool == nullptr || n_max <= 0) return draft;
+  pool->last_used = ++clock_;
   common_speculative_draft_params& dp = common_speculative_get_draft_params(pool->spec.get(), seq);
   dp.drafting = true;
   dp.n_max = std::min(n_max, n_max_);

@@ -79,6 +79,7 @@ struct EngineStats {
   uint64_t evaluated_tokens = 0;
   uint64_t generated_tokens = 0;
   std::string speculation;     // the spec types, comma-separated ("" : off)
+  std::string spec_rollback;   // how rejected drafts are taken back (RollbackName)
   uint64_t draft_tokens = 0;    // drafted and verified
   uint64_t draft_accepted = 0;  // of which the target took
   uint64_t draft_steps = 0;

@@ -11,6 +11,7 @@ nlohmann::json CacheCountersJson(const engine::EngineStats& s) {
           {"evaluated_tokens", s.evaluated_tokens},
           {"generated_tokens", s.generated_tokens},
           {"speculation", s.speculation},
+          {"speculation_rollback", s.spec_rollback},
           {"draft_tokens", s.draft_tokens},
           {"draft_accepted", s.draft_accepted},
           {"hits", {{"slot", s.hits_slot}, {"ram", s.hits_ram}, {"disk", s.hits_disk}}},

@@ -1,0 +1,274 @@
+// Speculative decoding: the flags in llama-server's words, pools kept per cache domain, and
+// greedy output with speculation equal to greedy output without it on every rollback kind.
+// The cache suites with speculation on are EngineCacheTest's SpecArchs (engine_test.cpp).
+#include "engine/speculation.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "common.h"
+#include "engine/engine.h"
+#include "engine/engine_flags.h"
+#include "engine/near_tie_test_util.h"
+#include "engine/test_temp_dir.h"
+#include "engine/testgen/test_model.h"
+
+namespace prefixd::engine {
+namespace {
+
+using testing::SameUpToNearTie;
+
+TEST(SpecFlags, TypesInLlamaServersNames) {
+  auto types = ParseSpecTypes("ngram-mod,ngram-simple,ngram-mod");
+  ASSERT_TRUE(types.ok()) << types.status().ToString();
+  EXPECT_EQ(*types, (std::vector<SpecType>{SpecType::kNgramMod, SpecType::kNgramSimple}));
+  EXPECT_EQ(SpecTypesName(*types), "ngram-mod,ngram-simple");
+  EXPECT_TRUE(ParseSpecTypes("none")->empty());
+  EXPECT_TRUE(ParseSpecTypes("")->empty());
+  auto unknown = ParseSpecTypes("ngram-mod,eagle9");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("eagle9"), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("ngram-map-k4v"), std::string::npos);
+}
+
+// A flag left out means what it means to llama-server built from the same source.
+TEST(SpecFlags, DefaultsAreLlamaCppCommons) {
+  const SpecOptions ours;
+  const common_params_speculative theirs;
+  EXPECT_EQ(ours.draft_n_max, theirs.draft.n_max);
+  EXPECT_EQ(ours.draft_n_min, theirs.draft.n_min);
+  EXPECT_EQ(ours.draft_p_min, theirs.draft.p_min);
+  EXPECT_EQ(ours.ngram_mod_n_match, theirs.ngram_mod.n_match);
+  EXPECT_EQ(ours.ngram_mod_n_max, theirs.ngram_mod.n_max);
+  EXPECT_EQ(ours.ngram_mod_n_min, theirs.ngram_mod.n_min);
+  for (const auto& [o, t] : {std::pair{ours.ngram_simple, theirs.ngram_simple},
+                             std::pair{ours.ngram_map_k, theirs.ngram_map_k},
+                             std::pair{ours.ngram_map_k4v, theirs.ngram_map_k4v}}) {
+    EXPECT_EQ(o.size_n, t.size_n);
+    EXPECT_EQ(o.size_m, t.size_m);
+    EXPECT_EQ(o.min_hits, t.min_hits);
+  }
+}
+
+TEST(SpecFlags, ValuesAreChecked) {
+  EngineFlagValues v;
+  v.spec.types = "ngram-mod";
+  v.spec.mod_n_max = 16;
+  v.spec.mod_n_min = 8;
+  auto ok = ToEngineOptions(v);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->spec.types, std::vector<SpecType>{SpecType::kNgramMod});
+  EXPECT_EQ(ok->spec.ngram_mod_n_max, 16);
+  v.spec.mod_n_min = 17;  // above n-max
+  EXPECT_EQ(ToEngineOptions(v).status().code(), Status::Code::kInvalidArgument);
+  v = EngineFlagValues{};
+  v.spec.types = "ngram-simple";
+  v.spec.simple.size_n = 0;
+  EXPECT_EQ(ToEngineOptions(v).status().code(), Status::Code::kInvalidArgument);
+  v = EngineFlagValues{};
+  v.spec.types = "draft-mtp";
+  EXPECT_EQ(ToEngineOptions(v).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_TRUE(ToEngineOptions(EngineFlagValues{})->spec.types.empty());  // off by default
+}
+
+std::vector<Token> RandomTokens(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<Token> t(n);
+  for (Token& x : t) x = Token(100 + rng() % 5000);
+  return t;
+}
+
+// No tenant's text drafts another's: the same history drafts what followed it in its own
+// domain's text, and nothing in a domain that never saw that text.
+TEST(DrafterTest, PoolsAreKeptPerDomain) {
+  SpecOptions o;
+  o.types = {SpecType::kNgramMod};
+  auto drafter = Drafter::Create(o, 2);
+  ASSERT_TRUE(drafter.ok()) << drafter.status().ToString();
+  const std::vector<Token> text = RandomTokens(400, 1);
+  const Digest a{1}, b{2};
+  // Domain a read the whole text once; then both sequences have read its first 200 tokens.
+  std::vector<Token> seen_a = text;
+  seen_a.insert(seen_a.end(), text.begin(), text.begin() + 200);
+  const std::vector<Token> history(text.begin(), text.begin() + 199);
+  (*drafter)->Begin(0, a, seen_a);
+  (*drafter)->Begin(1, b, history);
+  std::vector<Token> hist_a(seen_a.begin(), seen_a.end() - 1);
+  EXPECT_TRUE((*drafter)->Draft(1, history, text[199], 199, 16).empty());
+  const std::vector<Token> drafted_a = (*drafter)->Draft(0, hist_a, text[199], 599, 16);
+  ASSERT_EQ(drafted_a.size(), 16u);
+  EXPECT_TRUE(std::equal(drafted_a.begin(), drafted_a.end(), text.begin() + 200));
+  (*drafter)->Accept(0, 16);
+  (*drafter)->End(0);
+  (*drafter)->End(1);
+  // A third domain replaces the pool no sequence drafts with that was used least recently
+  // (b's); a's stays.
+  (*drafter)->Begin(1, Digest{3}, history);
+  (*drafter)->End(1);
+  (*drafter)->Begin(0, a, history);
+  EXPECT_EQ((*drafter)->Draft(0, history, text[199], 199, 16).size(), 16u);
+}
+
+TEST(DrafterTest, DraftModelsAreRefusedClearly) {
+  SpecOptions o;
+  o.types = {SpecType::kDraft};
+  auto drafter = Drafter::Create(o, 1);
+  ASSERT_FALSE(drafter.ok());
+  EXPECT_EQ(drafter.status().code(), Status::Code::kNotSupported);
+}
+
+std::string ModelPath(const std::string& arch) {
+  static std::map<std::string, std::string> made;
+  if (auto it = made.find(arch); it != made.end()) return it->second;
+  auto dir = std::filesystem::temp_directory_path() / ("prefixd-spec-test-" + std::to_string(getpid()));
+  std::filesystem::create_directories(testing::RemoveAtExit(dir.string()));
+  const std::string path = (dir / (arch + ".gguf")).string();
+  Status st = MakeTestModel({arch, "tiny", 7}, path);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return made[arch] = path;
+}
+
+std::unique_ptr<Engine> MakeEngine(const std::string& arch, const SpecOptions& spec) {
+  EngineOptions o;
+  o.model_path = ModelPath(arch);
+  o.cache_enabled = false;
+  o.n_ctx_per_slot = 1024;
+  o.n_batch = 256;
+  o.n_ubatch = 256;
+  o.n_threads = 2;
+  o.spec = spec;
+  auto e = Engine::Create(o);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
+SpecOptions NgramMod() {
+  SpecOptions s;
+  s.types = {SpecType::kNgramMod};
+  return s;
+}
+
+// ngram-simple on 2-token keys drafts at nearly every step and is mostly wrong: rejections
+// at every position of a draft, and their rollbacks, many times a request.
+SpecOptions EagerNgram() {
+  SpecOptions s;
+  s.types = {SpecType::kNgramSimple};
+  s.ngram_simple.size_n = 2;
+  s.ngram_simple.size_m = 6;
+  return s;
+}
+
+CompletionRequest Request(const Engine& e, int max_tokens) {
+  CompletionRequest r;
+  r.prompt = *e.PrepareText(
+      "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\n"
+      "def add(a, b):\n    return a + b\n\ndef mul(a, b):\n    return a * b\n\ndef");
+  r.max_tokens = max_tokens;
+  r.sampling.ignore_eos = true;
+  return r;
+}
+
+struct SpecCase {
+  std::string arch;
+  bool penalized;  // EagerNgram and a presence penalty, else NgramMod
+};
+
+class GreedySpeculation : public ::testing::TestWithParam<SpecCase> {};
+
+// Greedy output with speculation equals greedy output without it: token for token, or up to a
+// near-tie (of the logits before the penalty, for the penalized case), since a draft is verified in a call of several rows, whose logits differ from a
+// one-row call's in the last bits (docs/speculation.md). The committed state after a
+// rollback is the one the next tokens are decoded on, so a wrong rollback shows as a
+// difference far beyond a near-tie within a few tokens.
+TEST_P(GreedySpeculation, EqualsGreedyWithout) {
+  const SpecCase& c = GetParam();
+  auto plain = MakeEngine(c.arch, SpecOptions{});
+  auto spec = MakeEngine(c.arch, c.penalized ? EagerNgram() : NgramMod());
+  ASSERT_TRUE(plain && spec);
+  ASSERT_EQ(spec->GetStats().speculation, c.penalized ? "ngram-simple" : "ngram-mod");
+  CompletionRequest req = Request(*plain, 160);
+  if (c.penalized) req.sampling.presence_penalty = 1.5;
+  req.sampling.top_logprobs = 2;
+  auto cold = plain->Complete(req);
+  ASSERT_TRUE(cold.ok()) << cold.status().ToString();
+  int steps = 0;
+  for (int round = 0; round < 2; ++round) {  // the second with what the pool learnt
+    CompletionRequest sreq = Request(*spec, 160);
+    sreq.sampling.presence_penalty = req.sampling.presence_penalty;
+    auto got = spec->Complete(sreq);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_TRUE(SameUpToNearTie(*got, *cold)) << c.arch << " round " << round;
+    const Usage& u = got->usage;
+    std::printf("[ spec ] %s %s%s round %d: %d drafted, %d taken, %d steps, %d replays\n",
+                c.arch.c_str(), c.penalized ? "eager" : "ngram-mod", c.penalized ? " penalized" : "", round, u.draft_tokens,
+                u.draft_accepted, u.draft_steps, u.draft_replays);
+    EXPECT_LE(u.draft_accepted, u.draft_tokens);
+    EXPECT_LT(u.draft_steps, got->usage.completion_tokens);
+    steps += u.draft_steps;
+    if (!c.penalized) continue;
+    // The model stops repeating itself and the drafts repeat it: rejections in every round,
+    // at the draft's first position too, and a replay for each where the rollback is one.
+    EXPECT_GT(u.draft_steps, 0);
+    EXPECT_LT(u.draft_accepted, u.draft_tokens) << "no draft was rejected";
+    if (spec->GetStats().spec_rollback == "checkpoint") EXPECT_GT(u.draft_replays, 0);
+  }
+  EXPECT_GT(steps, 0) << "nothing was drafted";
+}
+
+std::vector<SpecCase> Cases() {
+  std::vector<SpecCase> out;
+  std::vector<std::string> archs = TestModelArchs();
+  archs.push_back("deepseek2");  // MLA
+  for (const std::string& a : archs) {
+    out.push_back({a, false});
+    out.push_back({a, true});
+  }
+  return out;
+}
+
+std::string CaseName(const ::testing::TestParamInfo<SpecCase>& info) {
+  std::string s = info.param.arch + (info.param.penalized ? "_eager_penalized" : "_ngram_mod");
+  std::replace(s.begin(), s.end(), '-', '_');
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(SampleArchs, GreedySpeculation, ::testing::ValuesIn(Cases()), CaseName);
+
+TEST(SpeculationTest, RequestsChooseTheirDraftLength) {
+  auto spec = MakeEngine("llama", EagerNgram());
+  ASSERT_TRUE(spec);
+  CompletionRequest off = Request(*spec, 96);
+  off.spec_n_max = 0;
+  auto a = spec->Complete(off);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->usage.draft_steps, 0);
+  CompletionRequest shortest = Request(*spec, 96);
+  shortest.spec_n_max = 2;
+  auto b = spec->Complete(shortest);
+  ASSERT_TRUE(b.ok());
+  EXPECT_GT(b->usage.draft_steps, 0);
+  EXPECT_LE(b->usage.draft_tokens, 2 * b->usage.draft_steps);
+  CompletionRequest too_long = Request(*spec, 96);
+  too_long.spec_n_min = 200;  // no draft is that long
+  auto c = spec->Complete(too_long);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->usage.draft_steps, 0);
+  EXPECT_EQ(a->tokens, c->tokens);  // neither speculated
+}
+
+// deepseek4's compressed cache cannot drop trailing positions, and its state is only read
+// whole: no exact rollback, so no speculation (a log line says so), never a wrong token.
+TEST(SpeculationTest, ModelsWithoutExactRollbackDoNotSpeculate) {
+  auto e = MakeEngine("deepseek4", NgramMod());
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->GetStats().speculation, "");
+  auto r = e->Complete(Request(*e, 32));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->usage.draft_steps, 0);
+}
+
+}  // namespace
+}  // namespace prefixd::engine
