@@ -73,6 +73,28 @@ TEST(RequestParse, NamesTheBadParameter) {
   }
 }
 
+// llama-server's per-request speculation knobs; the rest of its "speculative.*" keys are set
+// up at start and refused by name.
+TEST(RequestParse, SpeculationKnobs) {
+  ChatRequest r;
+  ASSERT_FALSE(Chat(R"(,"speculative.n_max":4,"speculative.n_min":2)", &r));
+  EXPECT_EQ(r.params.spec_n_max, 4);
+  EXPECT_EQ(r.params.spec_n_min, 2);
+  ChatRequest d;
+  ASSERT_FALSE(Chat("", &d));
+  EXPECT_EQ(d.params.spec_n_max, -1);  // the server's
+  for (const char* extra : {R"(,"speculative.p_min":0.5)", R"(,"speculative.type":"ngram-mod")",
+                            R"(,"speculative":{"n_max":2})"}) {
+    auto e = Chat(extra);
+    ASSERT_TRUE(e) << extra;
+    EXPECT_EQ(e->kind, ErrorKind::kInvalidRequest);
+    EXPECT_NE(e->message.find("--spec-type"), std::string::npos) << e->message;
+  }
+  auto range = Chat(R"(,"speculative.n_max":-1)");
+  ASSERT_TRUE(range);
+  EXPECT_EQ(range->param, "speculative.n_max");
+}
+
 constexpr const char* kTool =
     R"(,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}])";
 

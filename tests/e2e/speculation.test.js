@@ -1,0 +1,122 @@
+// Speculative decoding through the real server and the official openai client: an agent
+// session on a server with --spec-type ngram-mod answers what a server without speculation
+// (and without the cache) answers, reports its drafts as llama-server does (timings.draft_n,
+// draft_n_accepted) and in /metrics, reuses its prefix on the next turn, survives a kill -9
+// in the middle of a speculating answer with its published prefix intact, and refuses the
+// per-request keys that only the server's start-up can set.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { client, diskSettled, makeModel, metric, metrics, post, startServer, tempDir } from './harness.js';
+
+const SYSTEM = 'You are a coding agent. Tools: read(path), write(path, text), run(cmd). '
+  + 'Answer briefly and call one tool at a time. '.repeat(8);
+const turn1 = [
+  { role: 'system', content: SYSTEM },
+  { role: 'user', content: 'Write the function add(a, b) again, as in add.py, and run the tests.' },
+];
+const turn2 = (answer) => [
+  ...turn1,
+  { role: 'assistant', content: answer },
+  { role: 'user', content: 'Tool result: 1 failure in test_add. Fix it.' },
+];
+const NEAR_TIE = 2e-3;  // as the engine tests' (near_tie_test_util.h)
+
+// Greedy answers with logprobs; ignore_eos keeps the tiny model generating.
+const ask = (openai, messages, extra = {}) => openai.chat.completions.create({
+  model: 'tiny', messages, max_tokens: 160, temperature: 0, ignore_eos: true,
+  logprobs: true, top_logprobs: 2, ...extra,
+});
+
+// Equal token for token, or up to a step where the plain answer's top two were a near-tie
+// (a draft is verified in a call of several rows: its logits differ in the last bits).
+function assertSameUpToNearTie(got, plain) {
+  const a = got.choices[0].logprobs.content;
+  const b = plain.choices[0].logprobs.content;
+  let k = 0;
+  while (k < a.length && k < b.length && a[k].token === b[k].token) k++;
+  if (k === a.length && k === b.length) return;
+  assert.ok(k < b.length && b[k].top_logprobs.length >= 2, `answers differ at token ${k}`);
+  const gap = b[k].top_logprobs[0].logprob - b[k].top_logprobs[1].logprob;
+  assert.ok(gap <= NEAR_TIE, `answers differ at token ${k}, top two ${gap} apart (no near-tie)`);
+}
+
+describe('speculative decoding (ngram-mod) through the server', () => {
+  let dir; let model; let cacheDir; let plain;
+
+  before(async () => {
+    dir = tempDir('spec');
+    model = makeModel(dir);
+    cacheDir = join(dir, 'cache');
+    plain = await startServer({ model, args: ['--no-cache'] });
+  });
+  after(async () => {
+    await plain.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('answers as without speculation, drafts, and reuses the prefix next turn', async () => {
+    const spec = await startServer({ model, args: ['--spec-type', 'ngram-mod', '--cache-dir', cacheDir] });
+    try {
+      const r1 = await ask(client(spec), turn1);
+      const p1 = await ask(client(plain), turn1);
+      assertSameUpToNearTie(r1, p1);
+      assert.ok(r1.timings.draft_n > 0, `nothing drafted: ${JSON.stringify(r1.timings)}`);
+      assert.ok(r1.timings.draft_n_accepted > 0 && r1.timings.draft_n_accepted <= r1.timings.draft_n);
+      assert.equal(p1.timings.draft_n, undefined);  // no speculation, no draft fields
+      const answer = r1.choices[0].message.content;
+      const r2 = await ask(client(spec), turn2(answer));
+      const p2 = await ask(client(plain), turn2(answer));
+      assertSameUpToNearTie(r2, p2);
+      assert.ok(r2.usage.prompt_tokens_details.cached_tokens >= r1.usage.prompt_tokens,
+        `cached ${r2.usage.prompt_tokens_details.cached_tokens} of the first turn's ${r1.usage.prompt_tokens}`);
+      const page = await metrics(spec);
+      assert.ok(metric(page, 'prefixd_draft_tokens_total') >= r1.timings.draft_n + r2.timings.draft_n);
+      assert.ok(metric(page, 'prefixd_draft_accepted_total') > 0);
+      const off = await ask(client(spec), turn1, { 'speculative.n_max': 0 });
+      assert.equal(off.timings.draft_n, undefined);
+      assertSameUpToNearTie(off, p1);
+      const bad = await post(spec, '/v1/chat/completions',
+        { model: 'tiny', messages: turn1, 'speculative.p_min': 0.5 });
+      assert.equal(bad.status, 400);
+      assert.equal(bad.json.error.param, 'speculative.p_min');
+      assert.match(bad.json.error.message, /--spec-type/);
+      assert.ok(await diskSettled(spec) > 0, 'nothing reached the disk tier');
+    } finally {
+      await spec.stop();
+    }
+  });
+
+  it('keeps its published prefix through a kill -9 in the middle of a speculating answer', async () => {
+    const args = ['--spec-type', 'ngram-mod', '--cache-dir', join(dir, 'cache-kill')];
+    const first = await startServer({ model, args });
+    let prompt; let answer;
+    try {
+      const done = await ask(client(first), turn1, { max_tokens: 12 });
+      prompt = done.usage.prompt_tokens;
+      answer = done.choices[0].message.content;
+      assert.ok(await diskSettled(first) > 0);
+      const stream = await client(first).chat.completions.create({
+        model: 'tiny', messages: turn1, max_tokens: 4000, temperature: 0, ignore_eos: true, stream: true,
+      });
+      let pieces = 0;
+      for await (const chunk of stream) {
+        if (chunk.choices[0]?.delta?.content) pieces++;
+        if (pieces === 40) break;  // well inside the answer, drafting
+      }
+      await first.kill();
+    } finally {
+      await first.stop();
+    }
+    const second = await startServer({ model, args });
+    try {
+      const warm = await ask(client(second), turn2(answer));
+      const want = await ask(client(plain), turn2(answer));
+      assertSameUpToNearTie(warm, want);
+      assert.equal(warm.usage.prompt_tokens_details.cached_tokens, prompt);
+    } finally {
+      await second.stop();
+    }
+  });
+});
