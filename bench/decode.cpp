@@ -65,6 +65,10 @@ Status OneStream(const ServerOptions& so, const json& body, BenchClock::time_poi
   if (s.timings.is_object() && s.timings.contains("predicted_ms")) {
     out->server_predicted_ms = s.timings["predicted_ms"].get<double>();
   }
+  if (s.timings.is_object() && s.timings.contains("draft_n")) {
+    out->draft_n = s.timings["draft_n"].get<int64_t>();
+    out->draft_n_accepted = s.timings.value("draft_n_accepted", int64_t(0));
+  }
   return Status::OK();
 }
 
@@ -100,6 +104,8 @@ json StreamJson(const DecodeStream& s) {
           {"done_ms", s.done_ms},
           {"completion_tokens", s.completion_tokens},
           {"server_predicted_ms", s.server_predicted_ms},
+          {"draft_n", s.draft_n},
+          {"draft_n_accepted", s.draft_n_accepted},
           {"tokens_per_s", s.TokensPerSecond()}};
 }
 

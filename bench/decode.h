@@ -33,6 +33,10 @@ struct DecodeStream {
   double done_ms = 0;           // from the common start to the end of the stream
   int64_t completion_tokens = 0;
   double server_predicted_ms = -1;  // timings.predicted_ms when reported
+  // Speculative decoding, as llama-server reports it (timings.draft_n, draft_n_accepted); -1
+  // when the server did not speculate.
+  int64_t draft_n = -1;
+  int64_t draft_n_accepted = -1;
 
   // (completion_tokens - 1) / (done - ttft) in tokens/s; 0 when undefined.
   double TokensPerSecond() const;

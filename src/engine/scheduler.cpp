@@ -126,6 +126,7 @@ void Scheduler::Impl::Run(std::promise<Status>& ready) {
 // The context is freed by the thread that used it.
 void Scheduler::Impl::ReleaseContext() {
   if (cache) cache->ReleaseIo();
+  drafter.reset();  // its draft model's context belongs to this thread too
   ctx.reset();
 }
 
@@ -143,6 +144,9 @@ Status Scheduler::Impl::Setup() {
     copt.n_rs_seq = uint32_t(drafter->n_max());
   }
   PREFIXD_ASSIGN_OR_RETURN(ctx, Context::Create(model, copt));
+  if (drafter && drafter->needs_draft_model()) {
+    PREFIXD_RETURN_IF_ERROR(drafter->AttachDraftModel(*ctx, copt));
+  }
   slots.resize(options.n_slots);
   for (Token t = 0; t < model.n_vocab(); ++t) {
     if (model.IsEndOfGeneration(t)) eog_tokens.push_back(t);

@@ -4,6 +4,7 @@
 
 #include "common.h"
 #include "engine/context.h"
+#include "engine/model/model.h"
 #include "llama.h"
 #include "speculative.h"
 
@@ -57,6 +58,12 @@ common_params_speculative ToCommon(const SpecOptions& o) {
 }
 
 bool NeedsModel(SpecType t) { return t == SpecType::kDraft; }
+
+size_t CommonPrefix(const std::vector<Token>& a, const std::vector<Token>& b) {
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  return i;
+}
 
 }  // namespace
 
@@ -125,9 +132,9 @@ struct Drafter::Pool {
 
 Result<std::unique_ptr<Drafter>> Drafter::Create(const SpecOptions& options, uint32_t n_seq) {
   for (SpecType t : options.types) {
-    if (NeedsModel(t)) {
-      return Status::NotSupported("--spec-type " + std::string(NameOf(t).name) +
-                                   " (a draft model) is not served yet; use an n-gram type");
+    if (NeedsModel(t) && options.draft_model_path.empty()) {
+      return Status::InvalidArgument("--spec-type " + std::string(NameOf(t).name) +
+                                     " needs a draft model (--model-draft FILE)");
     }
   }
   common_params_speculative params = ToCommon(options);
@@ -140,6 +147,61 @@ Drafter::Drafter(const SpecOptions& options, uint32_t n_seq, int32_t n_max)
     : options_(options), n_seq_(n_seq), n_max_(n_max), seq_pool_(n_seq, nullptr) {}
 
 Drafter::~Drafter() = default;
+
+bool Drafter::needs_draft_model() const {
+  return std::any_of(options_.types.begin(), options_.types.end(), NeedsModel);
+}
+
+Status Drafter::AttachDraftModel(Context& target, const ContextOptions& copt) {
+  const std::string& path = options_.draft_model_path;
+  Result<std::unique_ptr<Model>> model = Model::Load({path, 0});
+  if (!model.ok()) {
+    return Status::InvalidArgument("--model-draft " + path + ": " + model.status().message());
+  }
+  ContextOptions dopt = copt;
+  dopt.n_rs_seq = 0;
+  Result<std::unique_ptr<Context>> ctx = Context::Create(**model, dopt);
+  if (!ctx.ok()) return ctx.status();
+  if (ProbeRollback(**ctx, (*model)->layout()) != Rollback::kTruncate) {
+    return Status::NotSupported("--model-draft " + path + ": a " +
+                                MemoryLayoutName((*model)->layout()) +
+                                " memory cannot drop trailing positions; use an attention model");
+  }
+  draft_model_ = std::move(model).value();
+  draft_ctx_ = std::move(ctx).value();
+  draft_tokens_.assign(n_seq_, {});
+  target_ctx_ = target.raw();
+  try {  // common checks the vocabularies when it sets the draft model up
+    PoolFor(Digest{});
+  } catch (const std::exception& e) {
+    draft_ctx_.reset();
+    draft_model_.reset();
+    return Status::InvalidArgument("--model-draft " + path + ": " + e.what());
+  }
+  return Status::OK();
+}
+
+bool Drafter::SyncDraftSequence(int32_t seq, const std::vector<Token>& history) {
+  std::vector<Token>& held = draft_tokens_[size_t(seq)];
+  size_t keep = CommonPrefix(held, history);
+  if (keep < held.size() && !draft_ctx_->SeqTruncate(seq, int32_t(keep))) {
+    draft_ctx_->SeqClear(seq);
+    keep = 0;
+  }
+  held.resize(keep);
+  const size_t step = draft_ctx_->n_batch();
+  for (size_t at = keep; at < history.size(); at += step) {
+    const size_t n = std::min(step, history.size() - at);
+    std::span<const Token> chunk(history.data() + at, n);
+    if (!draft_ctx_->DecodeChunk(seq, chunk, int32_t(at), false).ok()) {
+      draft_ctx_->SeqClear(seq);
+      held.clear();
+      return false;
+    }
+    held.insert(held.end(), chunk.begin(), chunk.end());
+  }
+  return true;
+}
 
 Drafter::Pool& Drafter::PoolFor(const Digest& domain) {
   for (auto& p : pools_) {
@@ -157,6 +219,10 @@ Drafter::Pool& Drafter::PoolFor(const Digest& domain) {
   auto pool = std::make_unique<Pool>();
   pool->domain = domain;
   common_params_speculative params = ToCommon(options_);
+  if (draft_ctx_) {
+    params.draft.ctx_tgt = target_ctx_;
+    params.draft.ctx_dft = draft_ctx_->raw();
+  }
   pool->spec.reset(common_speculative_init(params, n_seq_));
   pools_.push_back(std::move(pool));
   return *pools_.back();
@@ -184,6 +250,7 @@ std::vector<Token> Drafter::Draft(int32_t seq, const std::vector<Token>& history
   Pool* pool = seq_pool_[size_t(seq)];
   if (pool == nullptr || n_max <= 0) return draft;
   pool->last_used = ++clock_;
+  if (draft_ctx_ && !SyncDraftSequence(seq, history)) return draft;
   common_speculative_draft_params& dp = common_speculative_get_draft_params(pool->spec.get(), seq);
   dp.drafting = true;
   dp.n_max = std::min(n_max, n_max_);
@@ -194,6 +261,12 @@ std::vector<Token> Drafter::Draft(int32_t seq, const std::vector<Token>& history
   common_speculative_draft(pool->spec.get());
   dp.prompt = nullptr;
   dp.result = nullptr;
+  if (draft_ctx_) {  // what the draft model decoded: id_last and the drafts but the last
+    const int32_t decoded = draft_ctx_->SeqPosMax(seq) - pos + 1;
+    std::vector<Token>& held = draft_tokens_[size_t(seq)];
+    if (decoded > 0) held.push_back(id_last);
+    for (int32_t i = 1; i < decoded && size_t(i - 1) < draft.size(); ++i) held.push_back(draft[size_t(i - 1)]);
+  }
   if (int32_t(draft.size()) > n_max) draft.resize(size_t(n_max));
   return draft;
 }

@@ -19,10 +19,13 @@
 #include "util/status.h"
 
 struct common_speculative;
+struct llama_context;
 
 namespace prefixd::engine {
 
 class Context;
+class Model;
+struct ContextOptions;
 
 // How a sequence drops the rows of rejected drafts.
 enum class Rollback {
@@ -49,8 +52,14 @@ class Drafter {
   // One pool of drafting state per cache domain (tenant): an n-gram pool holds the text of one
   // domain, so no tenant's text drafts another's, and a domain's slots share theirs. At most
   // `n_seq` pools live; a new domain replaces the least recently used one no slot is drafting
-  // with. Unimplemented for a type that needs a second model (not yet served).
+  // with. With SpecType::kDraft, AttachDraftModel must follow before the first Begin.
   static Result<std::unique_ptr<Drafter>> Create(const SpecOptions& options, uint32_t n_seq);
+  bool needs_draft_model() const;
+  // Loads the draft model (options.draft_model_path) into a context of its own with the
+  // target's sequences and settings (`copt`): InvalidArgument when it does not load or its
+  // vocabulary is not the target's, NotSupported when its memory cannot drop trailing
+  // positions (its sequences follow the target's by truncation). Runs on the scheduler thread.
+  Status AttachDraftModel(Context& target, const ContextOptions& copt);
   ~Drafter();
   Drafter(const Drafter&) = delete;
   Drafter& operator=(const Drafter&) = delete;
@@ -60,7 +69,9 @@ class Drafter {
   // A request on `seq` starts generating; `prompt` is decoded (an n-gram pool learns it).
   void Begin(int32_t seq, const Digest& domain, std::span<const Token> prompt);
   // Up to `n_max` tokens to follow `history` + `id_last` (id_last at position `pos`); empty:
-  // none worth verifying. REQUIRES: Begin for `seq` since its last End.
+  // none worth verifying. A draft model's sequence is brought to `history` first: it keeps
+  // what it shares with it and decodes the rest. REQUIRES: Begin for `seq` since its last End;
+  // history.size() == pos.
   std::vector<Token> Draft(int32_t seq, const std::vector<Token>& history, Token id_last,
                            int32_t pos, int32_t n_max);
   // The target took the first `n_accepted` tokens of the last draft of `seq`.
@@ -72,6 +83,14 @@ class Drafter {
   struct Pool;
   Drafter(const SpecOptions& options, uint32_t n_seq, int32_t n_max);
   Pool& PoolFor(const Digest& domain);
+  // The draft model's sequence `seq` made to hold `history`; false when it could not be.
+  bool SyncDraftSequence(int32_t seq, const std::vector<Token>& history);
+
+  // The draft model, its context and what each of its sequences holds (positions 0..).
+  std::unique_ptr<Model> draft_model_;
+  std::unique_ptr<Context> draft_ctx_;
+  std::vector<std::vector<Token>> draft_tokens_;
+  llama_context* target_ctx_ = nullptr;
 
   SpecOptions options_;
   uint32_t n_seq_;

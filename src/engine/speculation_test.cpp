@@ -112,12 +112,13 @@ TEST(DrafterTest, PoolsAreKeptPerDomain) {
   EXPECT_EQ((*drafter)->Draft(0, history, text[199], 199, 16).size(), 16u);
 }
 
-TEST(DrafterTest, DraftModelsAreRefusedClearly) {
+TEST(DrafterTest, ADraftTypeNeedsADraftModel) {
   SpecOptions o;
   o.types = {SpecType::kDraft};
   auto drafter = Drafter::Create(o, 1);
   ASSERT_FALSE(drafter.ok());
-  EXPECT_EQ(drafter.status().code(), Status::Code::kNotSupported);
+  EXPECT_EQ(drafter.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(drafter.status().message().find("--model-draft"), std::string::npos);
 }
 
 std::string ModelPath(const std::string& arch) {
@@ -171,10 +172,26 @@ CompletionRequest Request(const Engine& e, int max_tokens) {
   return r;
 }
 
+enum class Drafting {
+  kNgramMod,        // NgramMod
+  kEagerPenalized,  // EagerNgram, and a presence penalty that stops the model repeating itself
+  kDraftModel,      // llama's test model drafts (the model itself, for llama)
+};
+
 struct SpecCase {
   std::string arch;
-  bool penalized;  // EagerNgram and a presence penalty, else NgramMod
+  Drafting drafting;
 };
+
+SpecOptions OptionsFor(Drafting d) {
+  if (d == Drafting::kNgramMod) return NgramMod();
+  if (d == Drafting::kEagerPenalized) return EagerNgram();
+  SpecOptions s;
+  s.types = {SpecType::kDraft};
+  s.draft_model_path = ModelPath("llama");
+  s.draft_n_max = 8;
+  return s;
+}
 
 class GreedySpeculation : public ::testing::TestWithParam<SpecCase> {};
 
@@ -186,11 +203,12 @@ class GreedySpeculation : public ::testing::TestWithParam<SpecCase> {};
 TEST_P(GreedySpeculation, EqualsGreedyWithout) {
   const SpecCase& c = GetParam();
   auto plain = MakeEngine(c.arch, SpecOptions{});
-  auto spec = MakeEngine(c.arch, c.penalized ? EagerNgram() : NgramMod());
+  const bool penalized = c.drafting == Drafting::kEagerPenalized;
+  auto spec = MakeEngine(c.arch, OptionsFor(c.drafting));
   ASSERT_TRUE(plain && spec);
-  ASSERT_EQ(spec->GetStats().speculation, c.penalized ? "ngram-simple" : "ngram-mod");
+  ASSERT_EQ(spec->GetStats().speculation, SpecTypesName(OptionsFor(c.drafting).types));
   CompletionRequest req = Request(*plain, 160);
-  if (c.penalized) req.sampling.presence_penalty = 1.5;
+  if (penalized) req.sampling.presence_penalty = 1.5;
   req.sampling.top_logprobs = 2;
   auto cold = plain->Complete(req);
   ASSERT_TRUE(cold.ok()) << cold.status().ToString();
@@ -202,13 +220,16 @@ TEST_P(GreedySpeculation, EqualsGreedyWithout) {
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     EXPECT_TRUE(SameUpToNearTie(*got, *cold)) << c.arch << " round " << round;
     const Usage& u = got->usage;
-    std::printf("[ spec ] %s %s%s round %d: %d drafted, %d taken, %d steps, %d replays\n",
-                c.arch.c_str(), c.penalized ? "eager" : "ngram-mod", c.penalized ? " penalized" : "", round, u.draft_tokens,
+    std::printf("[ spec ] %s %s round %d: %d drafted, %d taken, %d steps, %d replays\n",
+                c.arch.c_str(), SpecTypesName(OptionsFor(c.drafting).types).c_str(), round, u.draft_tokens,
                 u.draft_accepted, u.draft_steps, u.draft_replays);
     EXPECT_LE(u.draft_accepted, u.draft_tokens);
     EXPECT_LT(u.draft_steps, got->usage.completion_tokens);
     steps += u.draft_steps;
-    if (!c.penalized) continue;
+    if (c.drafting == Drafting::kDraftModel && c.arch == "llama") {  // the model drafts itself
+      EXPECT_GE(u.draft_accepted, u.draft_tokens * 9 / 10);
+    }
+    if (!penalized) continue;
     // The model stops repeating itself and the drafts repeat it: rejections in every round,
     // at the draft's first position too, and a replay for each where the rollback is one.
     EXPECT_GT(u.draft_steps, 0);
@@ -223,14 +244,19 @@ std::vector<SpecCase> Cases() {
   std::vector<std::string> archs = TestModelArchs();
   archs.push_back("deepseek2");  // MLA
   for (const std::string& a : archs) {
-    out.push_back({a, false});
-    out.push_back({a, true});
+    out.push_back({a, Drafting::kNgramMod});
+    out.push_back({a, Drafting::kEagerPenalized});
+    // A draft model on one model of each rollback (a poorly matched draft is slow to verify).
+    for (const char* d : {"llama", "qwen35", "mamba2", "gemma3"}) {
+      if (a == d) out.push_back({a, Drafting::kDraftModel});
+    }
   }
   return out;
 }
 
 std::string CaseName(const ::testing::TestParamInfo<SpecCase>& info) {
-  std::string s = info.param.arch + (info.param.penalized ? "_eager_penalized" : "_ngram_mod");
+  static const char* kNames[] = {"_ngram_mod", "_eager_penalized", "_draft_model"};
+  std::string s = info.param.arch + kNames[int(info.param.drafting)];
   std::replace(s.begin(), s.end(), '-', '_');
   return s;
 }
