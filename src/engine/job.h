@@ -88,6 +88,7 @@ struct SlotRun {
   std::vector<Token> history;
   std::vector<Token> draft;
   std::vector<uint8_t> checkpoint;
+  bool draft_pause = false;        // no draft at the next step (after a checkpoint's replay)
   bool publish_pending = false;    // the prompt is decoded but not yet published
   CompletionResult result;
   Clock::time_point started;

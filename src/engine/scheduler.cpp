@@ -5,9 +5,11 @@
 #include <deque>
 #include <filesystem>
 #include <future>
+#include <optional>
 #include <atomic>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "engine/cache_io.h"
 #include "engine/cache_stack.h"
@@ -20,6 +22,20 @@
 #include "util/mutex.h"
 
 namespace prefixd::engine {
+
+namespace {
+
+// What Verify took of a slot's draft, applied by Settle once every slot of the call has read
+// its logits: a checkpoint's replay is a decode of its own, after which the call's are gone.
+struct Verdict {
+  Slot* slot = nullptr;
+  int32_t pos0 = 0;             // where the call's tokens for this slot start
+  std::vector<Token> decoded;   // the next token and the draft, as decoded
+  std::optional<FinishReason> reason;  // the request ends (after the rollback)
+  Status failed;                // sampling failed after the tokens taken
+};
+
+}  // namespace
 
 struct Scheduler::Impl {
   const Model& model;
@@ -72,7 +88,8 @@ struct Scheduler::Impl {
   std::optional<FinishReason> Take(Slot& slot, Token t);
   Status SetUpSpeculation();
   void DraftFor(Slot& slot);
-  void Verify(Slot& slot, int32_t base);
+  Verdict Verify(Slot& slot, int32_t base);
+  void Settle(Verdict& v);
   void EndSampleFailure(Slot& slot, const Status& st);
   void PublishPrompt(Slot& slot);
   Result<Token> SampleFor(Slot& slot, int32_t logits_index);
@@ -141,7 +158,7 @@ Status Scheduler::Impl::Setup() {
   copt.flash_attn = options.flash_attn;
   if (options.spec.enabled()) {
     PREFIXD_ASSIGN_OR_RETURN(drafter, Drafter::Create(options.spec, options.n_slots));
-    copt.n_rs_seq = uint32_t(drafter->n_max());
+    copt.n_rs_seq = RecurrentSnapshotsFor(drafter->n_max());
   }
   PREFIXD_ASSIGN_OR_RETURN(ctx, Context::Create(model, copt));
   if (drafter && drafter->needs_draft_model()) {
@@ -588,6 +605,7 @@ void Scheduler::Impl::GenerateStep() {
   }
   if (batch.empty()) return;
   Status st = ctx->DecodeBatch(batch);
+  std::vector<Verdict> verdicts;
   for (size_t i = 0; i < owners.size(); ++i) {
     Slot& s = *owners[i];
     if (!st.ok()) {
@@ -595,11 +613,12 @@ void Scheduler::Impl::GenerateStep() {
       continue;
     }
     Guarded(s, [&] {
-      if (!s.run.draft.empty()) return Verify(s, first[i]);
+      if (!s.run.draft.empty()) return verdicts.push_back(Verify(s, first[i]));
       s.run.pos++;
       SampleAndAccept(s, first[i]);
     });
   }
+  for (Verdict& v : verdicts) Guarded(*v.slot, [&] { Settle(v); });
 }
 
 // The draft to verify with the slot's next token (none without speculation, for a request
@@ -608,7 +627,7 @@ void Scheduler::Impl::DraftFor(Slot& slot) {
   SlotRun& run = slot.run;
   run.draft.clear();
   run.checkpoint.clear();
-  if (!drafter) return;
+  if (!drafter || std::exchange(run.draft_pause, false)) return;
   const CompletionRequest& req = run.job->request;
   const int32_t wanted = req.spec_n_max >= 0 ? req.spec_n_max : drafter->n_max();
   const int32_t room = std::min(req.max_tokens - int32_t(run.result.tokens.size()) - 1,
@@ -632,44 +651,56 @@ void Scheduler::Impl::DraftFor(Slot& slot) {
 // through Take as it would without speculation; the sequence keeps the decoded tokens taken
 // and the rest is taken back (RollBack) before the request may end, so it only ever publishes
 // committed state.
-void Scheduler::Impl::Verify(Slot& slot, int32_t base) {
+Verdict Scheduler::Impl::Verify(Slot& slot, int32_t base) {
   SlotRun& run = slot.run;
+  Verdict v;
+  v.slot = &slot;
+  v.pos0 = run.pos;
+  v.decoded = {run.next_token};
+  v.decoded.insert(v.decoded.end(), run.draft.begin(), run.draft.end());
   const std::vector<Token> draft = std::move(run.draft);
   run.draft.clear();
-  std::vector<Token> decoded{run.next_token};
-  decoded.insert(decoded.end(), draft.begin(), draft.end());
   std::vector<Token> sampled;
-  Status failed;
   for (size_t j = 0; j <= draft.size(); ++j) {
     Result<Token> t = SampleFor(slot, base + int32_t(j));
     if (!t.ok()) {
-      failed = t.status();
+      v.failed = t.status();
       break;
     }
     sampled.push_back(*t);
     if (j == draft.size() || *t != draft[j]) break;
   }
-  const size_t accepted = failed.ok() ? sampled.size() - 1 : sampled.size();
-  const int32_t pos0 = run.pos;
-  run.pos = pos0 + 1;  // the next token is decoded
-  std::optional<FinishReason> reason;
-  for (size_t j = 0; j < sampled.size() && !reason; ++j) {
-    reason = Take(slot, sampled[j]);
-    if (!reason && j < accepted) run.pos++;  // a draft token: decoded already
+  const size_t accepted = v.failed.ok() ? sampled.size() - 1 : sampled.size();
+  run.pos = v.pos0 + 1;  // the next token is decoded
+  for (size_t j = 0; j < sampled.size() && !v.reason; ++j) {
+    v.reason = Take(slot, sampled[j]);
+    if (!v.reason && j < accepted) run.pos++;  // a draft token: decoded already
   }
   drafter->Accept(slot.seq, int32_t(accepted));
   Usage& usage = run.result.usage;
   usage.draft_tokens += int32_t(draft.size());
   usage.draft_accepted += int32_t(accepted);
   usage.draft_steps++;
-  if (rollback == Rollback::kCheckpoint && run.pos < pos0 + int32_t(decoded.size())) {
-    usage.draft_replays++;
+  return v;
+}
+
+// Takes back what the slot's verdict left out of the sequence, then ends the request if it
+// ended.
+void Scheduler::Impl::Settle(Verdict& v) {
+  Slot& slot = *v.slot;
+  SlotRun& run = slot.run;
+  if (rollback == Rollback::kCheckpoint && run.pos < v.pos0 + int32_t(v.decoded.size())) {
+    run.result.usage.draft_replays++;
+    // llama-server replays in a step of its own, without a draft; the next step does the same
+    // here, so that both draft at the same positions (the same acceptance) and a drafter
+    // that just failed is not asked again at once.
+    run.draft_pause = true;
   }
-  Status st = RollBack(*ctx, rollback, slot.seq, pos0, decoded, run.pos, run.checkpoint);
+  Status st = RollBack(*ctx, rollback, slot.seq, v.pos0, v.decoded, run.pos, run.checkpoint);
   run.checkpoint.clear();
   if (!st.ok()) return Fail(slot, st);
-  if (reason) return Finish(slot, *reason);
-  if (!failed.ok()) EndSampleFailure(slot, failed);
+  if (v.reason) return Finish(slot, *v.reason);
+  if (!v.failed.ok()) EndSampleFailure(slot, v.failed);
 }
 
 void Scheduler::Impl::Finish(Slot& slot, FinishReason reason) {

@@ -39,6 +39,15 @@ enum class Rollback {
 
 const char* RollbackName(Rollback r);
 
+// The per-token recurrent states to ask llama.cpp for (ContextOptions::n_rs_seq) when drafts
+// are up to `n_max` tokens long: n_max for short drafts (a draft model's, MTP's), 0 above
+// kMaxRecurrentSnapshots, where keeping 1 + n_max copies of every recurrent state costs more
+// memory and per-call writes than a checkpoint per verification (ngram-mod drafts 64).
+inline constexpr int32_t kMaxRecurrentSnapshots = 16;
+inline uint32_t RecurrentSnapshotsFor(int32_t n_max) {
+  return n_max <= kMaxRecurrentSnapshots ? uint32_t(n_max) : 0;
+}
+
 // What `ctx`'s memory supports, tried on sequence 0 (left empty): call before any slot is used.
 Rollback ProbeRollback(Context& ctx, MemoryLayout layout);
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "common.h"
 #include "engine/engine.h"
@@ -132,8 +133,10 @@ std::string ModelPath(const std::string& arch) {
   return made[arch] = path;
 }
 
-std::unique_ptr<Engine> MakeEngine(const std::string& arch, const SpecOptions& spec) {
+std::unique_ptr<Engine> MakeEngine(const std::string& arch, const SpecOptions& spec,
+                                   uint32_t slots = 1) {
   EngineOptions o;
+  o.n_slots = slots;
   o.model_path = ModelPath(arch);
   o.cache_enabled = false;
   o.n_ctx_per_slot = 1024;
@@ -162,11 +165,13 @@ SpecOptions EagerNgram() {
   return s;
 }
 
-CompletionRequest Request(const Engine& e, int max_tokens) {
+const char* kCode =
+    "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\n"
+    "def add(a, b):\n    return a + b\n\ndef mul(a, b):\n    return a * b\n\ndef";
+
+CompletionRequest Request(const Engine& e, int max_tokens, const std::string& text = kCode) {
   CompletionRequest r;
-  r.prompt = *e.PrepareText(
-      "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\n"
-      "def add(a, b):\n    return a + b\n\ndef mul(a, b):\n    return a * b\n\ndef");
+  r.prompt = *e.PrepareText(text);
   r.max_tokens = max_tokens;
   r.sampling.ignore_eos = true;
   return r;
@@ -262,6 +267,55 @@ std::string CaseName(const ::testing::TestParamInfo<SpecCase>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SampleArchs, GreedySpeculation, ::testing::ValuesIn(Cases()), CaseName);
+
+// Two slots speculating in the same calls, drafts rejected in both: each answer is the one a
+// single slot without speculation gives. A checkpoint's replay is a decode of its own, so every
+// slot reads its logits of the shared call before any slot replays.
+class TwoSlotSpeculation : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TwoSlotSpeculation, EachAnswerEqualsItsAloneWithout) {
+  auto plain = MakeEngine(GetParam(), SpecOptions{});
+  auto spec = MakeEngine(GetParam(), EagerNgram(), 2);
+  ASSERT_TRUE(plain && spec);
+  const std::string texts[2] = {kCode, "class Stack:\n    def push(self, x):\n        self.items.append(x)\n"
+                                       "    def pop(self):\n        return self.items.pop()\n    def"};
+  CompletionResult alone[2], together[2];
+  for (int i = 0; i < 2; ++i) {
+    CompletionRequest r = Request(*plain, 128, texts[i]);
+    r.sampling.presence_penalty = 1.5;
+    r.sampling.top_logprobs = 2;
+    auto got = plain->Complete(r);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    alone[i] = *got;
+  }
+  std::vector<std::thread> threads;
+  Status status[2];
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      CompletionRequest r = Request(*spec, 128, texts[i]);
+      r.sampling.presence_penalty = 1.5;
+      auto got = spec->Complete(r);
+      status[i] = got.status();
+      if (got.ok()) together[i] = *got;
+    });
+  }
+  for (auto& t : threads) t.join();
+  int rejected = 0, replays = 0;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(status[i].ok()) << status[i].ToString();
+    EXPECT_TRUE(SameUpToNearTie(together[i], alone[i])) << "request " << i;
+    const Usage& u = together[i].usage;
+    std::printf("[ spec ] %s slot answer %d: %d drafted, %d taken, %d replays\n",
+                GetParam().c_str(), i, u.draft_tokens, u.draft_accepted, u.draft_replays);
+    rejected += u.draft_tokens - u.draft_accepted;
+    replays += u.draft_replays;
+  }
+  EXPECT_GT(rejected, 0);
+  if (spec->GetStats().spec_rollback == "checkpoint") EXPECT_GT(replays, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rollbacks, TwoSlotSpeculation,
+                         ::testing::Values("llama", "qwen35", "granitehybrid", "mamba2"));
 
 TEST(SpeculationTest, RequestsChooseTheirDraftLength) {
   auto spec = MakeEngine("llama", EagerNgram());
