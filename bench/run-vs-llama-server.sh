@@ -20,7 +20,8 @@
 #      SLOTS (default 2), CTX (per slot, default 8192), OUT (default bench/results/vs-llama-server),
 #      WORK (default /tmp/prefixd-vs-llama), LLAMA_SERVER_EXTRA (more llama-server flags, e.g.
 #      "-fa off"; both servers use flash attention by default (llama-server: "auto", on for CPU;
-#      prefixd serve: on unless --no-flash-attn).
+#      prefixd serve: on unless --no-flash-attn), PREFIXD_EXTRA (more prefixd serve flags; e.g.
+#      both set to "--spec-type ngram-mod": the trace with speculation on, docs/speculation.md).
 #
 # Both servers get the same model, slot count, context per slot, threads and batch sizes.
 # llama-server runs with its best caching flags for this version: --cache-ram (host-memory
@@ -187,7 +188,7 @@ for entry in $ARCHS; do
   rm -rf "$cache"
   port="$(free_port)"
   prefixd_cmd="exec '$PREFIXD_BIN' serve -m '$model' --alias bench --port $port \
-    --cache-dir '$cache' --slots $SLOTS --ctx $CTX --threads $THREADS"
+    --cache-dir '$cache' --slots $SLOTS --ctx $CTX --threads $THREADS ${PREFIXD_EXTRA:-}"
   ls_flags=()
   case "$base_arch" in gemma3|gemma4|gpt-oss) ls_flags=(--swa-full) ;; esac
   [[ -n "$template" && " $LLAMA_SKIP_PARSING " == *" $template "* ]] && ls_flags+=(--skip-chat-parsing)

@@ -106,6 +106,8 @@ function renderStats(s) {
     ['cached / prompt tokens', `${t.cached_tokens} / ${t.prompt_tokens}`],
     ['hits slot / RAM / disk', `${t.hits.slot} / ${t.hits.ram} / ${t.hits.disk}`],
     ['misses', `${t.misses} (${misses})`], ['restored', fmtBytes(t.restored_bytes)],
+    ...(t.speculation ? [['speculation', `${t.speculation}: ${t.draft_accepted} of ${t.draft_tokens} ` +
+      `drafted tokens taken (${pct(t.draft_tokens ? t.draft_accepted / t.draft_tokens : 0)})`]] : []),
   ]);
 }
 
@@ -172,7 +174,8 @@ function drawRequestChart() {
   const saved = pts.reduce((a, r) => a + r.saved_ms, 0);
   const last = pts[pts.length - 1];
   $('#saved').textContent = `Prefill time the cache saved over these ${pts.length} requests: about ${fmtMs(saved)}. ` +
-    `Last: ${last.cached_tokens} of ${last.prompt_tokens} prompt tokens cached (${last.tier}), TTFT ${fmtMs(last.ttft_ms)}.`;
+    `Last: ${last.cached_tokens} of ${last.prompt_tokens} prompt tokens cached (${last.tier}), TTFT ${fmtMs(last.ttft_ms)}` +
+    (last.draft_tokens ? `, ${last.draft_accepted} of ${last.draft_tokens} drafted tokens taken.` : '.');
 }
 
 function drawRatioChart() {

@@ -139,6 +139,8 @@ RequestRecord Flight::Record(int status, bool cancelled, double total_s) const {
   rec.cached_tokens = u.cached_tokens;
   rec.evaluated_tokens = u.evaluated_tokens;
   rec.completion_tokens = u.completion_tokens;
+  rec.draft_tokens = u.draft_tokens;
+  rec.draft_accepted = u.draft_accepted;
   rec.tier = cache::TierName(r->cache.tier);
   rec.miss_reason = cache::MissReasonName(r->cache.miss);
   if (r->cache.diverged_at > 0) {

@@ -24,6 +24,7 @@ struct RequestRecord {
   bool cancelled = false;
   std::string finish;           // the engine's finish_reason (stop, length, cancelled); "" on error
   int32_t prompt_tokens = 0, cached_tokens = 0, evaluated_tokens = 0, completion_tokens = 0;
+  int32_t draft_tokens = 0, draft_accepted = 0;  // speculation: drafted and verified, taken
   std::string tier;             // cache::TierName: none, slot, ram, disk, remote
   std::string miss_reason;      // "" on a hit
   int32_t diverged_at = -1;     // > 0: where the prompt left the longest cached path

@@ -138,6 +138,7 @@ json RecordJson(const RequestRecord& r) {
           {"cancelled", r.cancelled}, {"finish", r.finish},
           {"prompt_tokens", r.prompt_tokens}, {"cached_tokens", r.cached_tokens},
           {"evaluated_tokens", r.evaluated_tokens}, {"completion_tokens", r.completion_tokens},
+          {"draft_tokens", r.draft_tokens}, {"draft_accepted", r.draft_accepted},
           {"tier", r.tier}, {"miss_reason", text(r.miss_reason)},
           {"diverged_at", r.diverged_at > 0 ? json(r.diverged_at) : json(nullptr)},
           {"diverged", r.diverged_at > 0 ? json(r.diverged) : json(nullptr)},
