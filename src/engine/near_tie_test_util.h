@@ -1,10 +1,12 @@
-// Test-only: comparing two greedy answers whose logits may differ in their last bits.
+// Test-only: comparing two greedy answers whose logits may differ in their last bits, and the
+// speculation the tests run that drafts most and is wrong most (engine_test, speculation_test).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
 
+#include "engine/options.h"
 #include "engine/request.h"
 
 namespace prefixd::engine::testing {
@@ -33,6 +35,17 @@ inline ::testing::AssertionResult SameUpToNearTie(const CompletionResult& got,
   return ::testing::AssertionFailure() << "the answers differ at token " << k
                                        << ", where the cold answer's top two were " << gap
                                        << " apart (no near-tie)";
+}
+
+// ngram-simple on 2-token keys proposes whatever followed the last two tokens anywhere before:
+// a draft at nearly every step, mostly wrong, so a run goes through rejections (and their
+// rollbacks) far more often than through full acceptances.
+inline SpecOptions EagerNgram() {
+  SpecOptions s;
+  s.types = {SpecType::kNgramSimple};
+  s.ngram_simple.size_n = 2;
+  s.ngram_simple.size_m = 6;
+  return s;
 }
 
 }  // namespace prefixd::engine::testing

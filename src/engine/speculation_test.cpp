@@ -20,6 +20,7 @@
 namespace prefixd::engine {
 namespace {
 
+using testing::EagerNgram;
 using testing::SameUpToNearTie;
 
 TEST(SpecFlags, TypesInLlamaServersNames) {
@@ -155,15 +156,6 @@ SpecOptions NgramMod() {
   return s;
 }
 
-// ngram-simple on 2-token keys drafts at nearly every step and is mostly wrong: rejections
-// at every position of a draft, and their rollbacks, many times a request.
-SpecOptions EagerNgram() {
-  SpecOptions s;
-  s.types = {SpecType::kNgramSimple};
-  s.ngram_simple.size_n = 2;
-  s.ngram_simple.size_m = 6;
-  return s;
-}
 
 const char* kCode =
     "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\n"
