@@ -44,6 +44,7 @@ int CmdMakeTestModel(int argc, char** argv) {
   std::string out;
   std::string vocab;
   std::string chat_template;
+  int64_t nextn = 0;
   Flags flags("make-test-model",
               "write a random-weight GGUF model of a real architecture, with a byte-level BPE "
               "tokenizer and a Qwen3-style chat template, or a real tokenizer and template "
@@ -65,11 +66,19 @@ int CmdMakeTestModel(int argc, char** argv) {
                "the chat template: NAME of the pinned source's models/templates/NAME.jinja "
                "(Qwen3.5-4B, openai-gpt-oss-120b, ...) or a Jinja FILE; default: the "
                "tokenizer's own");
+  flags.Int("--nextn", &nextn,
+            "multi-token-prediction heads (NextN layers, for --spec-type draft-mtp): " +
+                Join(engine::NextnTestModelArchs()) + " takes 1; default 0");
   flags.String("-o,--out", &out, "the .gguf file to write (required)");
   return RunWithFlags(flags, argc, argv, [&] {
     engine::TestModelSpec spec{arch, shape, static_cast<uint64_t>(seed)};
     spec.vocab = vocab;
     spec.chat_template = chat_template;
+    if (nextn < 0) {
+      std::fprintf(stderr, "prefixd make-test-model: --nextn must be 0 or more\n");
+      return 2;
+    }
+    spec.nextn_layers = uint32_t(nextn);
     return Make(spec, out);
   });
 }

@@ -372,6 +372,70 @@ TEST(TestModelTest, Gemma4SharesTheKvOfItsLastLayers) {
   EXPECT_LT(per_token, 800u);
 }
 
+// qwen35 with --nextn 1: one MTP block after the trunk, loaded by llama.cpp's MTP context. The
+// trunk's weights are the plain model's (drawn by name), so its greedy output is too.
+TEST(TestModelTest, NextnLayerGivesQwen35AnMtpHead) {
+  const std::string path = TestModels::Get().dir() + "/qwen35-mtp.gguf";
+  TestModelSpec spec{"qwen35", "tiny", 1};
+  spec.nextn_layers = 1;
+  ASSERT_TRUE(MakeTestModel(spec, path).ok());
+  const GgufFile file(path);
+  ASSERT_NE(file.ctx, nullptr);
+  EXPECT_GE(gguf_find_tensor(file.ctx, "blk.4.nextn.eh_proj.weight"), 0);
+  EXPECT_GE(gguf_find_tensor(file.ctx, "blk.4.nextn.enorm.weight"), 0);
+  llama_model_params params = llama_model_default_params();
+  params.n_gpu_layers = 0;
+  params.load_mtp = true;
+  std::unique_ptr<llama_model, ModelFree> model(llama_model_load_from_file(path.c_str(), params));
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(llama_model_n_layer_nextn(model.get()), 1);
+  EXPECT_EQ(llama_model_n_layer(model.get()), 4);  // the trunk
+  EXPECT_EQ(MetaString(model.get(), "general.name"), "prefixd-test-qwen35-tiny-mtp");
+
+  const std::string prompt =
+      "<|im_start|>user\nHi there, what is new?<|im_end|>\n<|im_start|>assistant\n";
+  const std::vector<llama_token> tokens =
+      Tokenize(llama_model_get_vocab(model.get()), prompt, true);
+  EXPECT_EQ(Greedy(model.get(), tokens, 12), Greedy(TestModels::Get().Model("qwen35"), tokens, 12));
+
+  // The MTP head decodes (token, hidden state) pairs in a context of its own.
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = 256;
+  cp.n_batch = cp.n_ubatch = 64;
+  cp.n_threads = cp.n_threads_batch = 2;
+  cp.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
+  std::unique_ptr<llama_context, ContextFree> mtp(llama_init_from_model(model.get(), cp));
+  ASSERT_NE(mtp, nullptr);
+  const int n_embd = llama_model_n_embd(model.get());
+  llama_batch batch = llama_batch_init(8, n_embd, 1);
+  std::vector<llama_token> ids(8);
+  batch.token = ids.data();  // llama_batch_init gives one of token / embd; MTP reads both
+  for (int i = 0; i < 8; ++i) {
+    ids[size_t(i)] = tokens[size_t(i)];
+    batch.pos[i] = i;
+    batch.n_seq_id[i] = 1;
+    batch.seq_id[i][0] = 0;
+    batch.logits[i] = i == 7;
+    for (int e = 0; e < n_embd; ++e) batch.embd[size_t(i) * n_embd + e] = 0.01f * float(e % 7);
+  }
+  batch.n_tokens = 8;
+  EXPECT_EQ(llama_decode(mtp.get(), batch), 0);
+  const float* logits = llama_get_logits_ith(mtp.get(), -1);
+  ASSERT_NE(logits, nullptr);
+  EXPECT_TRUE(std::isfinite(logits[0]));
+  batch.token = nullptr;
+  llama_batch_free(batch);
+
+  TestModelSpec llama{"llama", "tiny", 1};
+  llama.nextn_layers = 1;
+  EXPECT_EQ(MakeTestModel(llama, path + ".x").code(), Status::Code::kInvalidArgument);
+  spec.nextn_layers = 2;
+  EXPECT_EQ(MakeTestModel(spec, path + ".x").code(), Status::Code::kInvalidArgument);
+  TestModelSpec upstream{"qwen35moe", "tiny", 1};
+  upstream.nextn_layers = 1;
+  EXPECT_EQ(MakeTestModel(upstream, path + ".x").code(), Status::Code::kInvalidArgument);
+}
+
 TEST(TestModelTest, GeneratorArchsAreTinyOnlyAndNeedTheGenerator) {
   const std::string out = TestModels::Get().dir() + "/bad.gguf";
   Status st = MakeTestModel({"deepseek2", "small", 1}, out);

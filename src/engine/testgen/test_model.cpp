@@ -23,8 +23,10 @@ using test_model::WriteModel;
 Result<GgufPtr> BuildMetadata(const TestModelSpec& spec, const TokenizerChoice& tokenizer,
                               const BaseDims& dims, uint32_t* n_layer) {
   GgufPtr meta(gguf_init_empty());
-  PREFIXD_RETURN_IF_ERROR(test_model::AddArchMetadata(meta.get(), spec.arch, dims, n_layer));
-  const std::string name = "prefixd-test-" + spec.arch + "-" + spec.shape;
+  PREFIXD_RETURN_IF_ERROR(
+      test_model::AddArchMetadata(meta.get(), spec.arch, dims, n_layer, spec.nextn_layers));
+  const std::string name = "prefixd-test-" + spec.arch + "-" + spec.shape +
+                           (spec.nextn_layers > 0 ? "-mtp" : "");
   gguf_set_val_str(meta.get(), "general.name", name.c_str());
   test_model::AddTokenizer(meta.get(), tokenizer, dims.n_vocab);
   test_model::AddWeightTypes(meta.get(), *n_layer, dims.weight_type);
@@ -54,11 +56,12 @@ Status MakeOwn(const TestModelSpec& spec, const TokenizerChoice& tokenizer,
   PREFIXD_ASSIGN_OR_RETURN(GgufPtr meta, BuildMetadata(spec, tokenizer, dims, &n_layer));
   test_model::WeightInit init;
   init.seed = spec.seed;
-  init.n_layer = n_layer;
+  init.n_layer = n_layer - spec.nextn_layers;  // the trunk's scales: its weights stay the same
   const Weights weights = {test_model::FillTensor, &init, &init.error};
   const std::string desc = "prefixd test model: random weights (" + Seed(spec.seed) +
-                           TokenizerNote(spec, tokenizer) + "), not trained";
-  return WriteModel(meta.get(), weights, desc, out_path);
+                           TokenizerNote(spec, tokenizer) +
+                           (spec.nextn_layers > 0 ? ", an MTP head" : "") + "), not trained";
+  return WriteModel(meta.get(), weights, desc, out_path, spec.nextn_layers > 0);
 }
 
 std::string ValidArchs() {
@@ -81,6 +84,10 @@ std::string UpstreamName(const TestModelSpec& spec) {
 // An arch of llama.cpp's generator, rebuilt with prefixd's tokenizer (test_model_upstream.cpp).
 Status MakeFromUpstream(const TestModelSpec& spec, const TokenizerChoice& tokenizer,
                         const std::string& out_path) {
+  if (spec.nextn_layers > 0) {
+    return Status::InvalidArgument("test model arch '" + spec.arch + "' takes no NextN layers "
+                                   "(MTP heads: qwen35)");
+  }
   if (spec.shape != "tiny") {
     return Status::InvalidArgument("test model arch '" + spec.arch +
                                    "' comes from llama.cpp's generator, which has one shape: tiny");
@@ -120,6 +127,11 @@ const std::vector<std::string>& ExtraTestModelArchs() {
       "gemma4",   "qwen4exp",    "deepseek4", "deepseek2", "glm-dsa",    "qwen35moe",
       "nemotron_h_moe", "kimi-linear", "jamba", "falcon-h1", "minimax-m3",
   };
+  return kArchs;
+}
+
+const std::vector<std::string>& NextnTestModelArchs() {
+  static const std::vector<std::string> kArchs = {"qwen35"};
   return kArchs;
 }
 

@@ -33,6 +33,10 @@ struct TestModelSpec {
   // The chat template, by NAME ("Qwen3.5-4B": models/templates/Qwen3.5-4B.jinja) or FILE, in
   // place of the tokenizer's own. Empty: the tokenizer's (none for a vocab without one).
   std::string chat_template;
+  // Multi-token-prediction heads (GGUF "<arch>.nextn_predict_layers"): that many NextN decoder
+  // blocks after the trunk, for llama.cpp's MTP draft context (--spec-type draft-mtp). Only
+  // the archs of NextnTestModelArchs(); 0: none, the file is what it was without the option.
+  uint32_t nextn_layers = 0;
 };
 
 // Writes the model described by `spec` to `out_path` (through a temporary file in the same
@@ -54,6 +58,10 @@ const std::vector<std::string>& TestModelArchs();
 // (prefixd's own, every shape), then qwen4exp, deepseek4, deepseek2, glm-dsa, qwen35moe,
 // nemotron_h_moe, kimi-linear, jamba, falcon-h1, minimax-m3 (llama.cpp's generator, tiny only).
 const std::vector<std::string>& ExtraTestModelArchs();
+
+// The archs make-test-model can give MTP heads to (TestModelSpec::nextn_layers): those of
+// TestModelArchs() whose pinned llama.cpp graph has an MTP draft head (qwen35, one head).
+const std::vector<std::string>& NextnTestModelArchs();
 
 // "tiny" (a few MB, for unit tests), "small" (~0.5B, F16), "medium" (~3B, Q8_0).
 const std::vector<std::string>& TestModelShapes();

@@ -3,6 +3,7 @@
 //
 // Each arch starts from the shape's BaseDims and changes what its real models change: layer
 // patterns (which layers are attention, recurrent, MLP), head sizes, experts, windows.
+#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -59,6 +60,9 @@ void Attention(Keys& k, const BaseDims& d) {
   k.U32("attention.value_length", d.head_dim);
 }
 
+// Every 4th layer of the DeltaNet hybrids is full attention.
+constexpr uint32_t kFullAttentionInterval = 4;
+
 // Gated DeltaNet dims shared by qwen35 and qwen3next: k heads, v heads, head size.
 void DeltaNet(Keys& k, const BaseDims& d) {
   const uint32_t head = IsTiny(d) ? 16 : 128;
@@ -69,7 +73,7 @@ void DeltaNet(Keys& k, const BaseDims& d) {
   k.U32("ssm.group_count", n_k);
   k.U32("ssm.time_step_rank", n_v);
   k.U32("ssm.inner_size", head * n_v);
-  k.U32("full_attention_interval", 4);
+  k.U32("full_attention_interval", kFullAttentionInterval);
 }
 
 // Mamba-2 mixer dims: d_inner = 2 n_embd split into heads of 16 (tiny) or 64 channels.
@@ -295,7 +299,7 @@ Status ShapeDims(const std::string& shape, BaseDims* d) {
 bool HasArchMetadata(const std::string& arch) { return ArchTable().count(arch) > 0; }
 
 Status AddArchMetadata(gguf_context* ctx, const std::string& arch, const BaseDims& dims,
-                       uint32_t* n_layer) {
+                       uint32_t* n_layer, uint32_t nextn_layers) {
   const auto it = ArchTable().find(arch);
   if (it == ArchTable().end()) {
     std::string valid;
@@ -309,8 +313,25 @@ Status AddArchMetadata(gguf_context* ctx, const std::string& arch, const BaseDim
   k.U32("embedding_length", dims.n_embd);
   k.U32("vocab_size", dims.n_vocab);
   k.F32("attention.layer_norm_rms_epsilon", 1e-6f);
-  *n_layer = it->second(k, dims);
+  if (nextn_layers > 0) {
+    const auto& mtp = NextnTestModelArchs();
+    if (std::find(mtp.begin(), mtp.end(), arch) == mtp.end()) {
+      return Status::InvalidArgument("test model arch '" + arch + "' has no MTP graph in the "
+                                     "pinned llama.cpp (NextN layers: qwen35)");
+    }
+    // qwen35's graph runs one MTP block (llama_model_qwen35::graph_mtp asserts it).
+    if (nextn_layers != 1) return Status::InvalidArgument("qwen35 takes one NextN layer");
+  }
+  *n_layer = it->second(k, dims) + nextn_layers;
   k.U32("block_count", *n_layer);
+  if (nextn_layers > 0) {
+    k.U32("nextn_predict_layers", nextn_layers);
+    // Written whole: llama.cpp's writer saves it for the trunk only (test_model_writer.cpp).
+    const uint32_t trunk = *n_layer - nextn_layers;
+    std::string pattern;
+    for (uint32_t il = 0; il < *n_layer; ++il) pattern += il < trunk && (il + 1) % kFullAttentionInterval != 0 ? 'R' : 'A';
+    k.Bools("attention.recurrent_layers", pattern, 'R');
+  }
   return Status::OK();
 }
 

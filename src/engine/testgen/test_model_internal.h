@@ -39,8 +39,10 @@ bool HasArchMetadata(const std::string& arch);
 
 // Writes "general.*" and every "<arch>.*" hyper-parameter of `arch` into `ctx` and returns the
 // number of layers written. InvalidArgument for an arch this file does not know.
+// With `nextn_layers`, that many MTP blocks follow the trunk ("block_count" counts both, as in
+// llama.cpp) and *n_layer is the total. InvalidArgument for an arch with no MTP graph.
 Status AddArchMetadata(gguf_context* ctx, const std::string& arch, const BaseDims& dims,
-                       uint32_t* n_layer);
+                       uint32_t* n_layer, uint32_t nextn_layers = 0);
 
 // Declares the large matrices of an `n_layer` model as `type` in `ctx` (llama.cpp creates every
 // tensor not declared there as F32). Names that the arch does not use are ignored by llama.cpp.
@@ -100,9 +102,10 @@ struct Weights {
 
 // Builds the model described by `meta` with llama.cpp (on the CPU), fills it by `weights`,
 // writes it as GGUF with every key of `meta` and the description `desc` (through a temporary
-// file next to `out_path`, renamed into place once complete).
+// file next to `out_path`, renamed into place once complete). `with_mtp`: the NextN blocks
+// `meta` declares are built and written (llama.cpp skips them otherwise).
 Status WriteModel(gguf_context* meta, const Weights& weights, const std::string& desc,
-                  const std::string& out_path);
+                  const std::string& out_path, bool with_mtp = false);
 
 // Fills `tensor` (F32, F16 or Q8_0) with N(0, stdev) values drawn from `seed` and its name, by
 // the same generator as FillTensor. Returns false for another type.

@@ -39,9 +39,10 @@ struct Recorder {
 
 // Builds the model in memory with llama.cpp, on the CPU, without repacked weight buffers (so
 // the writer can read every tensor back).
-Result<ModelPtr> BuildModel(gguf_context* meta, Recorder* recorder) {
+Result<ModelPtr> BuildModel(gguf_context* meta, Recorder* recorder, bool with_mtp) {
   EnsureBackendInitialized();  // once per process; routes llama.cpp logs to ours
   llama_model_params params = llama_model_default_params();
+  params.load_mtp = with_mtp;
   params.n_gpu_layers = 0;
   params.use_extra_bufts = false;
   params.progress_callback = SilentProgress;
@@ -102,6 +103,16 @@ bool NeededButUnsaved(const ggml_tensor* t) {
   return name == "per_layer_model_proj.weight" || name == "per_layer_proj_norm.weight";
 }
 
+// True when key `i` of `meta` is an array that `saved` holds shorter: the pinned writer cuts
+// per-layer arrays to the trunk's layers (hparams.n_layer()), while the loader reads them for
+// every block, NextN blocks included ("recurrent_layers has wrong array length").
+bool CutShort(const gguf_context* saved, const gguf_context* meta, int64_t i) {
+  const int64_t j = gguf_find_key(saved, gguf_get_key(meta, i));
+  return j >= 0 && gguf_get_kv_type(meta, i) == GGUF_TYPE_ARRAY &&
+         gguf_get_kv_type(saved, j) == GGUF_TYPE_ARRAY &&
+         gguf_get_arr_n(saved, j) < gguf_get_arr_n(meta, i);
+}
+
 // llama.cpp's writer keeps only the keys it knows for the arch and the tensors it lists; this
 // rewrites `saved` into `out_tmp` with every key of `meta` and the needed tensors of `created`
 // it dropped, and the description `desc` (the saved tensors' data is copied byte for byte).
@@ -112,7 +123,9 @@ Status AddDropped(const std::string& saved, const gguf_context* meta,
   GgufPtr ctx(gguf_init_from_file(saved.c_str(), gp));
   if (!ctx) return Status::Corruption("cannot read back " + saved);
   for (int64_t i = 0; i < gguf_get_n_kv(meta); ++i) {
-    if (gguf_find_key(ctx.get(), gguf_get_key(meta, i)) < 0) CopyKey(ctx.get(), meta, i);
+    if (gguf_find_key(ctx.get(), gguf_get_key(meta, i)) < 0 || CutShort(ctx.get(), meta, i)) {
+      CopyKey(ctx.get(), meta, i);
+    }
   }
   gguf_set_val_str(ctx.get(), "general.description", desc.c_str());
   const size_t data_offset = gguf_get_data_offset(ctx.get());
@@ -154,13 +167,13 @@ Status Publish(const std::string& tmp, const std::string& path) {
 }  // namespace
 
 Status WriteModel(gguf_context* meta, const Weights& weights, const std::string& desc,
-                  const std::string& out_path) {
+                  const std::string& out_path, bool with_mtp) {
   const std::string saved = out_path + ".tmp-saved";
   const std::string out_tmp = out_path + ".tmp";
   Recorder recorder{weights, {}};
   Status st;
   {
-    PREFIXD_ASSIGN_OR_RETURN(ModelPtr model, BuildModel(meta, &recorder));
+    PREFIXD_ASSIGN_OR_RETURN(ModelPtr model, BuildModel(meta, &recorder, with_mtp));
     llama_model_save_to_file(model.get(), saved.c_str());
     st = AddDropped(saved, meta, recorder.tensors, out_tmp, desc);  // reads the live model
   }
