@@ -71,6 +71,7 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   p.kv_unified = false;  // one stream per sequence: slots never see each other's cells
   p.no_perf = true;
   p.n_rs_seq = options.n_rs_seq;
+  if (options.mtp) p.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
   std::unique_ptr<Context> ctx(new Context(model, options));
   ctx->ctx_ = llama_init_from_model(model.raw(), p);
   if (ctx->ctx_ == nullptr) {
@@ -111,7 +112,13 @@ Status Context::DecodeChunk(int32_t seq, std::span<const Token> tokens, int32_t 
   for (size_t i = 0; i < tokens.size(); ++i) {
     batch.Add(tokens[i], pos0 + int32_t(i), seq, want_last_logits && i + 1 == tokens.size());
   }
-  return DecodeStatus(llama_decode(ctx_, batch.b));
+  return Decode(batch.b);
+}
+
+Status Context::Decode(const llama_batch& batch) {
+  PREFIXD_RETURN_IF_ERROR(DecodeStatus(llama_decode(ctx_, batch)));
+  if (observer_ != nullptr) observer_->Decoded(batch);
+  return Status::OK();
 }
 
 Status Context::DecodeBatch(std::span<const BatchToken> tokens) {
@@ -119,7 +126,7 @@ Status Context::DecodeBatch(std::span<const BatchToken> tokens) {
   if (tokens.empty()) return Status::InvalidArgument("DecodeBatch: no tokens");
   Batch batch(int32_t(tokens.size()));
   for (const BatchToken& t : tokens) batch.Add(t.token, t.pos, t.seq, t.want_logits);
-  return DecodeStatus(llama_decode(ctx_, batch.b));
+  return Decode(batch.b);
 }
 
 const float* Context::Logits(int32_t i) const {
@@ -130,11 +137,14 @@ const float* Context::Logits(int32_t i) const {
 void Context::SeqClear(int32_t seq) {
   RequireOwner();
   llama_memory_seq_rm(llama_get_memory(ctx_), seq, -1, -1);
+  if (observer_ != nullptr) observer_->Cleared(seq);
 }
 
 bool Context::SeqTruncate(int32_t seq, int32_t p0) {
   RequireOwner();
-  return llama_memory_seq_rm(llama_get_memory(ctx_), seq, p0, -1);
+  const bool ok = llama_memory_seq_rm(llama_get_memory(ctx_), seq, p0, -1);
+  if (ok && observer_ != nullptr) observer_->Truncated(seq, p0);
+  return ok;
 }
 
 int32_t Context::SeqPosMax(int32_t seq) const {

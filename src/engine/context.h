@@ -22,6 +22,7 @@
 #include "util/status.h"
 
 struct llama_context;
+struct llama_batch;
 
 namespace prefixd::engine {
 
@@ -38,6 +39,21 @@ struct ContextOptions {
   // Recurrent states llama.cpp keeps per token for rolling back rejected drafts (n_rs_seq;
   // only archs whose graph supports it, others ignore it). 0: none.
   uint32_t n_rs_seq = 0;
+  // A multi-token-prediction draft context (LLAMA_CONTEXT_TYPE_MTP) over the model's NextN
+  // layers, in place of the model's own graph: speculation's draft-mtp (speculation.h).
+  bool mtp = false;
+};
+
+// Told what happens to a Context's sequences, on its thread, after it happened: every
+// successful decode (the batch as decoded, so the model's outputs for it can still be read),
+// every truncation and every clear (which SetState and SetStatePieces begin with). The MTP
+// draft context follows the target's sequences through it (speculation.cpp).
+class SequenceObserver {
+ public:
+  virtual ~SequenceObserver() = default;
+  virtual void Decoded(const llama_batch& batch) = 0;
+  virtual void Truncated(int32_t seq, int32_t p0) = 0;
+  virtual void Cleared(int32_t seq) = 0;
 };
 
 // One token of a multi-sequence batch.
@@ -110,13 +126,17 @@ class Context {
   uint32_t n_ubatch() const { return options_.n_ubatch; }
   uint32_t n_rs_seq() const;  // what llama.cpp kept of ContextOptions::n_rs_seq (0: none)
   llama_context* raw() const { return ctx_; }
+  // At most one observer; null removes it. It must outlive its registration.
+  void SetObserver(SequenceObserver* observer) { observer_ = observer; }
 
  private:
   Context(const Model& model, const ContextOptions& options);
   void RequireOwner() const;  // aborts off the owning thread
   const Model& model_;
   ContextOptions options_;
+  Status Decode(const llama_batch& batch);  // llama_decode, then the observer
   llama_context* ctx_ = nullptr;
+  SequenceObserver* observer_ = nullptr;
   std::thread::id owner_;
 };
 

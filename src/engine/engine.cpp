@@ -73,7 +73,10 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  PREFIXD_ASSIGN_OR_RETURN(impl->model, Model::Load({options.model_path, options.n_gpu_layers}));
+  ModelOptions mopt{options.model_path, options.n_gpu_layers};
+  mopt.load_mtp = std::find(options.spec.types.begin(), options.spec.types.end(),
+                            SpecType::kDraftMtp) != options.spec.types.end();
+  PREFIXD_ASSIGN_OR_RETURN(impl->model, Model::Load(mopt));
   PREFIXD_RETURN_IF_ERROR(FitContextToModel(*impl->model, &impl->options.n_ctx_per_slot));
   auto chat = ChatTemplate::Create(*impl->model, options.chat_template);
   if (chat.ok()) {

@@ -91,7 +91,8 @@ void DeclareNgramMapFlags(Flags& flags, EngineFlagValues::Spec::Map& m, const st
 void DeclareSpecFlags(Flags& flags, EngineFlagValues::Spec& v) {
   flags.String("--spec-type", &v.types,
                "speculative decoding: none, or one or more of ngram-mod, ngram-simple, "
-               "ngram-map-k, ngram-map-k4v, comma-separated (docs/speculation.md)");
+               "ngram-map-k, ngram-map-k4v, draft-simple, comma-separated; or draft-mtp "
+               "alone, the model's own NextN head (docs/speculation.md)");
   flags.String("-md,--model-draft", &v.draft_model, "draft model (--spec-type draft)");
   flags.Int("--spec-draft-n-max", &v.draft_n_max, "draft model: tokens drafted at most");
   flags.Int("--spec-draft-n-min", &v.draft_n_min, "draft model: fewest tokens worth verifying");

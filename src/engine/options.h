@@ -21,6 +21,7 @@ enum class SpecType {
   kNgramMapK4v,   // ngram-map-k4v: n-gram keys and 4 m-gram values
   kNgramMod,      // ngram-mod: a pool of hashed n-grams, kept across requests
   kDraft,         // draft: a smaller model of the same vocabulary (--model-draft)
+  kDraftMtp,      // draft-mtp: the model's own multi-token-prediction (NextN) head
 };
 
 struct SpecOptions {

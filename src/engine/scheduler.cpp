@@ -164,6 +164,9 @@ Status Scheduler::Impl::Setup() {
   if (drafter && drafter->needs_draft_model()) {
     PREFIXD_RETURN_IF_ERROR(drafter->AttachDraftModel(*ctx, copt));
   }
+  if (drafter && drafter->needs_mtp_head()) {
+    PREFIXD_RETURN_IF_ERROR(drafter->AttachMtpHead(*ctx, copt));
+  }
   slots.resize(options.n_slots);
   for (Token t = 0; t < model.n_vocab(); ++t) {
     if (model.IsEndOfGeneration(t)) eog_tokens.push_back(t);

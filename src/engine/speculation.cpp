@@ -24,6 +24,7 @@ constexpr SpecName kSpecNames[] = {
     {SpecType::kNgramMapK4v, "ngram-map-k4v", COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K4V},
     {SpecType::kNgramMod, "ngram-mod", COMMON_SPECULATIVE_TYPE_NGRAM_MOD},
     {SpecType::kDraft, "draft-simple", COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE},
+    {SpecType::kDraftMtp, "draft-mtp", COMMON_SPECULATIVE_TYPE_DRAFT_MTP},
 };
 
 const SpecName& NameOf(SpecType t) {
@@ -58,6 +59,7 @@ common_params_speculative ToCommon(const SpecOptions& o) {
 }
 
 bool NeedsModel(SpecType t) { return t == SpecType::kDraft; }
+bool IsMtp(SpecType t) { return t == SpecType::kDraftMtp; }
 
 size_t CommonPrefix(const std::vector<Token>& a, const std::vector<Token>& b) {
   size_t i = 0;
@@ -108,7 +110,7 @@ Result<std::vector<SpecType>> ParseSpecTypes(const std::string& names) {
       std::string valid = "none";
       for (const SpecName& n : kSpecNames) valid += std::string(", ") + n.name;
       return Status::InvalidArgument("unknown speculative type '" + name + "' (valid: " + valid +
-                                     "; draft-mtp, eagle3, dflash and ngram-cache are not served)");
+                                     "; eagle3, dflash and ngram-cache are not served)");
     }
     if (std::find(types.begin(), types.end(), found->type) == types.end()) {
       types.push_back(found->type);
@@ -137,6 +139,9 @@ Result<std::unique_ptr<Drafter>> Drafter::Create(const SpecOptions& options, uin
                                      " needs a draft model (--model-draft FILE)");
     }
   }
+  if (std::any_of(options.types.begin(), options.types.end(), IsMtp) && options.types.size() > 1) {
+    return Status::InvalidArgument("--spec-type draft-mtp is served alone");
+  }
   common_params_speculative params = ToCommon(options);
   const int32_t n_max = common_speculative_n_max(&params);
   if (n_max <= 0) return Status::InvalidArgument("speculation drafts no token (n_max 0)");
@@ -146,10 +151,72 @@ Result<std::unique_ptr<Drafter>> Drafter::Create(const SpecOptions& options, uin
 Drafter::Drafter(const SpecOptions& options, uint32_t n_seq, int32_t n_max)
     : options_(options), n_seq_(n_seq), n_max_(n_max), seq_pool_(n_seq, nullptr) {}
 
-Drafter::~Drafter() = default;
+// Keeps the MTP head's sequences in step with the target's (Drafter::AttachMtpHead).
+class Drafter::MtpFollower : public SequenceObserver {
+ public:
+  MtpFollower(Context& head, common_speculative* spec, uint32_t n_seq)
+      : head_(head), spec_(spec), first_(n_seq) {}
+
+  // Before llama.cpp's hook decodes the batch into the head (at the batch's positions, each
+  // next to the hidden state the target gave the token before), every sequence of the batch
+  // is brought to end just before its first position there: cut back, or started afresh
+  // where the head lacks positions in between.
+  void Decoded(const llama_batch& b) override {
+    std::fill(first_.begin(), first_.end(), -1);
+    for (int32_t i = 0; i < b.n_tokens; ++i) {
+      int32_t& f = first_[size_t(b.seq_id[i][0])];
+      if (f < 0 || b.pos[i] < f) f = b.pos[i];
+    }
+    for (size_t s = 0; s < first_.size(); ++s) {
+      if (first_[s] < 0) continue;
+      const int32_t held = head_.SeqPosMax(int32_t(s)) + 1;
+      if (held > first_[s] && !head_.SeqTruncate(int32_t(s), first_[s])) head_.SeqClear(int32_t(s));
+      if (held > 0 && held < first_[s]) head_.SeqClear(int32_t(s));
+    }
+    if (common_speculative_process(spec_, b)) return;
+    for (size_t s = 0; s < first_.size(); ++s) {  // drafts from nothing rather than wrong KV
+      if (first_[s] >= 0) head_.SeqClear(int32_t(s));
+    }
+  }
+  void Truncated(int32_t seq, int32_t p0) override {
+    if (!head_.SeqTruncate(seq, p0)) head_.SeqClear(seq);
+  }
+  void Cleared(int32_t seq) override { head_.SeqClear(seq); }
+
+ private:
+  Context& head_;
+  common_speculative* spec_;
+  std::vector<int32_t> first_;  // per sequence: its first position in the batch, or -1
+};
+
+Drafter::~Drafter() {
+  if (mtp_target_ != nullptr) mtp_target_->SetObserver(nullptr);
+}
 
 bool Drafter::needs_draft_model() const {
   return std::any_of(options_.types.begin(), options_.types.end(), NeedsModel);
+}
+
+bool Drafter::needs_mtp_head() const {
+  return std::any_of(options_.types.begin(), options_.types.end(), IsMtp);
+}
+
+Status Drafter::AttachMtpHead(Context& target, const ContextOptions& copt) {
+  const Model& model = target.model();
+  if (model.n_layer_nextn() <= 0) {
+    return Status::NotSupported("--spec-type draft-mtp: " + model.arch() +
+                                " model has no multi-token-prediction head (nextn_predict_layers)");
+  }
+  ContextOptions mopt = copt;
+  mopt.n_rs_seq = 0;
+  mopt.mtp = true;
+  PREFIXD_ASSIGN_OR_RETURN(mtp_ctx_, Context::Create(model, mopt));
+  target_ctx_ = target.raw();
+  Pool& pool = PoolFor(Digest{});  // one for every domain: the head drafts from the model alone
+  mtp_follower_ = std::make_unique<MtpFollower>(*mtp_ctx_, pool.spec.get(), n_seq_);
+  mtp_target_ = &target;
+  target.SetObserver(mtp_follower_.get());
+  return Status::OK();
 }
 
 Status Drafter::AttachDraftModel(Context& target, const ContextOptions& copt) {
@@ -204,6 +271,7 @@ bool Drafter::SyncDraftSequence(int32_t seq, const std::vector<Token>& history) 
 }
 
 Drafter::Pool& Drafter::PoolFor(const Digest& domain) {
+  if (mtp_ctx_ && !pools_.empty()) return *pools_.front();
   for (auto& p : pools_) {
     if (p->domain == domain) return *p;
   }
@@ -219,9 +287,9 @@ Drafter::Pool& Drafter::PoolFor(const Digest& domain) {
   auto pool = std::make_unique<Pool>();
   pool->domain = domain;
   common_params_speculative params = ToCommon(options_);
-  if (draft_ctx_) {
+  if (draft_ctx_ || mtp_ctx_) {
     params.draft.ctx_tgt = target_ctx_;
-    params.draft.ctx_dft = draft_ctx_->raw();
+    params.draft.ctx_dft = draft_ctx_ ? draft_ctx_->raw() : mtp_ctx_->raw();
   }
   pool->spec.reset(common_speculative_init(params, n_seq_));
   pools_.push_back(std::move(pool));

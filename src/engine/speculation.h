@@ -69,6 +69,15 @@ class Drafter {
   // vocabulary is not the target's, NotSupported when its memory cannot drop trailing
   // positions (its sequences follow the target's by truncation). Runs on the scheduler thread.
   Status AttachDraftModel(Context& target, const ContextOptions& copt);
+  // With SpecType::kDraftMtp: the model's MTP head, in a draft context of its own over the
+  // target's model (loaded with ModelOptions::load_mtp), before the first Begin. The head reads
+  // the target's hidden state of every token it decodes, so its sequences follow the target's
+  // through a SequenceObserver: each decode is mirrored into the head's context (llama.cpp
+  // common's process hook), truncations are mirrored, and a cleared or restored sequence starts
+  // the head's afresh at the next decoded position (its KV is not part of a Snapshot yet).
+  // NotSupported when the model has no NextN layers. The target must outlive the Drafter.
+  Status AttachMtpHead(Context& target, const ContextOptions& copt);
+  bool needs_mtp_head() const;
   ~Drafter();
   Drafter(const Drafter&) = delete;
   Drafter& operator=(const Drafter&) = delete;
@@ -90,6 +99,7 @@ class Drafter {
 
  private:
   struct Pool;
+  class MtpFollower;
   Drafter(const SpecOptions& options, uint32_t n_seq, int32_t n_max);
   Pool& PoolFor(const Digest& domain);
   // The draft model's sequence `seq` made to hold `history`; false when it could not be.
@@ -100,6 +110,10 @@ class Drafter {
   std::unique_ptr<Context> draft_ctx_;
   std::vector<std::vector<Token>> draft_tokens_;
   llama_context* target_ctx_ = nullptr;
+  // The MTP head's context and the observer on the target that keeps it in step.
+  std::unique_ptr<Context> mtp_ctx_;
+  std::unique_ptr<MtpFollower> mtp_follower_;
+  Context* mtp_target_ = nullptr;
 
   SpecOptions options_;
   uint32_t n_seq_;

@@ -72,6 +72,10 @@ TEST(SpecFlags, ValuesAreChecked) {
   EXPECT_EQ(ToEngineOptions(v).status().code(), Status::Code::kInvalidArgument);
   v = EngineFlagValues{};
   v.spec.types = "draft-mtp";
+  ok = ToEngineOptions(v);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->spec.types, std::vector<SpecType>{SpecType::kDraftMtp});
+  v.spec.types = "draft-eagle3";
   EXPECT_EQ(ToEngineOptions(v).status().code(), Status::Code::kInvalidArgument);
   EXPECT_TRUE(ToEngineOptions(EngineFlagValues{})->spec.types.empty());  // off by default
 }
@@ -329,6 +333,103 @@ TEST(SpeculationTest, RequestsChooseTheirDraftLength) {
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->usage.draft_steps, 0);
   EXPECT_EQ(a->tokens, c->tokens);  // neither speculated
+}
+
+std::string MtpModelPath() {
+  static const std::string path = [] {
+    const std::string p = ModelPath("qwen35") + ".mtp.gguf";
+    TestModelSpec spec{"qwen35", "tiny", 7};
+    spec.nextn_layers = 1;
+    Status st = MakeTestModel(spec, p);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return p;
+  }();
+  return path;
+}
+
+std::unique_ptr<Engine> MakeMtpEngine(bool speculate, uint32_t slots = 1) {
+  EngineOptions o;
+  o.n_slots = slots;
+  o.model_path = MtpModelPath();
+  o.cache_enabled = false;
+  o.n_ctx_per_slot = 1024;
+  o.n_batch = 256;
+  o.n_ubatch = 256;
+  o.n_threads = 2;
+  if (speculate) {
+    o.spec.types = {SpecType::kDraftMtp};
+    o.spec.draft_n_max = 4;
+  }
+  auto e = Engine::Create(o);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
+CompletionRequest MtpRequest(const Engine& e, int max_tokens, const std::string& text) {
+  CompletionRequest r = Request(e, max_tokens, text);
+  r.sampling.top_logprobs = 2;  // what SameUpToNearTie judges a near-tie by
+  return r;
+}
+
+// The model's own MTP head drafts (llama.cpp common's draft-mtp, its context following the
+// target's sequences): greedy output equals the model's without speculation, over several
+// requests on the same slot (the head's sequence cut back and started afresh between them).
+// The test model's head is random, so nearly every draft is rejected at its first position.
+TEST(SpeculationTest, MtpHeadDraftsAndGreedyOutputIsUnchanged) {
+  auto plain = MakeMtpEngine(false);
+  auto spec = MakeMtpEngine(true);
+  ASSERT_TRUE(plain && spec);
+  EXPECT_EQ(spec->GetStats().speculation, "draft-mtp");
+  int drafted = 0;
+  for (const std::string& text : {std::string(kCode), std::string(kCode) + " again",
+                                  std::string("Hello there. ") + kCode}) {
+    auto cold = plain->Complete(MtpRequest(*plain, 96, text));
+    auto got = spec->Complete(MtpRequest(*spec, 96, text));
+    ASSERT_TRUE(cold.ok() && got.ok());
+    EXPECT_TRUE(SameUpToNearTie(*got, *cold));
+    const Usage& u = got->usage;
+    std::printf("[ spec ] qwen35 draft-mtp: %d drafted, %d taken, %d steps\n", u.draft_tokens,
+                u.draft_accepted, u.draft_steps);
+    EXPECT_LE(u.draft_accepted, u.draft_tokens);
+    drafted += u.draft_tokens;
+  }
+  EXPECT_GT(drafted, 0) << "the MTP head drafted nothing";
+}
+
+// Two slots decode in one batch and both drafts go through the head in one call.
+TEST(SpeculationTest, MtpHeadTwoSlotsEachEqualsItsAlone) {
+  auto plain = MakeMtpEngine(false);
+  auto spec = MakeMtpEngine(true, 2);
+  ASSERT_TRUE(plain && spec);
+  const std::string texts[2] = {kCode, std::string("Some other text first. ") + kCode};
+  std::vector<std::shared_ptr<Completion>> runs;
+  for (const std::string& t : texts) {
+    auto c = spec->Start(MtpRequest(*spec, 80, t));
+    ASSERT_TRUE(c.ok());
+    runs.push_back(*c);
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto got = Drain(*runs[size_t(i)]);
+    auto alone = plain->Complete(MtpRequest(*plain, 80, texts[i]));
+    ASSERT_TRUE(got.ok() && alone.ok());
+    EXPECT_TRUE(SameUpToNearTie(*got, *alone)) << "slot " << i;
+  }
+}
+
+// A model without NextN layers cannot serve draft-mtp: the engine does not start, and says why.
+TEST(SpeculationTest, MtpNeedsAModelWithAnMtpHead) {
+  EngineOptions o;
+  o.model_path = ModelPath("qwen35");
+  o.cache_enabled = false;
+  o.n_ctx_per_slot = 512;
+  o.spec.types = {SpecType::kDraftMtp};
+  auto e = Engine::Create(o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), Status::Code::kNotSupported);
+  EXPECT_NE(e.status().message().find("nextn"), std::string::npos) << e.status().ToString();
+  o.spec.types = {SpecType::kDraftMtp, SpecType::kNgramMod};
+  o.model_path = MtpModelPath();
+  EXPECT_EQ(Engine::Create(o).status().code(), Status::Code::kInvalidArgument);
 }
 
 // deepseek4's compressed cache cannot drop trailing positions, and its state is only read

@@ -391,12 +391,17 @@ TEST(TestModelTest, NextnLayerGivesQwen35AnMtpHead) {
   EXPECT_EQ(llama_model_n_layer_nextn(model.get()), 1);
   EXPECT_EQ(llama_model_n_layer(model.get()), 4);  // the trunk
   EXPECT_EQ(MetaString(model.get(), "general.name"), "prefixd-test-qwen35-tiny-mtp");
+  params.load_mtp = false;  // a server that does not speculate loads the trunk alone
+  std::unique_ptr<llama_model, ModelFree> trunk(llama_model_load_from_file(path.c_str(), params));
+  ASSERT_NE(trunk, nullptr);
 
   const std::string prompt =
       "<|im_start|>user\nHi there, what is new?<|im_end|>\n<|im_start|>assistant\n";
   const std::vector<llama_token> tokens =
       Tokenize(llama_model_get_vocab(model.get()), prompt, true);
-  EXPECT_EQ(Greedy(model.get(), tokens, 12), Greedy(TestModels::Get().Model("qwen35"), tokens, 12));
+  const std::vector<llama_token> plain = Greedy(TestModels::Get().Model("qwen35"), tokens, 12);
+  EXPECT_EQ(Greedy(model.get(), tokens, 12), plain);
+  EXPECT_EQ(Greedy(trunk.get(), tokens, 12), plain);
 
   // The MTP head decodes (token, hidden state) pairs in a context of its own.
   llama_context_params cp = llama_context_default_params();

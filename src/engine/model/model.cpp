@@ -145,6 +145,7 @@ Result<std::unique_ptr<Model>> Model::Load(const ModelOptions& options) {
   llama_model_params params = llama_model_default_params();
   params.n_gpu_layers = options.n_gpu_layers < 0 ? 999 : options.n_gpu_layers;
   params.vocab_only = options.vocab_only;
+  params.load_mtp = options.load_mtp;
   llama_model* raw = llama_model_load_from_file(options.path.c_str(), params);
   if (raw == nullptr) {
     return Status::InvalidArgument("cannot load model '" + options.path +
@@ -154,6 +155,7 @@ Result<std::unique_ptr<Model>> Model::Load(const ModelOptions& options) {
   model->model_ = raw;
   model->vocab_ = llama_model_get_vocab(raw);
   model->path_ = options.path;
+  model->load_mtp_ = options.load_mtp;
   model->arch_ = model->Meta("general.architecture");
   model->format_ = DetectStateFormat(raw, model->arch_);
   if (options.vocab_only) return model;  // a tokenizer: nothing is decoded
@@ -215,6 +217,8 @@ Token Model::FindSpecialToken(std::string_view text) const {
 int Model::n_vocab() const { return llama_vocab_n_tokens(vocab_); }
 int Model::n_ctx_train() const { return llama_model_n_ctx_train(model_); }
 int Model::n_swa() const { return llama_model_n_swa(model_); }
+
+int Model::n_layer_nextn() const { return load_mtp_ ? llama_model_n_layer_nextn(model_) : 0; }
 
 std::string Model::ChatTemplate() const {
   const char* t = llama_model_chat_template(model_, nullptr);

@@ -20,6 +20,7 @@ struct ModelOptions {
   std::string path;
   int n_gpu_layers = 0;  // -1: all layers on the GPU when a GPU backend is present
   bool vocab_only = false;  // the tokenizer and metadata only (tests of real tokenizers)
+  bool load_mtp = false;    // also the NextN (MTP) layers, which llama.cpp skips otherwise
 };
 
 class Model {
@@ -50,6 +51,7 @@ class Model {
   // table and abort; 0 when positions are not bounded by the weights (RoPE, ALiBi, recurrent).
   int n_pos_max() const { return n_pos_max_; }
   int n_swa() const;
+  int n_layer_nextn() const;  // multi-token-prediction heads loaded (ModelOptions::load_mtp)
   const std::string& arch() const { return arch_; }
   const std::string& path() const { return path_; }
   MemoryLayout layout() const { return format_.layout; }
@@ -74,6 +76,7 @@ class Model {
   std::string path_;
   StateFormat format_;
   int n_pos_max_ = 0;
+  bool load_mtp_ = false;
 };
 
 // Initializes llama.cpp's backends once per process and routes its log to ours (quiet unless

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -113,12 +114,54 @@ bool CutShort(const gguf_context* saved, const gguf_context* meta, int64_t i) {
          gguf_get_arr_n(saved, j) < gguf_get_arr_n(meta, i);
 }
 
+// Optional tensors llama.cpp creates for a NextN block when it builds one from metadata (every
+// tensor it asks for exists then) that a load without the MTP layers does not ask for: the
+// block's per-tensor quantization scales. A file with them fails that load ("wrong number of
+// tensors"), as a converted model without them does not. A NextN block is a "blk.N." with a
+// "blk.N.nextn." tensor in `ctx`.
+bool UnrequestedWithoutMtp(const gguf_context* ctx, const std::string& name) {
+  const size_t dot = name.rfind('.');
+  const std::string tail = dot == std::string::npos ? "" : name.substr(dot);
+  if (tail != ".scale" && tail != ".input_scale") return false;
+  if (name.rfind("blk.", 0) != 0) return false;
+  const std::string block = name.substr(0, name.find('.', 4) + 1);  // "blk.N."
+  for (int64_t i = 0; i < gguf_get_n_tensors(ctx); ++i) {
+    if (std::string(gguf_get_tensor_name(ctx, i)).rfind(block + "nextn.", 0) == 0) return true;
+  }
+  return false;
+}
+
+// Writes `ctx`'s keys and the tensors it lists, but those UnrequestedWithoutMtp, with their
+// data read from the live model (`created`), to `out_tmp`.
+Status WriteFromLive(gguf_context* saved_ctx, const std::vector<const ggml_tensor*>& created,
+                     const std::string& out_tmp) {
+  GgufPtr ctx(gguf_init_empty());
+  gguf_set_kv(ctx.get(), saved_ctx);
+  std::vector<const ggml_tensor*> kept;
+  for (int64_t i = 0; i < gguf_get_n_tensors(saved_ctx); ++i) {
+    const std::string name = gguf_get_tensor_name(saved_ctx, i);
+    const auto it = std::find_if(created.begin(), created.end(),
+                                 [&](const ggml_tensor* t) { return name == t->name; });
+    if (it == created.end()) return Status::Internal("no live tensor " + name);
+    if (UnrequestedWithoutMtp(saved_ctx, name)) continue;
+    gguf_add_tensor(ctx.get(), *it);
+    kept.push_back(*it);
+  }
+  FILE* out = std::fopen(out_tmp.c_str(), "wb");
+  if (!out) return Status::IOError("cannot create " + out_tmp);
+  Status st = gguf_write_to_file_ptr(ctx.get(), out, /*only_meta=*/true)
+                  ? AppendTensors(ctx.get(), kept, 0, out)
+                  : Status::IOError("cannot write metadata to " + out_tmp);
+  Status closed = SyncAndClose(out, out_tmp);
+  return st.ok() ? closed : st;
+}
+
 // llama.cpp's writer keeps only the keys it knows for the arch and the tensors it lists; this
 // rewrites `saved` into `out_tmp` with every key of `meta` and the needed tensors of `created`
 // it dropped, and the description `desc` (the saved tensors' data is copied byte for byte).
 Status AddDropped(const std::string& saved, const gguf_context* meta,
                   const std::vector<const ggml_tensor*>& created, const std::string& out_tmp,
-                  const std::string& desc) {
+                  const std::string& desc, bool with_mtp) {
   gguf_init_params gp = {/*no_alloc=*/true, /*ctx=*/nullptr};
   GgufPtr ctx(gguf_init_from_file(saved.c_str(), gp));
   if (!ctx) return Status::Corruption("cannot read back " + saved);
@@ -128,6 +171,7 @@ Status AddDropped(const std::string& saved, const gguf_context* meta,
     }
   }
   gguf_set_val_str(ctx.get(), "general.description", desc.c_str());
+  if (with_mtp) return WriteFromLive(ctx.get(), created, out_tmp);
   const size_t data_offset = gguf_get_data_offset(ctx.get());
   std::vector<const ggml_tensor*> unsaved;
   for (const ggml_tensor* t : created) {
@@ -175,7 +219,7 @@ Status WriteModel(gguf_context* meta, const Weights& weights, const std::string&
   {
     PREFIXD_ASSIGN_OR_RETURN(ModelPtr model, BuildModel(meta, &recorder, with_mtp));
     llama_model_save_to_file(model.get(), saved.c_str());
-    st = AddDropped(saved, meta, recorder.tensors, out_tmp, desc);  // reads the live model
+    st = AddDropped(saved, meta, recorder.tensors, out_tmp, desc, with_mtp);  // reads the live model
   }
   std::remove(saved.c_str());
   if (!st.ok()) {
