@@ -14,7 +14,7 @@
 #                                [--draft-arch ARCH] [--rounds N] [--tokens N] [--name NAME]
 # --draft-arch: a draft model (a tiny test model of that arch; the target's own arch and shape
 # is the model drafting itself), given to both servers with -md; the spec type is then
-# draft-simple.
+# draft-simple. --spec-type draft-mtp: the test model with an MTP head (make-test-model --nextn 1).
 # Env: PREFIXD_BIN (default build/bin/prefixd), THREADS (default 2), OUT (default bench/results),
 #      WORK (default /tmp/prefixd-spec), NICE (default -10 when root).
 set -euo pipefail
@@ -57,8 +57,13 @@ LLAMA_SERVER="$(bash "$here/bench/run-vs-llama-server.sh" --only-build)"
 mkdir -p "$WORK" "$OUT"
 rm -f "$WORK"/run-*.json
 
-model="$WORK/model-$ARCH-$SHAPE.gguf"
-[[ -f "$model" ]] || "$PREFIXD_BIN" make-test-model --arch "$ARCH" --shape "$SHAPE" --out "$model" >&2
+# draft-mtp: the test model gets an MTP head (--nextn 1); every server loads the same file, the
+# ones without speculation its trunk alone.
+nextn=()
+[[ "$SPEC" == draft-mtp ]] && nextn=(--nextn 1)
+model="$WORK/model-$ARCH-$SHAPE${nextn:+-mtp}.gguf"
+[[ -f "$model" ]] || "$PREFIXD_BIN" make-test-model --arch "$ARCH" --shape "$SHAPE" "${nextn[@]}" \
+  --out "$model" >&2
 spec_args=(--spec-type "$SPEC")
 if [[ -n "$DRAFT_ARCH" ]]; then
   draft="$WORK/model-$DRAFT_ARCH-tiny.gguf"

@@ -87,7 +87,9 @@ struct Scheduler::Impl {
   void Accept(Slot& slot, Token t);
   std::optional<FinishReason> Take(Slot& slot, Token t);
   Status SetUpSpeculation();
-  void DraftFor(Slot& slot);
+  void DraftAll();
+  int32_t DraftRoom(Slot& slot);
+  void KeepDraft(Slot& slot);
   Verdict Verify(Slot& slot, int32_t base);
   void Settle(Verdict& v);
   void EndSampleFailure(Slot& slot, const Status& st);
@@ -595,9 +597,8 @@ void Scheduler::Impl::GenerateStep() {
   std::vector<BatchToken> batch;
   std::vector<Slot*> owners;
   std::vector<int32_t> first;  // each owner's first token in `batch`
+  DraftAll();
   for (Slot& s : slots) {
-    if (s.phase != Phase::kGenerate) continue;
-    Guarded(s, [&] { DraftFor(s); });
     if (s.phase != Phase::kGenerate) continue;
     first.push_back(int32_t(batch.size()));
     batch.push_back({s.run.next_token, s.run.pos, s.seq, true});
@@ -624,20 +625,49 @@ void Scheduler::Impl::GenerateStep() {
   for (Verdict& v : verdicts) Guarded(*v.slot, [&] { Settle(v); });
 }
 
-// The draft to verify with the slot's next token (none without speculation, for a request
-// that turned it off, or where no more tokens fit), and the checkpoint its rollback needs.
-void Scheduler::Impl::DraftFor(Slot& slot) {
+// Every generating slot's draft, drafted together (DraftRoom, Drafter::DraftAll, KeepDraft).
+void Scheduler::Impl::DraftAll() {
+  if (!drafter) return;
+  std::vector<Drafter::Want> wants;
+  std::vector<Slot*> drafting;
+  for (Slot& s : slots) {
+    if (s.phase != Phase::kGenerate) continue;
+    Guarded(s, [&] {
+      const int32_t n_max = DraftRoom(s);
+      if (n_max <= 0) return;
+      wants.push_back({s.seq, &s.run.history, s.run.next_token, s.run.pos, n_max, &s.run.draft});
+      drafting.push_back(&s);
+    });
+  }
+  if (wants.empty()) return;
+  try {
+    drafter->DraftAll(wants);
+  } catch (const std::exception& e) {
+    for (Slot* s : drafting) AbortSlot(*s, e.what());
+    return;
+  }
+  for (Slot* s : drafting) Guarded(*s, [&] { KeepDraft(*s); });
+}
+
+// The most tokens the slot's next draft may have: 0 without speculation, for a request that
+// turned it off, after a replay (one step's pause), or where no more tokens fit.
+int32_t Scheduler::Impl::DraftRoom(Slot& slot) {
   SlotRun& run = slot.run;
   run.draft.clear();
   run.checkpoint.clear();
-  if (!drafter || std::exchange(run.draft_pause, false)) return;
+  if (std::exchange(run.draft_pause, false)) return 0;
   const CompletionRequest& req = run.job->request;
   const int32_t wanted = req.spec_n_max >= 0 ? req.spec_n_max : drafter->n_max();
   const int32_t room = std::min(req.max_tokens - int32_t(run.result.tokens.size()) - 1,
                                 int32_t(options.n_ctx_per_slot) - run.pos - 2);
-  const int32_t n_max = std::min(wanted, room);
-  if (n_max <= 0) return;
-  run.draft = drafter->Draft(slot.seq, run.history, run.next_token, run.pos, n_max);
+  return std::min(wanted, room);
+}
+
+// The draft to verify with the slot's next token (dropped when shorter than the request's
+// n_min), and the checkpoint its rollback needs.
+void Scheduler::Impl::KeepDraft(Slot& slot) {
+  SlotRun& run = slot.run;
+  const CompletionRequest& req = run.job->request;
   if (int32_t(run.draft.size()) < std::max(req.spec_n_min, 1)) return run.draft.clear();
   if (rollback != Rollback::kCheckpoint) return;
   Result<std::vector<uint8_t>> checkpoint = ctx->GetState(slot.seq, StatePart::kPartial);

@@ -315,28 +315,48 @@ void Drafter::End(int32_t seq) {
 std::vector<Token> Drafter::Draft(int32_t seq, const std::vector<Token>& history, Token id_last,
                                   int32_t pos, int32_t n_max) {
   std::vector<Token> draft;
-  Pool* pool = seq_pool_[size_t(seq)];
-  if (pool == nullptr || n_max <= 0) return draft;
-  pool->last_used = ++clock_;
-  if (draft_ctx_ && !SyncDraftSequence(seq, history)) return draft;
-  common_speculative_draft_params& dp = common_speculative_get_draft_params(pool->spec.get(), seq);
-  dp.drafting = true;
-  dp.n_max = std::min(n_max, n_max_);
-  dp.pos0 = pos;
-  dp.id_last = id_last;
-  dp.prompt = &history;
-  dp.result = &draft;
-  common_speculative_draft(pool->spec.get());
-  dp.prompt = nullptr;
-  dp.result = nullptr;
-  if (draft_ctx_) {  // what the draft model decoded: id_last and the drafts but the last
-    const int32_t decoded = draft_ctx_->SeqPosMax(seq) - pos + 1;
-    std::vector<Token>& held = draft_tokens_[size_t(seq)];
-    if (decoded > 0) held.push_back(id_last);
-    for (int32_t i = 1; i < decoded && size_t(i - 1) < draft.size(); ++i) held.push_back(draft[size_t(i - 1)]);
-  }
-  if (int32_t(draft.size()) > n_max) draft.resize(size_t(n_max));
+  const Want want{seq, &history, id_last, pos, n_max, &draft};
+  DraftAll({&want, 1});
   return draft;
+}
+
+void Drafter::DraftAll(std::span<const Want> wants) {
+  std::vector<Pool*> run;  // the pools with a sequence to draft, each once
+  for (const Want& w : wants) {
+    w.draft->clear();
+    Pool* pool = seq_pool_[size_t(w.seq)];
+    if (pool == nullptr || w.n_max <= 0) continue;
+    pool->last_used = ++clock_;
+    if (draft_ctx_ && !SyncDraftSequence(w.seq, *w.history)) continue;
+    common_speculative_draft_params& dp = common_speculative_get_draft_params(pool->spec.get(), w.seq);
+    dp.drafting = true;
+    dp.n_max = std::min(w.n_max, n_max_);
+    dp.pos0 = w.pos;
+    dp.id_last = w.id_last;
+    dp.prompt = w.history;
+    dp.result = w.draft;
+    if (std::find(run.begin(), run.end(), pool) == run.end()) run.push_back(pool);
+  }
+  for (Pool* pool : run) common_speculative_draft(pool->spec.get());
+  for (const Want& w : wants) {
+    Pool* pool = seq_pool_[size_t(w.seq)];
+    if (pool == nullptr || std::find(run.begin(), run.end(), pool) == run.end()) continue;
+    common_speculative_draft_params& dp = common_speculative_get_draft_params(pool->spec.get(), w.seq);
+    if (dp.result != w.draft) continue;  // not asked for (its draft sequence did not sync)
+    // A drafter that found nothing leaves its sequence marked; unmarked, the next call for
+    // another sequence of the pool does not read this one's (gone) result.
+    dp.drafting = false;
+    dp.prompt = nullptr;
+    dp.result = nullptr;
+    std::vector<Token>& draft = *w.draft;
+    if (draft_ctx_) {  // what the draft model decoded: id_last and the drafts but the last
+      const int32_t decoded = draft_ctx_->SeqPosMax(w.seq) - w.pos + 1;
+      std::vector<Token>& held = draft_tokens_[size_t(w.seq)];
+      if (decoded > 0) held.push_back(w.id_last);
+      for (int32_t i = 1; i < decoded && size_t(i - 1) < draft.size(); ++i) held.push_back(draft[size_t(i - 1)]);
+    }
+    if (int32_t(draft.size()) > w.n_max) draft.resize(size_t(w.n_max));
+  }
 }
 
 void Drafter::Accept(int32_t seq, int32_t n_accepted) {

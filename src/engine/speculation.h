@@ -92,6 +92,17 @@ class Drafter {
   // history.size() == pos.
   std::vector<Token> Draft(int32_t seq, const std::vector<Token>& history, Token id_last,
                            int32_t pos, int32_t n_max);
+  // Draft for several sequences at once: the drafters of one pool run for all of its
+  // sequences together (the MTP head decodes every sequence's next draft token in one call).
+  struct Want {
+    int32_t seq;
+    const std::vector<Token>* history;
+    Token id_last;
+    int32_t pos;
+    int32_t n_max;
+    std::vector<Token>* draft;  // out
+  };
+  void DraftAll(std::span<const Want> wants);
   // The target took the first `n_accepted` tokens of the last draft of `seq`.
   void Accept(int32_t seq, int32_t n_accepted);
   // The request on `seq` ended: its pool may be replaced.
