@@ -3,7 +3,8 @@
 // (and without the cache) answers, reports its drafts as llama-server does (timings.draft_n,
 // draft_n_accepted) and in /metrics, reuses its prefix on the next turn, survives a kill -9
 // in the middle of a speculating answer with its published prefix intact, and refuses the
-// per-request keys that only the server's start-up can set.
+// per-request keys that only the server's start-up can set; and with --spec-type draft-mtp
+// (the model's own MTP head) it answers as the model without its head, restarts included.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
@@ -115,6 +116,56 @@ describe('speculative decoding (ngram-mod) through the server', () => {
       const want = await ask(client(plain), turn2(answer));
       assertSameUpToNearTie(warm, want);
       assert.equal(warm.usage.prompt_tokens_details.cached_tokens, prompt);
+    } finally {
+      await second.stop();
+    }
+  });
+});
+
+// The model's own MTP head (make-test-model --nextn 1; its trunk is the plain model of the same
+// seed): answers equal the plain server's, drafts are counted, the prefix is reused next turn
+// and after a restart, where the head starts afresh below the restored prefix.
+describe('speculative decoding (draft-mtp) through the server', () => {
+  let dir; let headDir; let mtpModel; let plain;
+
+  before(async () => {
+    dir = tempDir('spec-mtp');
+    headDir = tempDir('spec-mtp-head');
+    mtpModel = makeModel(headDir, 1, ['--nextn', '1']);
+    plain = await startServer({ model: makeModel(dir), args: ['--no-cache'] });
+  });
+  after(async () => {
+    await plain.stop();
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(headDir, { recursive: true, force: true });
+  });
+
+  it('answers as the model without its head, across turns and a restart', async () => {
+    const args = ['--spec-type', 'draft-mtp', '--cache-dir', join(dir, 'cache')];
+    let answer; let prompt;
+    const first = await startServer({ model: mtpModel, args });
+    try {
+      const r1 = await ask(client(first), turn1);
+      const p1 = await ask(client(plain), turn1);
+      assertSameUpToNearTie(r1, p1);
+      assert.ok(r1.timings.draft_n > 0, `nothing drafted: ${JSON.stringify(r1.timings)}`);
+      assert.ok(r1.timings.draft_n_accepted <= r1.timings.draft_n);
+      answer = r1.choices[0].message.content;
+      prompt = r1.usage.prompt_tokens;
+      const r2 = await ask(client(first), turn2(answer));
+      assertSameUpToNearTie(r2, await ask(client(plain), turn2(answer)));
+      assert.ok(r2.usage.prompt_tokens_details.cached_tokens >= prompt);
+      assert.ok(await diskSettled(first) > 0, 'nothing reached the disk tier');
+    } finally {
+      await first.stop();
+    }
+    const second = await startServer({ model: mtpModel, args });
+    try {
+      const warm = await ask(client(second), turn2(answer));
+      assertSameUpToNearTie(warm, await ask(client(plain), turn2(answer)));
+      assert.ok(warm.usage.prompt_tokens_details.cached_tokens >= prompt,
+        `cached ${warm.usage.prompt_tokens_details.cached_tokens} of ${prompt} after the restart`);
+      assert.ok(warm.timings.draft_n > 0);
     } finally {
       await second.stop();
     }
