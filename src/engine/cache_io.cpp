@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/disk_restore.h"
+#include "engine/mtp_sidecar.h"
 #include "engine/prefill.h"
 #include "engine/codec/snapshot_payload.h"
 #include "engine/codec/state_codec.h"
@@ -75,6 +76,7 @@ struct CacheIo::Impl {
   CacheIoOptions options;
   std::optional<StateShape> shape;  // kSliced: what the codec probe learned
   StatePieces pieces;  // the state a restore sets, as pieces of the payloads; reused
+  MtpSidecar* sidecar = nullptr;  // the MTP head's history beside the target's (null: none)
 
   Impl(Context& c, cache::TieredCache& tc, const CacheIoOptions& o, std::optional<StateShape> s)
       : ctx(c), cache(tc), options(o), shape(std::move(s)) {}
@@ -106,7 +108,27 @@ struct CacheIo::Impl {
   size_t OpenedEnd(const Slot& slot) const;
   Status RestoreOpened(const Slot& slot, size_t p, uint64_t* bytes);
   void FitCapturesToSchedule(Restoration& r) const;
+  // The MTP head's carry for a Snapshot (empty without a sidecar, or when the head has none).
+  std::vector<uint8_t> MtpCarry(const Slot& slot) const;
+  int32_t RestoreMtp(const Slot& slot, const Restoration& r) const;
 };
+
+std::vector<uint8_t> CacheIo::Impl::MtpCarry(const Slot& slot) const {
+  if (sidecar == nullptr) return {};
+  Result<std::vector<uint8_t>> carry = sidecar->TakeCarry(slot.seq);
+  return carry.ok() ? std::move(carry).value() : std::vector<uint8_t>{};
+}
+
+// A slot that kept its sequence kept the head's with it; bytes set into the target's sequence
+// cleared the head's (its observer), which gets its history at P from the tiers.
+int32_t CacheIo::Impl::RestoreMtp(const Slot& slot, const Restoration& r) const {
+  if (sidecar == nullptr || r.restored <= 0) return 0;
+  if (r.outcome.tier == CacheTier::kSlot) return r.restored;
+  return sidecar->Restore(slot.seq, slot.run.domain, slot.run.job->request.prompt.tokens,
+                          r.restored);
+}
+
+void CacheIo::AttachMtpSidecar(MtpSidecar* sidecar) { impl_->sidecar = sidecar; }
 
 CacheIo::CacheIo(Context& ctx, cache::TieredCache& cache, const CacheIoOptions& options,
                  std::optional<StateShape> shape)
@@ -328,6 +350,7 @@ Restoration CacheIo::Restore(const Slot& slot) {
          std::max({m.n_tokens, held.keep, opened}),
          st.ToString().c_str());
   }
+  r.mtp_restored = impl_->RestoreMtp(slot, r);
   r.captures = PlanCaptures(prompt, r.restored, out.diverged_at, impl_->options);
   r.chunk_ends = slot.run.chunk_ends;
   impl_->FitCapturesToSchedule(r);
@@ -339,6 +362,7 @@ Status CacheIo::Capture(Slot& slot, const CapturePoint& point) {
   if (impl_->options.needs_snapshot) {
     if (point.pos != slot.run.pos) return Status::Internal("capture point off the chunk schedule");
     PREFIXD_ASSIGN_OR_RETURN(snap.partial, impl_->TakeSnapshot(slot));
+    snap.mtp_carry = impl_->MtpCarry(slot);
   }
   slot.run.pending.push_back(std::move(snap));
   return Status::OK();
@@ -365,6 +389,7 @@ Status CacheIo::PublishGeneration(Slot& slot, std::span<const Token> generated) 
   PendingSnapshot end{slot.run.pos, SnapshotKind::kGenerationEnd, {}};
   if (impl_->options.needs_snapshot) {
     PREFIXD_ASSIGN_OR_RETURN(end.partial, impl_->TakeSnapshot(slot));
+    end.mtp_carry = impl_->MtpCarry(slot);
   }
   if (impl_->options.has_rows || impl_->options.needs_snapshot) slot.run.pending.push_back(std::move(end));
   return impl_->PublishRange(slot, tokens, n);
@@ -406,6 +431,10 @@ Status CacheIo::Impl::PublishRange(Slot& slot, std::span<const Token> tokens, in
     if (!snap && !tail) continue;
     std::span<const Token> prefix = tokens.first(size_t(s.pos));
     cache.InsertSnapshot(slot.run.domain, prefix, s.kind, snap, tail);
+  }
+  if (sidecar != nullptr) {  // the head's history is worth drafts, not reuse: never an error
+    Status st = sidecar->Publish(slot.seq, slot.run.domain, tokens, from, slot.run.pending);
+    if (!st.ok()) Logf(LogLevel::kWarning, "MTP head history not published: %s", st.ToString().c_str());
   }
   slot.run.pending.clear();
   return Status::OK();

@@ -39,11 +39,14 @@ struct Restoration {
   int32_t restored = 0;         // P: the sequence holds the prompt's state at P (0: cold)
   uint64_t restored_bytes = 0;  // state bytes set into it (0: the slot kept what it held)
   CacheOutcome outcome;
+  int32_t mtp_restored = 0;     // P when the MTP head's history came back with it (MtpSidecar)
   // The capture points after P (ascending, inside (P, prompt size]) and the chunk schedule cut
   // at those that need a Snapshot (points it cannot cut at are dropped).
   std::vector<CapturePoint> captures;
   std::vector<int32_t> chunk_ends;
 };
+
+class MtpSidecar;
 
 class CacheIo {
  public:
@@ -76,6 +79,10 @@ class CacheIo {
   // REQUIRES: `generated` holds the tokens sampled so far (slot.run.pos - prompt size of them
   // were decoded).
   Status PublishGeneration(Slot& slot, std::span<const Token> generated);
+  // From now on every Snapshot takes the MTP head's carry, every publish publishes the head's
+  // rows beside the target's, and every restore that sets bytes restores the head's history
+  // too (a slot that keeps its sequence keeps the head's). REQUIRES: sidecar outlives this.
+  void AttachMtpSidecar(MtpSidecar* sidecar);
 
  private:
   struct Impl;

@@ -9,6 +9,7 @@
 #include "engine/cache_io.h"
 #include "engine/chunking_memo.h"
 #include "engine/codec_probe.h"
+#include "engine/mtp_sidecar.h"
 #include "engine/prefill.h"
 #include "engine/prefix_views.h"
 #include "store/disk_store.h"
@@ -187,8 +188,9 @@ void CacheStack::Prefetch(Job& job) const {
   if (!tiers_ || !tiers_->has_lower() || job.request.prompt.tokens.size() < 2) return;
   const auto& tokens = job.request.prompt.tokens;
   const auto t0 = Clock::now();
-  job.prefetch = engine::Prefetch(*tiers_, DomainOf(job.request.tenant_salt), tokens,
-                                  tokens.size() - 1, open_disk_);
+  const Digest domain = DomainOf(job.request.tenant_salt);
+  job.prefetch = engine::Prefetch(*tiers_, domain, tokens, tokens.size() - 1, open_disk_);
+  if (prefetch_mtp_) tiers_->Promote(MtpSidecar::DomainOf(domain), tokens, tokens.size() - 1);
   job.prefetch_ms = MillisSince(t0);
 }
 
@@ -206,7 +208,27 @@ void CacheStack::NoteForegroundBusy(bool busy) {
   disk_->SetForegroundBusy(busy);
 }
 
-void CacheStack::ReleaseIo() { io_.reset(); }
+void CacheStack::ReleaseIo() {
+  if (io_) io_->AttachMtpSidecar(nullptr);
+  sidecar_.reset();
+  io_.reset();
+}
+
+Status CacheStack::AttachMtpSidecar(Drafter& drafter) {
+  if (!io_) return Status::OK();
+  Result<std::unique_ptr<MtpSidecar>> s =
+      MtpSidecar::Create(drafter, *tiers_, options_.block_size, /*probe_seq=*/0);
+  if (s.status().code() == Status::Code::kNotSupported) {
+    Logf(LogLevel::kInfo, "MTP head history not cached: %s", s.status().message().c_str());
+    return Status::OK();
+  }
+  if (!s.ok()) return s.status();
+  sidecar_ = std::move(s).value();
+  io_->AttachMtpSidecar(sidecar_.get());
+  prefetch_mtp_ = true;
+  Logf(LogLevel::kInfo, "MTP head history cached beside the prompt's");
+  return Status::OK();
+}
 
 void CacheStack::AddStats(EngineStats* s) const {
   s->state_mode = state_mode_;

@@ -39,6 +39,8 @@ class SealedStore;
 namespace prefixd::engine {
 
 class CacheIo;
+class Drafter;
+class MtpSidecar;
 
 // The boundary Snapshots' spacing, which is also a grid of prefill cuts: the batch rounded
 // down to Blocks (at least one Block).
@@ -67,7 +69,11 @@ class CacheStack {
   // Write-behind waits while the model runs: a disk writer taking a core on a small machine
   // makes every decode step wait for the preempted inference thread.
   void NoteForegroundBusy(bool busy);
-  // Frees CacheIo, on the thread that used the context.
+  // With draft-mtp: the MTP head's history is cached beside the target's (MtpSidecar), and
+  // Prefetch reads it too. Logs and leaves it out where the sidecar cannot be (the cache off,
+  // or a target whose entries carry no Snapshot). Runs on the thread that uses the context.
+  Status AttachMtpSidecar(Drafter& drafter);
+  // Frees CacheIo (and the sidecar), on the thread that used the context.
   void ReleaseIo();
 
   // The tiers' sizes, counts and evictions, and the shared tier's state, into `s`.
@@ -105,6 +111,9 @@ class CacheStack {
   std::unique_ptr<store::SealedStore> sealed_disk_, sealed_remote_;
   std::unique_ptr<cache::TieredCache> tiers_;
   std::unique_ptr<CacheIo> io_;
+  std::unique_ptr<MtpSidecar> sidecar_;  // null: no MTP head, or its history is not cached
+  // Set once before the first request (read by Prefetch on other threads; never cleared).
+  bool prefetch_mtp_ = false;
 };
 
 }  // namespace prefixd::engine

@@ -54,6 +54,7 @@ struct PendingSnapshot {
   int32_t pos;
   cache::SnapshotKind kind;
   std::vector<uint8_t> partial;  // empty for pure attention (a Tail of rows only)
+  std::vector<uint8_t> mtp_carry;  // the MTP head's carry there (MtpSidecar; empty without)
 };
 
 enum class Phase { kIdle, kPrefill, kGenerate };

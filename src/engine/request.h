@@ -55,6 +55,12 @@ struct Usage {
   int32_t draft_accepted = 0;
   int32_t draft_steps = 0;
   int32_t draft_replays = 0;      // rejections undone by restoring a checkpoint and replaying
+  // draft-mtp: of cached_tokens, those whose MTP-head history came back with them (the rest of
+  // the prompt ran through the head as the target decoded it; 0 with the cache off).
+  int32_t mtp_restored_tokens = 0;
+  // A digest of the drafted tokens in order (FNV-1a; 0: none): two runs drafted alike when
+  // equal. What shows a restored MTP head drafts as one that read the whole prompt.
+  uint64_t draft_digest = 0;
 };
 
 // Where a request's cached prefix came from, and why it reused nothing: the cache's own

@@ -198,6 +198,7 @@ Status Scheduler::Impl::SetUpSpeculation() {
   Logf(LogLevel::kInfo, "speculation: %s, drafts of up to %d tokens, rollback by %s%s", types.c_str(),
        drafter->n_max(), RollbackName(rollback),
        ctx->n_rs_seq() > 0 ? " (per-token recurrent states)" : "");
+  if (drafter->mtp_head() != nullptr) PREFIXD_RETURN_IF_ERROR(cache->AttachMtpSidecar(*drafter));
   MutexLock lock(&mu);
   stats.speculation = types;
   stats.spec_rollback = RollbackName(rollback);
@@ -460,6 +461,7 @@ void Scheduler::Impl::Apply(Slot& slot, Restoration restoration) {
   run.restored = restoration.restored;
   run.pos = restoration.restored;
   run.result.usage.restored_bytes = restoration.restored_bytes;
+  run.result.usage.mtp_restored_tokens = restoration.mtp_restored;
   run.result.cache = restoration.outcome;
   run.captures = std::move(restoration.captures);
   run.chunk_ends = std::move(restoration.chunk_ends);
@@ -712,6 +714,11 @@ Verdict Scheduler::Impl::Verify(Slot& slot, int32_t base) {
   drafter->Accept(slot.seq, int32_t(accepted));
   Usage& usage = run.result.usage;
   usage.draft_tokens += int32_t(draft.size());
+  for (Token t : draft) {  // FNV-1a over each token's bytes
+    for (int b = 0; b < 4; ++b) {
+      usage.draft_digest = (usage.draft_digest ^ ((uint32_t(t) >> (8 * b)) & 0xff)) * 0x100000001b3ull;
+    }
+  }
   usage.draft_accepted += int32_t(accepted);
   usage.draft_steps++;
   return v;

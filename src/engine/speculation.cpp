@@ -155,7 +155,8 @@ Drafter::Drafter(const SpecOptions& options, uint32_t n_seq, int32_t n_max)
 class Drafter::MtpFollower : public SequenceObserver {
  public:
   MtpFollower(Context& head, common_speculative* spec, uint32_t n_seq)
-      : head_(head), spec_(spec), first_(n_seq) {}
+      : head_(head), spec_(spec), first_(n_seq),
+        zeros_(size_t(llama_model_n_embd_out(head.model().raw())), 0.0f) {}
 
   // Before llama.cpp's hook decodes the batch into the head (at the batch's positions, each
   // next to the hidden state the target gave the token before), every sequence of the batch
@@ -172,6 +173,9 @@ class Drafter::MtpFollower : public SequenceObserver {
       const int32_t held = head_.SeqPosMax(int32_t(s)) + 1;
       if (held > first_[s] && !head_.SeqTruncate(int32_t(s), first_[s])) head_.SeqClear(int32_t(s));
       if (held > 0 && held < first_[s]) head_.SeqClear(int32_t(s));
+      // A sequence decoded from its start pairs its first token with no hidden state, never
+      // with what the sequence's last request left in the carry.
+      if (first_[s] == 0) common_speculative_set_mtp_carry(spec_, int32_t(s), zeros_);
     }
     if (common_speculative_process(spec_, b)) return;
     for (size_t s = 0; s < first_.size(); ++s) {  // drafts from nothing rather than wrong KV
@@ -187,6 +191,7 @@ class Drafter::MtpFollower : public SequenceObserver {
   Context& head_;
   common_speculative* spec_;
   std::vector<int32_t> first_;  // per sequence: its first position in the batch, or -1
+  std::vector<float> zeros_;    // the carry of a sequence before its first token
 };
 
 Drafter::~Drafter() {
@@ -217,6 +222,16 @@ Status Drafter::AttachMtpHead(Context& target, const ContextOptions& copt) {
   mtp_target_ = &target;
   target.SetObserver(mtp_follower_.get());
   return Status::OK();
+}
+
+bool Drafter::MtpCarry(int32_t seq, std::vector<float>* h) const {
+  if (!mtp_ctx_ || pools_.empty()) return false;
+  return common_speculative_get_mtp_carry(pools_.front()->spec.get(), seq, *h);
+}
+
+bool Drafter::SetMtpCarry(int32_t seq, const std::vector<float>& h) {
+  if (!mtp_ctx_ || pools_.empty()) return false;
+  return common_speculative_set_mtp_carry(pools_.front()->spec.get(), seq, h);
 }
 
 Status Drafter::AttachDraftModel(Context& target, const ContextOptions& copt) {

@@ -74,10 +74,18 @@ class Drafter {
   // the target's hidden state of every token it decodes, so its sequences follow the target's
   // through a SequenceObserver: each decode is mirrored into the head's context (llama.cpp
   // common's process hook), truncations are mirrored, and a cleared or restored sequence starts
-  // the head's afresh at the next decoded position (its KV is not part of a Snapshot yet).
+  // the head's afresh at the next decoded position, unless the cache sets the head's history
+  // there too (MtpSidecar).
   // NotSupported when the model has no NextN layers. The target must outlive the Drafter.
   Status AttachMtpHead(Context& target, const ContextOptions& copt);
   bool needs_mtp_head() const;
+  // The MTP head's context (null without one) and its carry for `seq`: the target's hidden row
+  // the head pairs with the sequence's next token. With the head's KV rows, what a cached
+  // prefix keeps of the head (MtpSidecar); false when there is no head or (set) the row's
+  // width is not the model's.
+  Context* mtp_head() const { return mtp_ctx_.get(); }
+  bool MtpCarry(int32_t seq, std::vector<float>* h) const;
+  bool SetMtpCarry(int32_t seq, const std::vector<float>& h);
   ~Drafter();
   Drafter(const Drafter&) = delete;
   Drafter& operator=(const Drafter&) = delete;

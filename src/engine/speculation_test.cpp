@@ -5,13 +5,19 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "common.h"
+#include "engine/context.h"
 #include "engine/engine.h"
+#include "engine/mtp_sidecar.h"
+#include "engine/model/model.h"
 #include "engine/engine_flags.h"
 #include "engine/near_tie_test_util.h"
 #include "engine/test_temp_dir.h"
@@ -84,6 +90,15 @@ std::vector<Token> RandomTokens(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<Token> t(n);
   for (Token& x : t) x = Token(100 + rng() % 5000);
+  return t;
+}
+
+// Tokens every test vocabulary has (the byte tokens' range): prompts for the MTP test model,
+// whose vocabulary is small.
+std::vector<Token> ByteTokens(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<Token> t(n);
+  for (Token& x : t) x = Token(1 + rng() % 250);
   return t;
 }
 
@@ -414,6 +429,256 @@ TEST(SpeculationTest, MtpHeadTwoSlotsEachEqualsItsAlone) {
     ASSERT_TRUE(got.ok() && alone.ok());
     EXPECT_TRUE(SameUpToNearTie(*got, *alone)) << "slot " << i;
   }
+}
+
+// Patch 0007's carry: what the head pairs with a sequence's next token. A decode through the
+// follower leaves a row there; a row set is the row read back; a row of the wrong width is
+// refused. The second sequence, never decoded, carries zeros.
+TEST(DrafterTest, MtpCarryIsReadAndSetPerSequence) {
+  auto model = Model::Load({MtpModelPath(), 0, false, /*load_mtp=*/true});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ContextOptions copt;
+  copt.n_ctx_per_seq = 256;
+  copt.n_seq = 2;
+  copt.n_batch = copt.n_ubatch = 64;
+  copt.n_threads = 2;
+  auto ctx = Context::Create(**model, copt);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  SpecOptions o;
+  o.types = {SpecType::kDraftMtp};
+  o.draft_n_max = 2;
+  auto drafter = Drafter::Create(o, 2);
+  ASSERT_TRUE(drafter.ok());
+  ASSERT_TRUE((*drafter)->AttachMtpHead(**ctx, copt).ok());
+  const std::vector<Token> tokens = ByteTokens(20, 3);
+  ASSERT_TRUE((*ctx)->DecodeChunk(0, tokens, 0, true).ok());
+  (*drafter)->Begin(0, Digest{}, tokens);
+  EXPECT_EQ((*drafter)->mtp_head()->SeqPosMax(0), 19);  // the head followed the decode
+  std::vector<float> h0, h1;
+  ASSERT_TRUE((*drafter)->MtpCarry(0, &h0));
+  ASSERT_TRUE((*drafter)->MtpCarry(1, &h1));
+  ASSERT_EQ(h0.size(), size_t(llama_model_n_embd_out((*model)->raw())));
+  EXPECT_TRUE(std::any_of(h0.begin(), h0.end(), [](float x) { return x != 0; }));
+  EXPECT_TRUE(std::all_of(h1.begin(), h1.end(), [](float x) { return x == 0; }));
+  ASSERT_TRUE((*drafter)->SetMtpCarry(1, h0));
+  ASSERT_TRUE((*drafter)->MtpCarry(1, &h1));
+  EXPECT_EQ(h1, h0);
+  EXPECT_FALSE((*drafter)->SetMtpCarry(1, std::vector<float>(h0.size() + 1, 1.0f)));
+  ASSERT_TRUE((*drafter)->MtpCarry(1, &h1));
+  EXPECT_EQ(h1, h0);
+  (*drafter)->End(0);
+}
+
+// The sidecar's round trip, bit for bit: the head's history of a prompt decoded on sequence 0,
+// published, then restored into sequence 1, gives sequence 1 the same head rows (the codec's
+// rows payloads of both equal byte for byte) and the same carry. A position without a head
+// Snapshot, and a head Snapshot whose carry is damaged, restore nothing and leave the
+// sequence empty.
+TEST(MtpSidecarTest, HistoryRoundTripsBitForBit) {
+  auto model = Model::Load({MtpModelPath(), 0, false, /*load_mtp=*/true});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ContextOptions copt;
+  copt.n_ctx_per_seq = 1024;
+  copt.n_seq = 2;
+  copt.n_batch = copt.n_ubatch = 128;
+  copt.n_threads = 2;
+  auto ctx = Context::Create(**model, copt);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  SpecOptions o;
+  o.types = {SpecType::kDraftMtp};
+  o.draft_n_max = 2;
+  auto drafter = Drafter::Create(o, 2);
+  ASSERT_TRUE(drafter.ok());
+  ASSERT_TRUE((*drafter)->AttachMtpHead(**ctx, copt).ok());
+  cache::PrefixCache::Options co;
+  co.block_size = 128;
+  co.ram_budget_bytes = 64u << 20;
+  co.has_rows = co.needs_snapshot = true;
+  cache::PrefixCache ram(co);
+  cache::TieredCache tiers(ram, {});
+  auto sidecar = MtpSidecar::Create(**drafter, tiers, 128, 1);
+  ASSERT_TRUE(sidecar.ok()) << sidecar.status().ToString();
+  const std::vector<Token> tokens = ByteTokens(300, 5);
+  for (int32_t at = 0; at < 300; at += 128) {
+    const size_t n = std::min<size_t>(128, 300 - size_t(at));
+    ASSERT_TRUE((*ctx)->DecodeChunk(0, std::span(tokens).subspan(size_t(at), n), at, false).ok());
+  }
+  auto carry = (*sidecar)->TakeCarry(0);
+  ASSERT_TRUE(carry.ok());
+  const Digest domain{7};
+  PendingSnapshot end{300, cache::SnapshotKind::kMessage, {}, *carry};
+  ASSERT_TRUE((*sidecar)->Publish(0, domain, tokens, 0, {&end, 1}).ok());
+  Context& head = *(*drafter)->mtp_head();
+  EXPECT_EQ((*sidecar)->Restore(1, domain, tokens, 300), 300);
+  ASSERT_EQ(head.SeqPosMax(1), 299);
+  StateFormat format;
+  format.cell_ext = (*model)->has_cell_ext();
+  auto rows_of = [&](int32_t seq) {
+    auto state = head.GetState(seq, StatePart::kWhole);
+    EXPECT_TRUE(state.ok());
+    auto parsed = ParseState(*state, format);
+    EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
+    auto rows = EncodeRows(*parsed, 0, 300);
+    EXPECT_TRUE(rows.ok()) << rows.status().ToString();
+    return rows.ok() ? *rows : std::vector<uint8_t>{};
+  };
+  const std::vector<uint8_t> rows0 = rows_of(0);
+  ASSERT_FALSE(rows0.empty());
+  EXPECT_EQ(rows_of(1), rows0);
+  std::vector<float> h0, h1;
+  ASSERT_TRUE((*drafter)->MtpCarry(0, &h0) && (*drafter)->MtpCarry(1, &h1));
+  EXPECT_EQ(h1, h0);
+  // No head Snapshot at 200 (only at 300): nothing restored.
+  EXPECT_EQ((*sidecar)->Restore(1, domain, tokens, 200), 0);
+  EXPECT_EQ(head.SeqPosMax(1), -1);
+  // A carry a float short, at the Block end 256: refused.
+  std::vector<uint8_t> bad = *carry;
+  bad.resize(bad.size() - 4);
+  auto payload = std::make_shared<cache::Payload>();
+  payload->bytes = bad;
+  tiers.InsertSnapshot(MtpSidecar::DomainOf(domain), std::span(tokens).first(256),
+                       cache::SnapshotKind::kMessage, payload, nullptr);
+  EXPECT_EQ((*sidecar)->Restore(1, domain, tokens, 256), 0);
+  EXPECT_EQ(head.SeqPosMax(1), -1);
+}
+
+// The MTP-head test model with draft-mtp and the cache on (RAM, and disk in `cache_dir`), or
+// the cache off (`cache_dir` null).
+std::unique_ptr<Engine> MakeMtpCacheEngine(const std::string* cache_dir) {
+  EngineOptions o;
+  o.model_path = MtpModelPath();
+  o.cache_enabled = cache_dir != nullptr;
+  if (cache_dir) o.cache_dir = *cache_dir;
+  o.n_ctx_per_slot = 1024;
+  o.n_batch = 256;
+  o.n_ubatch = 256;
+  o.n_threads = 2;
+  o.ram_budget_bytes = 256ull << 20;
+  o.spec.types = {SpecType::kDraftMtp};
+  o.spec.draft_n_max = 4;
+  auto e = Engine::Create(o);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
+CompletionRequest TokenRequest(std::vector<Token> tokens, int max_tokens) {
+  CompletionRequest r;
+  r.prompt.tokens = std::move(tokens);
+  r.max_tokens = max_tokens;
+  r.sampling.ignore_eos = true;
+  r.sampling.top_logprobs = 2;
+  return r;
+}
+
+// The MTP head's history is part of a cached prefix (MtpSidecar): a prompt of 512 tokens, then
+// a restart on the same cache dir, then that prompt with 100 more. The second restores 512
+// tokens from disk with the head's history beside them (counted: the head never reads them
+// again), and drafts exactly what a server that prefilled the whole prompt cold drafts (the
+// digest of every drafted token), with the same output. 512 ends a prefill call of both
+// prompts (256-token calls), so the cold run computes every row as the first prompt did.
+TEST(SpeculationTest, MtpHeadHistoryIsRestoredWithTheCachedPrefix) {
+  const std::string dir = testing::RemoveAtExit(
+      (std::filesystem::temp_directory_path() / ("prefixd-mtp-cache-" + std::to_string(getpid())))
+          .string());
+  const std::vector<Token> first = ByteTokens(512, 11);
+  std::vector<Token> second = first;
+  const std::vector<Token> more = ByteTokens(100, 12);
+  second.insert(second.end(), more.begin(), more.end());
+  {
+    auto a = MakeMtpCacheEngine(&dir);
+    ASSERT_TRUE(a);
+    auto r = a->Complete(TokenRequest(first, 8));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->usage.mtp_restored_tokens, 0);
+  }  // the engine's end writes what it queued for the disk
+  auto b = MakeMtpCacheEngine(&dir);
+  auto cold = MakeMtpCacheEngine(nullptr);
+  ASSERT_TRUE(b && cold);
+  auto warm = b->Complete(TokenRequest(second, 48));
+  auto want = cold->Complete(TokenRequest(second, 48));
+  ASSERT_TRUE(warm.ok() && want.ok());
+  std::printf("[ spec ] mtp head history: cached %d (tier %s), head restored %d, drafted %d / %d\n",
+              warm->usage.cached_tokens, cache::TierName(warm->cache.tier),
+              warm->usage.mtp_restored_tokens, warm->usage.draft_tokens, want->usage.draft_tokens);
+  EXPECT_EQ(warm->usage.cached_tokens, 512);
+  EXPECT_EQ(warm->cache.tier, CacheTier::kDisk);
+  EXPECT_EQ(warm->usage.mtp_restored_tokens, 512);
+  EXPECT_EQ(want->usage.mtp_restored_tokens, 0);
+  EXPECT_TRUE(SameUpToNearTie(*warm, *want));
+  ASSERT_GT(want->usage.draft_tokens, 0);
+  EXPECT_EQ(warm->usage.draft_digest, want->usage.draft_digest)
+      << "the restored head drafts otherwise than one that read the whole prompt";
+  // The same prompt again on the warm server: the slot keeps its sequence, and the head's.
+  auto again = b->Complete(TokenRequest(second, 48));
+  ASSERT_TRUE(again.ok());
+  EXPECT_GT(again->usage.cached_tokens, 0);
+  EXPECT_EQ(again->usage.mtp_restored_tokens, again->usage.cached_tokens);
+}
+
+// Flips a payload byte of every disk record of the MTP head's Snapshots (the carries): the
+// records of domain DomainOf(X) where X is a domain of the directory too (docs/disk-format.md:
+// the header's length at 8, the domain at 12 + 64, the payload at 24 + H). Returns how many.
+int CorruptMtpCarries(const std::string& dir) {
+  std::map<std::filesystem::path, Digest> domain_of;
+  std::set<Digest> domains;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir + "/records")) {
+    if (!e.is_regular_file() || e.path().extension() != ".snap") continue;
+    std::ifstream f(e.path(), std::ios::binary);
+    std::vector<char> head(12 + 96);
+    if (!f.read(head.data(), std::streamsize(head.size()))) continue;
+    Digest d;
+    std::memcpy(d.data(), head.data() + 12 + 64, d.size());
+    domain_of[e.path()] = d;
+    domains.insert(d);
+  }
+  int corrupted = 0;
+  for (const auto& [path, d] : domain_of) {
+    const bool head_record = std::any_of(domains.begin(), domains.end(), [&](const Digest& x) {
+      return MtpSidecar::DomainOf(x) == d;
+    });
+    if (!head_record) continue;
+    std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+    uint32_t h = 0;
+    f.seekg(8);
+    f.read(reinterpret_cast<char*>(&h), 4);
+    const std::streamoff at = std::streamoff(24 + h + 12);  // inside the carry's row
+    f.seekg(at);
+    char c = 0;
+    f.read(&c, 1);
+    c = char(c ^ 0x5a);
+    f.seekp(at);
+    f.write(&c, 1);
+    corrupted += f.good() ? 1 : 0;
+  }
+  return corrupted;
+}
+
+// Faults: the head's records on disk fail their checksums. The next request restores the
+// target's prefix as before and the head's not at all (a clean miss: the head starts empty at
+// the restored position), and answers as a cold run.
+TEST(SpeculationTest, MtpHeadHistoryThatFailsItsChecksumIsAMiss) {
+  const std::string dir = testing::RemoveAtExit(
+      (std::filesystem::temp_directory_path() / ("prefixd-mtp-fault-" + std::to_string(getpid())))
+          .string());
+  const std::vector<Token> first = ByteTokens(512, 21);
+  std::vector<Token> second = first;
+  const std::vector<Token> more = ByteTokens(60, 22);
+  second.insert(second.end(), more.begin(), more.end());
+  {
+    auto a = MakeMtpCacheEngine(&dir);
+    ASSERT_TRUE(a);
+    ASSERT_TRUE(a->Complete(TokenRequest(first, 8)).ok());
+  }
+  ASSERT_GT(CorruptMtpCarries(dir), 0) << "no MTP head Snapshot on disk";
+  auto b = MakeMtpCacheEngine(&dir);
+  auto cold = MakeMtpCacheEngine(nullptr);
+  ASSERT_TRUE(b && cold);
+  auto warm = b->Complete(TokenRequest(second, 32));
+  auto want = cold->Complete(TokenRequest(second, 32));
+  ASSERT_TRUE(warm.ok() && want.ok()) << warm.status().ToString();
+  EXPECT_EQ(warm->usage.cached_tokens, 512);
+  EXPECT_EQ(warm->usage.mtp_restored_tokens, 0);
+  EXPECT_TRUE(SameUpToNearTie(*warm, *want));
 }
 
 // A model without NextN layers cannot serve draft-mtp: the engine does not start, and says why.

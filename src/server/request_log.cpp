@@ -73,6 +73,7 @@ LogLine& LogLine::AddCompletion(const engine::CompletionResult& r) {
   Add("eval_ms", u.prompt_eval_ms).Add("chunks", (long long)u.prefill_chunks);
   if (u.draft_steps > 0) {
     Add("drafted", (long long)u.draft_tokens).Add("draft_accepted", (long long)u.draft_accepted);
+    if (u.cached_tokens > 0) Add("mtp_cached", (long long)u.mtp_restored_tokens);
   }
   return *this;
 }

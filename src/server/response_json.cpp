@@ -75,6 +75,8 @@ json TimingsJson(const engine::Usage& u) {
     t["draft_steps"] = u.draft_steps;
     t["draft_replays"] = u.draft_replays;
   }
+  // Of cache_n: the tokens whose MTP-head history came back with them (draft-mtp).
+  if (u.mtp_restored_tokens > 0) t["mtp_cache_n"] = u.mtp_restored_tokens;
   return t;
 }
 

@@ -4,7 +4,8 @@
 // draft_n_accepted) and in /metrics, reuses its prefix on the next turn, survives a kill -9
 // in the middle of a speculating answer with its published prefix intact, and refuses the
 // per-request keys that only the server's start-up can set; and with --spec-type draft-mtp
-// (the model's own MTP head) it answers as the model without its head, restarts included.
+// (the model's own MTP head) it answers as the model without its head, restarts included, and
+// the head's history comes back from the cache with the prompt's.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
@@ -155,6 +156,7 @@ describe('speculative decoding (draft-mtp) through the server', () => {
       const r2 = await ask(client(first), turn2(answer));
       assertSameUpToNearTie(r2, await ask(client(plain), turn2(answer)));
       assert.ok(r2.usage.prompt_tokens_details.cached_tokens >= prompt);
+      assert.equal(r2.timings.mtp_cache_n, r2.usage.prompt_tokens_details.cached_tokens);
       assert.ok(await diskSettled(first) > 0, 'nothing reached the disk tier');
     } finally {
       await first.stop();
@@ -166,6 +168,9 @@ describe('speculative decoding (draft-mtp) through the server', () => {
       assert.ok(warm.usage.prompt_tokens_details.cached_tokens >= prompt,
         `cached ${warm.usage.prompt_tokens_details.cached_tokens} of ${prompt} after the restart`);
       assert.ok(warm.timings.draft_n > 0);
+      // The MTP head's history came back from disk with every cached token.
+      assert.equal(warm.timings.mtp_cache_n, warm.usage.prompt_tokens_details.cached_tokens,
+        `head history ${warm.timings.mtp_cache_n} of ${warm.usage.prompt_tokens_details.cached_tokens} cached tokens`);
     } finally {
       await second.stop();
     }

@@ -1,0 +1,189 @@
+#include "engine/mtp_sidecar.h"
+
+#include <cstring>
+
+#include "engine/context.h"
+#include "engine/model/model.h"
+#include "engine/speculation.h"
+#include "llama.h"
+#include "util/hash.h"
+#include "util/log.h"
+
+namespace prefixd::engine {
+
+namespace {
+
+using cache::PayloadRef;
+
+// A carry payload: magic, row width, the row (floats, little-endian).
+constexpr uint32_t kCarryMagic = 0x4D545043;  // "CPTM"
+
+PayloadRef MakePayload(std::vector<uint8_t> bytes) {
+  auto p = std::make_shared<cache::Payload>();
+  p->bytes = std::move(bytes);
+  return p;
+}
+
+std::vector<uint8_t> EncodeCarry(const std::vector<float>& h) {
+  std::vector<uint8_t> out(8 + h.size() * sizeof(float));
+  const uint32_t head[2] = {kCarryMagic, uint32_t(h.size())};
+  std::memcpy(out.data(), head, sizeof head);
+  std::memcpy(out.data() + 8, h.data(), h.size() * sizeof(float));
+  return out;
+}
+
+Result<std::vector<float>> DecodeCarry(std::span<const uint8_t> bytes, size_t width) {
+  uint32_t head[2] = {0, 0};
+  if (bytes.size() >= sizeof head) std::memcpy(head, bytes.data(), sizeof head);
+  if (head[0] != kCarryMagic || head[1] != width || bytes.size() != 8 + width * sizeof(float)) {
+    return Status::Corruption("MTP carry: not a carry of " + std::to_string(width) + " floats");
+  }
+  std::vector<float> h(width);
+  std::memcpy(h.data(), bytes.data() + 8, width * sizeof(float));
+  return h;
+}
+
+// Two rows decoded into the head's `seq` (tokens 0, zero hidden states), their state parsed:
+// the shape every later state of the head has. Leaves `seq` empty.
+Result<StateShape> ProbeHeadShape(Context& head, const StateFormat& format, int32_t seq) {
+  const int32_t n_embd = llama_model_n_embd_out(head.model().raw());
+  llama_batch b = llama_batch_init(2, n_embd, 1);
+  b.token = static_cast<llama_token*>(malloc(2 * sizeof(llama_token)));  // freed by batch_free
+  for (int32_t i = 0; i < 2; ++i) {
+    b.token[i] = 0;
+    b.pos[i] = i;
+    b.n_seq_id[i] = 1;
+    b.seq_id[i][0] = seq;
+    b.logits[i] = i == 1;
+  }
+  std::memset(b.embd, 0, sizeof(float) * size_t(2 * n_embd));
+  b.n_tokens = 2;
+  const int rc = llama_decode(head.raw(), b);
+  llama_batch_free(b);
+  if (rc != 0) {
+    head.SeqClear(seq);
+    return Status::Internal("MTP head: probe decode failed (" + std::to_string(rc) + ")");
+  }
+  Result<std::vector<uint8_t>> state = head.GetState(seq, StatePart::kWhole);
+  head.SeqClear(seq);
+  if (!state.ok()) return state.status();
+  PREFIXD_ASSIGN_OR_RETURN(ParsedState parsed, ParseState(*state, format));
+  return StateShapeOf(parsed);
+}
+
+// Whether the state's rows are exactly positions [p0, p1), in order.
+bool HoldsFrom(const ParsedState& state, int32_t p0, int32_t p1) {
+  if (!state.has_rows) return false;
+  for (const KvStream& s : state.kv.streams) {
+    if (s.cells.empty()) continue;
+    return s.cells.size() == size_t(p1 - p0) && s.cells.front().pos == p0 &&
+           s.cells.back().pos == p1 - 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<MtpSidecar>> MtpSidecar::Create(Drafter& drafter,
+                                                       cache::TieredCache& cache,
+                                                       uint32_t block_size, int32_t probe_seq) {
+  Context* head = drafter.mtp_head();
+  if (head == nullptr) return Status::Internal("MTP sidecar without an MTP head");
+  const cache::PrefixCache::Options& co = cache.ram().options();
+  if (!co.needs_snapshot || !co.has_rows) {
+    return Status::NotSupported(
+        "the MTP head's history is cached for targets whose entries carry Snapshots and rows");
+  }
+  StateFormat format;
+  format.layout = MemoryLayout::kAttention;  // the head's own cache: attention over its layer
+  format.cell_ext = head->model().has_cell_ext();
+  PREFIXD_ASSIGN_OR_RETURN(StateShape shape, ProbeHeadShape(*head, format, probe_seq));
+  std::unique_ptr<MtpSidecar> s(new MtpSidecar(drafter, *head, cache, block_size, std::move(shape)));
+  s->format_ = format;
+  return s;
+}
+
+MtpSidecar::MtpSidecar(Drafter& drafter, Context& head, cache::TieredCache& cache,
+                       uint32_t block_size, StateShape shape)
+    : drafter_(drafter), head_(head), cache_(cache), block_size_(int32_t(block_size)),
+      shape_(std::move(shape)) {}
+
+MtpSidecar::~MtpSidecar() = default;
+
+Digest MtpSidecar::DomainOf(const Digest& domain) {
+  Sha256 h;
+  h.Update("prefixd mtp head history v1");
+  h.Update(domain.data(), domain.size());
+  return h.Finish();
+}
+
+Result<std::vector<uint8_t>> MtpSidecar::TakeCarry(int32_t seq) const {
+  std::vector<float> h;
+  if (!drafter_.MtpCarry(seq, &h)) return Status::Internal("MTP head: no carry");
+  return EncodeCarry(h);
+}
+
+Status MtpSidecar::Publish(int32_t seq, const Digest& domain, std::span<const Token> tokens,
+                           int32_t from, std::span<const PendingSnapshot> pending) {
+  const int32_t n = int32_t(tokens.size());
+  const int32_t B = block_size_;
+  const int32_t first = from / B;
+  if (first * B >= n || head_.SeqPosMax(seq) < n - 1) return Status::OK();
+  PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> state, head_.GetStateRange(seq, first * B, n));
+  PREFIXD_ASSIGN_OR_RETURN(ParsedState parsed, ParseState(state, format_));
+  if (!HoldsFrom(parsed, first * B, n)) return Status::OK();  // the head started later
+  const Digest d = DomainOf(domain);
+  std::vector<PayloadRef> rows;
+  for (int32_t k = first; (k + 1) * B <= n; ++k) {
+    PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> r, EncodeRows(parsed, k * B, (k + 1) * B));
+    rows.push_back(MakePayload(std::move(r)));
+  }
+  if (!rows.empty()) cache_.InsertBlocks(d, tokens, size_t(first), rows);
+  rows.clear();
+  for (const PendingSnapshot& s : pending) {
+    if (s.mtp_carry.empty() || s.pos > n) continue;
+    PayloadRef tail;
+    if (s.pos % B != 0) {
+      PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> r, EncodeRows(parsed, s.pos / B * B, s.pos));
+      tail = MakePayload(std::move(r));
+    }
+    cache_.InsertSnapshot(d, tokens.first(size_t(s.pos)), s.kind, MakePayload(s.mtp_carry), tail);
+  }
+  return Status::OK();
+}
+
+int32_t MtpSidecar::Restore(int32_t seq, const Digest& domain, std::span<const Token> tokens,
+                            int32_t p) {
+  head_.SeqClear(seq);
+  if (p <= 0) return 0;
+  cache::TieredCache::Found f =
+      cache_.Lookup(DomainOf(domain), tokens, size_t(p), size_t(p), cache::Reach::kLocal);
+  if (f.match.n_tokens != size_t(p)) return 0;
+  Status st = SetHistory(seq, f.match);
+  if (st.ok()) return p;
+  head_.SeqClear(seq);
+  Logf(LogLevel::kWarning, "MTP head history at %d refused: %s", p, st.ToString().c_str());
+  return 0;
+}
+
+Status MtpSidecar::SetHistory(int32_t seq, const cache::PrefixCache::Match& m) {
+  if (!m.snapshot) return Status::Corruption("MTP head history without its carry");
+  std::vector<RowsRef> rows;
+  rows.reserve(m.rows.size());
+  for (const auto& span : m.rows) {
+    if (!span.rows) return Status::Corruption("MTP head history without rows");
+    rows.push_back({span.rows->bytes, uint32_t(span.n_tokens)});
+  }
+  const size_t width = size_t(llama_model_n_embd_out(head_.model().raw()));
+  PREFIXD_ASSIGN_OR_RETURN(std::vector<float> carry, DecodeCarry(m.snapshot->bytes, width));
+  PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> state,
+                           AssembleState(rows, {}, shape_, int32_t(m.n_tokens)));
+  PREFIXD_RETURN_IF_ERROR(head_.SetState(seq, state, StatePart::kWhole));
+  if (head_.SeqPosMax(seq) != int32_t(m.n_tokens) - 1) {
+    return Status::Corruption("MTP head history ends off its position");
+  }
+  if (!drafter_.SetMtpCarry(seq, carry)) return Status::Internal("MTP head: carry not set");
+  return Status::OK();
+}
+
+}  // namespace prefixd::engine
