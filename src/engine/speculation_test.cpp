@@ -431,42 +431,58 @@ TEST(SpeculationTest, MtpHeadTwoSlotsEachEqualsItsAlone) {
   }
 }
 
+// The MTP test model loaded with its head, a context of two sequences and a Drafter whose MTP
+// head follows it: what the carry and sidecar tests work on.
+struct MtpRig {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Context> ctx;
+  std::unique_ptr<Drafter> drafter;
+  bool ok = false;
+  MtpRig(uint32_t n_ctx, uint32_t n_batch) {
+    auto m = Model::Load({MtpModelPath(), 0, false, /*load_mtp=*/true});
+    if (!m.ok()) return;
+    model = std::move(m).value();
+    ContextOptions copt;
+    copt.n_ctx_per_seq = n_ctx;
+    copt.n_seq = 2;
+    copt.n_batch = copt.n_ubatch = n_batch;
+    copt.n_threads = 2;
+    auto c = Context::Create(*model, copt);
+    if (!c.ok()) return;
+    ctx = std::move(c).value();
+    SpecOptions o;
+    o.types = {SpecType::kDraftMtp};
+    o.draft_n_max = 2;
+    auto d = Drafter::Create(o, 2);
+    if (!d.ok()) return;
+    drafter = std::move(d).value();
+    ok = drafter->AttachMtpHead(*ctx, copt).ok();
+  }
+};
+
 // Patch 0007's carry: what the head pairs with a sequence's next token. A decode through the
 // follower leaves a row there; a row set is the row read back; a row of the wrong width is
 // refused. The second sequence, never decoded, carries zeros.
 TEST(DrafterTest, MtpCarryIsReadAndSetPerSequence) {
-  auto model = Model::Load({MtpModelPath(), 0, false, /*load_mtp=*/true});
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  ContextOptions copt;
-  copt.n_ctx_per_seq = 256;
-  copt.n_seq = 2;
-  copt.n_batch = copt.n_ubatch = 64;
-  copt.n_threads = 2;
-  auto ctx = Context::Create(**model, copt);
-  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
-  SpecOptions o;
-  o.types = {SpecType::kDraftMtp};
-  o.draft_n_max = 2;
-  auto drafter = Drafter::Create(o, 2);
-  ASSERT_TRUE(drafter.ok());
-  ASSERT_TRUE((*drafter)->AttachMtpHead(**ctx, copt).ok());
+  MtpRig rig(256, 64);
+  ASSERT_TRUE(rig.ok);
   const std::vector<Token> tokens = ByteTokens(20, 3);
-  ASSERT_TRUE((*ctx)->DecodeChunk(0, tokens, 0, true).ok());
-  (*drafter)->Begin(0, Digest{}, tokens);
-  EXPECT_EQ((*drafter)->mtp_head()->SeqPosMax(0), 19);  // the head followed the decode
+  ASSERT_TRUE(rig.ctx->DecodeChunk(0, tokens, 0, true).ok());
+  rig.drafter->Begin(0, Digest{}, tokens);
+  EXPECT_EQ(rig.drafter->mtp_head()->SeqPosMax(0), 19);  // the head followed the decode
   std::vector<float> h0, h1;
-  ASSERT_TRUE((*drafter)->MtpCarry(0, &h0));
-  ASSERT_TRUE((*drafter)->MtpCarry(1, &h1));
-  ASSERT_EQ(h0.size(), size_t(llama_model_n_embd_out((*model)->raw())));
+  ASSERT_TRUE(rig.drafter->MtpCarry(0, &h0));
+  ASSERT_TRUE(rig.drafter->MtpCarry(1, &h1));
+  ASSERT_EQ(h0.size(), size_t(llama_model_n_embd_out(rig.model->raw())));
   EXPECT_TRUE(std::any_of(h0.begin(), h0.end(), [](float x) { return x != 0; }));
   EXPECT_TRUE(std::all_of(h1.begin(), h1.end(), [](float x) { return x == 0; }));
-  ASSERT_TRUE((*drafter)->SetMtpCarry(1, h0));
-  ASSERT_TRUE((*drafter)->MtpCarry(1, &h1));
+  ASSERT_TRUE(rig.drafter->SetMtpCarry(1, h0));
+  ASSERT_TRUE(rig.drafter->MtpCarry(1, &h1));
   EXPECT_EQ(h1, h0);
-  EXPECT_FALSE((*drafter)->SetMtpCarry(1, std::vector<float>(h0.size() + 1, 1.0f)));
-  ASSERT_TRUE((*drafter)->MtpCarry(1, &h1));
+  EXPECT_FALSE(rig.drafter->SetMtpCarry(1, std::vector<float>(h0.size() + 1, 1.0f)));
+  ASSERT_TRUE(rig.drafter->MtpCarry(1, &h1));
   EXPECT_EQ(h1, h0);
-  (*drafter)->End(0);
+  rig.drafter->End(0);
 }
 
 // The sidecar's round trip, bit for bit: the head's history of a prompt decoded on sequence 0,
@@ -475,44 +491,31 @@ TEST(DrafterTest, MtpCarryIsReadAndSetPerSequence) {
 // Snapshot, and a head Snapshot whose carry is damaged, restore nothing and leave the
 // sequence empty.
 TEST(MtpSidecarTest, HistoryRoundTripsBitForBit) {
-  auto model = Model::Load({MtpModelPath(), 0, false, /*load_mtp=*/true});
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  ContextOptions copt;
-  copt.n_ctx_per_seq = 1024;
-  copt.n_seq = 2;
-  copt.n_batch = copt.n_ubatch = 128;
-  copt.n_threads = 2;
-  auto ctx = Context::Create(**model, copt);
-  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
-  SpecOptions o;
-  o.types = {SpecType::kDraftMtp};
-  o.draft_n_max = 2;
-  auto drafter = Drafter::Create(o, 2);
-  ASSERT_TRUE(drafter.ok());
-  ASSERT_TRUE((*drafter)->AttachMtpHead(**ctx, copt).ok());
+  MtpRig rig(1024, 128);
+  ASSERT_TRUE(rig.ok);
   cache::PrefixCache::Options co;
   co.block_size = 128;
   co.ram_budget_bytes = 64u << 20;
   co.has_rows = co.needs_snapshot = true;
   cache::PrefixCache ram(co);
   cache::TieredCache tiers(ram, {});
-  auto sidecar = MtpSidecar::Create(**drafter, tiers, 128, 1);
+  auto sidecar = MtpSidecar::Create(*rig.drafter, tiers, 128, 1);
   ASSERT_TRUE(sidecar.ok()) << sidecar.status().ToString();
   const std::vector<Token> tokens = ByteTokens(300, 5);
   for (int32_t at = 0; at < 300; at += 128) {
     const size_t n = std::min<size_t>(128, 300 - size_t(at));
-    ASSERT_TRUE((*ctx)->DecodeChunk(0, std::span(tokens).subspan(size_t(at), n), at, false).ok());
+    ASSERT_TRUE(rig.ctx->DecodeChunk(0, std::span(tokens).subspan(size_t(at), n), at, false).ok());
   }
   auto carry = (*sidecar)->TakeCarry(0);
   ASSERT_TRUE(carry.ok());
   const Digest domain{7};
   PendingSnapshot end{300, cache::SnapshotKind::kMessage, {}, *carry};
   ASSERT_TRUE((*sidecar)->Publish(0, domain, tokens, 0, {&end, 1}).ok());
-  Context& head = *(*drafter)->mtp_head();
+  Context& head = *rig.drafter->mtp_head();
   EXPECT_EQ((*sidecar)->Restore(1, domain, tokens, 300), 300);
   ASSERT_EQ(head.SeqPosMax(1), 299);
   StateFormat format;
-  format.cell_ext = (*model)->has_cell_ext();
+  format.cell_ext = rig.model->has_cell_ext();
   auto rows_of = [&](int32_t seq) {
     auto state = head.GetState(seq, StatePart::kWhole);
     EXPECT_TRUE(state.ok());
@@ -526,7 +529,7 @@ TEST(MtpSidecarTest, HistoryRoundTripsBitForBit) {
   ASSERT_FALSE(rows0.empty());
   EXPECT_EQ(rows_of(1), rows0);
   std::vector<float> h0, h1;
-  ASSERT_TRUE((*drafter)->MtpCarry(0, &h0) && (*drafter)->MtpCarry(1, &h1));
+  ASSERT_TRUE(rig.drafter->MtpCarry(0, &h0) && rig.drafter->MtpCarry(1, &h1));
   EXPECT_EQ(h1, h0);
   // No head Snapshot at 200 (only at 300): nothing restored.
   EXPECT_EQ((*sidecar)->Restore(1, domain, tokens, 200), 0);
@@ -570,6 +573,30 @@ CompletionRequest TokenRequest(std::vector<Token> tokens, int max_tokens) {
   return r;
 }
 
+// A prompt of 512 tokens served with the head's records going to a disk tier in a fresh folder,
+// then the server stopped (its end writes what it queued). Returns the folder and that prompt
+// with `more` tokens after it.
+struct Served {
+  std::string dir;
+  std::vector<Token> next;
+};
+Served ServeAndStop(const std::string& name, uint32_t seed, size_t more) {
+  Served s;
+  s.dir = testing::RemoveAtExit(
+      (std::filesystem::temp_directory_path() / (name + std::to_string(getpid()))).string());
+  const std::vector<Token> first = ByteTokens(512, seed);
+  auto a = MakeMtpCacheEngine(&s.dir);
+  EXPECT_TRUE(a);
+  if (!a) return s;
+  auto r = a->Complete(TokenRequest(first, 8));
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (r.ok()) EXPECT_EQ(r->usage.mtp_restored_tokens, 0);
+  s.next = first;
+  const std::vector<Token> tail = ByteTokens(more, seed + 1);
+  s.next.insert(s.next.end(), tail.begin(), tail.end());
+  return s;
+}
+
 // The MTP head's history is part of a cached prefix (MtpSidecar): a prompt of 512 tokens, then
 // a restart on the same cache dir, then that prompt with 100 more. The second restores 512
 // tokens from disk with the head's history beside them (counted: the head never reads them
@@ -577,20 +604,7 @@ CompletionRequest TokenRequest(std::vector<Token> tokens, int max_tokens) {
 // digest of every drafted token), with the same output. 512 ends a prefill call of both
 // prompts (256-token calls), so the cold run computes every row as the first prompt did.
 TEST(SpeculationTest, MtpHeadHistoryIsRestoredWithTheCachedPrefix) {
-  const std::string dir = testing::RemoveAtExit(
-      (std::filesystem::temp_directory_path() / ("prefixd-mtp-cache-" + std::to_string(getpid())))
-          .string());
-  const std::vector<Token> first = ByteTokens(512, 11);
-  std::vector<Token> second = first;
-  const std::vector<Token> more = ByteTokens(100, 12);
-  second.insert(second.end(), more.begin(), more.end());
-  {
-    auto a = MakeMtpCacheEngine(&dir);
-    ASSERT_TRUE(a);
-    auto r = a->Complete(TokenRequest(first, 8));
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    EXPECT_EQ(r->usage.mtp_restored_tokens, 0);
-  }  // the engine's end writes what it queued for the disk
+  const auto [dir, second] = ServeAndStop("prefixd-mtp-cache-", 11, 100);
   auto b = MakeMtpCacheEngine(&dir);
   auto cold = MakeMtpCacheEngine(nullptr);
   ASSERT_TRUE(b && cold);
@@ -657,18 +671,7 @@ int CorruptMtpCarries(const std::string& dir) {
 // target's prefix as before and the head's not at all (a clean miss: the head starts empty at
 // the restored position), and answers as a cold run.
 TEST(SpeculationTest, MtpHeadHistoryThatFailsItsChecksumIsAMiss) {
-  const std::string dir = testing::RemoveAtExit(
-      (std::filesystem::temp_directory_path() / ("prefixd-mtp-fault-" + std::to_string(getpid())))
-          .string());
-  const std::vector<Token> first = ByteTokens(512, 21);
-  std::vector<Token> second = first;
-  const std::vector<Token> more = ByteTokens(60, 22);
-  second.insert(second.end(), more.begin(), more.end());
-  {
-    auto a = MakeMtpCacheEngine(&dir);
-    ASSERT_TRUE(a);
-    ASSERT_TRUE(a->Complete(TokenRequest(first, 8)).ok());
-  }
+  const auto [dir, second] = ServeAndStop("prefixd-mtp-fault-", 21, 60);
   ASSERT_GT(CorruptMtpCarries(dir), 0) << "no MTP head Snapshot on disk";
   auto b = MakeMtpCacheEngine(&dir);
   auto cold = MakeMtpCacheEngine(nullptr);
