@@ -21,7 +21,9 @@
 #      WORK (default /tmp/prefixd-vs-llama), LLAMA_SERVER_EXTRA (more llama-server flags, e.g.
 #      "-fa off"; both servers use flash attention by default (llama-server: "auto", on for CPU;
 #      prefixd serve: on unless --no-flash-attn), PREFIXD_EXTRA (more prefixd serve flags; e.g.
-#      both set to "--spec-type ngram-mod": the trace with speculation on, docs/speculation.md).
+#      both set to "--spec-type ngram-mod": the trace with speculation on, docs/speculation.md),
+#      MAKE_EXTRA (more make-test-model flags, e.g. "--nextn 1" for an MTP head, with both
+#      servers' --spec-type draft-mtp).
 #
 # Both servers get the same model, slot count, context per slot, threads and batch sizes.
 # llama-server runs with its best caching flags for this version: --cache-ram (host-memory
@@ -182,7 +184,9 @@ for entry in $ARCHS; do
   make_args=(--arch "$base_arch" --shape "$SHAPE")
   [[ -n "$vocab" ]] && make_args+=(--vocab "$vocab")
   [[ -n "$template" ]] && make_args+=(--template "$template")
-  model="$WORK/model-$arch-$SHAPE.gguf"
+  # shellcheck disable=SC2206
+  make_args+=(${MAKE_EXTRA:-})
+  model="$WORK/model-$arch-$SHAPE${MAKE_EXTRA:+-$(echo "$MAKE_EXTRA" | tr -cd 'a-z0-9')}.gguf"
   [[ -f "$model" ]] || "$PREFIXD_BIN" make-test-model "${make_args[@]}" --out "$model" >&2
   cache="$WORK/cache-$arch"
   rm -rf "$cache"

@@ -354,6 +354,79 @@ TEST(ChatEngineTest, RequiredToolChoiceYieldsAParsedCall) {
   EXPECT_TRUE(args["metric"].is_boolean()) << args.dump();
 }
 
+// A forced tool call is a call, with no bias: on each pinned template agents meet that has a
+// tool format, tool_choice required and a named function, thinking on (where the template
+// opens a reasoning block, the call follows its end) and off, the tiny model's reply parses
+// into one call of the schema. The sampler decodes the template's call marker as the reply's
+// start (GrammarSpec::forced_call); the grammar writes the rest.
+struct ForcedCase {
+  const char* tmpl;
+  bool named;
+  bool thinking;
+};
+
+class ForcedCallTest : public ::testing::TestWithParam<ForcedCase> {};
+
+TEST_P(ForcedCallTest, ReplyIsAParsedCall) {
+  const ForcedCase& c = GetParam();
+  auto e = MakeEngine(c.tmpl);
+  ChatRenderOptions o;
+  o.tools_json = kForecastTools;
+  o.tool_choice = ToolChoice::kRequired;
+  if (c.named) o.tool_name = "forecast";
+  o.enable_thinking = c.thinking;
+  auto p = e->PrepareChat(kUserAsks, o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_FALSE(p->output.grammar.empty());
+  EXPECT_FALSE(p->output.grammar.lazy);
+  // A random model never ends its reasoning by itself: a budget of 8 tokens ends it (common's
+  // reasoning-budget sampler forces the end tag), and the call must follow it.
+  CompletionRequest req;
+  req.prompt = *p;
+  req.max_tokens = 400;
+  req.sampling.grammar = p->output.grammar;
+  req.sampling.reasoning_budget = 8;
+  req.stop = p->output.additional_stops;
+  auto done = e->Complete(std::move(req));
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  const CompletionResult& r = *done;
+  ChatMessage m = ParseChatOutput(p->output, r.text);
+  std::printf("[ forced ] %s named=%d thinking=%d: %zu call(s), finish %s, %d tokens\n",
+              c.tmpl, c.named, c.thinking,
+              m.tool_calls.size(), FinishReasonName(r.finish_reason), r.usage.completion_tokens);
+  ASSERT_GE(m.tool_calls.size(), 1u) << r.text;
+  const GrammarSpec& g = p->output.grammar;
+  if (c.thinking && !g.thinking_start.empty() &&
+      g.generation_prompt.find(g.thinking_start) != std::string::npos) {
+    EXPECT_FALSE(m.reasoning_content.empty()) << "the call did not follow a reasoning block";
+  }
+  EXPECT_EQ(m.tool_calls[0].name, "forecast");
+  json args = json::parse(m.tool_calls[0].arguments);
+  EXPECT_TRUE(args["days"].is_number_integer()) << args.dump();
+  EXPECT_TRUE(args["metric"].is_boolean()) << args.dump();
+}
+
+std::vector<ForcedCase> ForcedCases() {
+  std::vector<ForcedCase> out;
+  for (const char* t : {"Qwen3.5-4B", "Qwen3-Coder", "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+                        "ibm-granite-granite-4.0", "deepseek-ai-DeepSeek-V3.2"}) {
+    for (bool named : {false, true}) {
+      for (bool thinking : {false, true}) out.push_back({t, named, thinking});
+    }
+  }
+  return out;
+}
+
+std::string ForcedName(const ::testing::TestParamInfo<ForcedCase>& info) {
+  std::string n = info.param.tmpl;
+  for (char& ch : n) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return n + (info.param.named ? "_named" : "_required") + (info.param.thinking ? "_think" : "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Templates, ForcedCallTest, ::testing::ValuesIn(ForcedCases()), ForcedName);
+
 TEST(ChatEngineTest, WithoutAToolChoiceTheGrammarIsLazy) {
   auto e = MakeEngine("Qwen3.5-4B");
   ChatRenderOptions o;

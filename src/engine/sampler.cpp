@@ -40,14 +40,14 @@ common_grammar_type ToCommon(GrammarKind k) {
 
 // As llama-server: the thinking tags make common add its reasoning-budget sampler (with no
 // budget), which keeps a lazy grammar from starting inside the thinking block.
-void SetThinking(const Model& model, const GrammarSpec& g, common_params_sampling& p) {
+void SetThinking(const Model& model, const GrammarSpec& g, int budget, common_params_sampling& p) {
   if (g.thinking_start.empty() || g.thinking_end.empty()) return;
   p.reasoning_budget_start = model.Tokenize(g.thinking_start, true, false);
   for (const std::string& tag : g.thinking_end) {
     if (!tag.empty()) p.reasoning_budget_end.push_back(model.Tokenize(tag, true, false));
   }
   if (!p.reasoning_budget_end.empty()) p.reasoning_budget_forced = p.reasoning_budget_end.front();
-  p.reasoning_budget_tokens = -1;
+  p.reasoning_budget_tokens = budget;
 }
 
 void SetGrammar(const GrammarSpec& g, common_params_sampling& p) {
@@ -124,7 +124,7 @@ Result<std::unique_ptr<Sampler>> Sampler::Create(const Model& model,
   }
   if (IsPlainGreedy(options)) return std::unique_ptr<Sampler>(new Sampler(nullptr, model.n_vocab(), false));
   common_params_sampling params = ToCommon(options);
-  if (!options.grammar.empty()) SetThinking(model, options.grammar, params);
+  if (!options.grammar.empty()) SetThinking(model, options.grammar, options.reasoning_budget, params);
   common_sampler* s = nullptr;
   try {
     s = common_sampler_init(model.raw(), params);
@@ -132,7 +132,48 @@ Result<std::unique_ptr<Sampler>> Sampler::Create(const Model& model,
     return Status::InvalidArgument(std::string("sampler: ") + e.what());
   }
   if (s == nullptr) return Status::InvalidArgument("sampler: cannot be built");
-  return std::unique_ptr<Sampler>(new Sampler(s, model.n_vocab(), !options.grammar.empty()));
+  std::unique_ptr<Sampler> out(new Sampler(s, model.n_vocab(), !options.grammar.empty()));
+  if (!options.grammar.empty()) out->forced_ = PlanForcedCall(model, options.grammar);
+  return out;
+}
+
+// The reasoning block is open when the generation prompt opened it last and did not close it.
+Sampler::ForcedCall Sampler::PlanForcedCall(const Model& model, const GrammarSpec& g) {
+  ForcedCall f;
+  if (g.forced_call.empty() || g.lazy) return f;
+  f.tokens = model.Tokenize(g.forced_call, true, false);
+  const size_t open = g.thinking_start.empty() ? std::string::npos
+                                               : g.generation_prompt.rfind(g.thinking_start);
+  bool closed = open == std::string::npos;
+  for (const std::string& tag : g.thinking_end) {
+    if (!closed && !tag.empty() && g.generation_prompt.find(tag, open) != std::string::npos) closed = true;
+  }
+  if (!closed) {
+    for (const std::string& tag : g.thinking_end) {
+      if (!tag.empty()) f.after.push_back(model.Tokenize(tag, true, false));
+    }
+  }
+  f.started = f.after.empty();
+  return f;
+}
+
+Token Sampler::NextForced() {
+  if (!forced_.started || forced_.next >= forced_.tokens.size()) return -1;
+  return forced_.tokens[forced_.next++];
+}
+
+void Sampler::NoteSampled(Token t) {
+  if (forced_.started || forced_.after.empty()) return;
+  size_t longest = 0;
+  for (const auto& a : forced_.after) longest = std::max(longest, a.size());
+  forced_.recent.push_back(t);
+  if (forced_.recent.size() > longest) forced_.recent.erase(forced_.recent.begin());
+  for (const auto& a : forced_.after) {
+    if (!a.empty() && forced_.recent.size() >= a.size() &&
+        std::equal(a.begin(), a.end(), forced_.recent.end() - std::ptrdiff_t(a.size()))) {
+      forced_.started = true;
+    }
+  }
 }
 
 Sampler::~Sampler() {
@@ -149,8 +190,13 @@ Result<Token> Sampler::Sample(llama_context* ctx, int32_t idx) {
     return best;
   }
   try {
+    if (const Token forced = NextForced(); forced >= 0) {
+      common_sampler_accept(sampler_, forced, /*is_generated=*/true);
+      return forced;
+    }
     const Token t = common_sampler_sample(sampler_, ctx, idx);
     common_sampler_accept(sampler_, t, /*is_generated=*/true);
+    NoteSampled(t);
     return t;
   } catch (const std::exception& e) {
     return Status::Aborted(std::string("sampling: ") + e.what());

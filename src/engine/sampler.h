@@ -35,6 +35,10 @@ struct SamplingOptions {
   int penalty_last_n = 64;          // the generated tokens the penalties look back on
   std::vector<std::pair<Token, float>> logit_bias;  // added to the logits; -inf bans
   GrammarSpec grammar;       // none by default
+  // The most tokens a reasoning block may take (the template's thinking tags), after which its
+  // end tag is forced (common's reasoning-budget sampler, llama-server's
+  // reasoning_budget_tokens). -1: no limit.
+  int reasoning_budget = -1;
   int top_logprobs = -1;     // -1: no logprobs; else the alternatives reported per token
 };
 
@@ -67,16 +71,32 @@ class Sampler {
   // last) and accepts it (the grammar and the penalties see it). Never throws: what common's
   // sampler throws (a grammar with no way on, as when it has ended and the end-of-generation
   // tokens are masked) is an Aborted status naming it; the sampler is then spent.
+  // With GrammarSpec::forced_call, the marker's tokens come out instead of samples (accepted
+  // by the grammar like any sample) once no reasoning block is open.
   Result<Token> Sample(llama_context* ctx, int32_t idx);
   bool has_grammar() const { return has_grammar_; }
 
  private:
   Sampler(common_sampler* s, int n_vocab, bool has_grammar)
       : sampler_(s), n_vocab_(n_vocab), has_grammar_(has_grammar) {}
+  // The forced call's tokens and when they start: `after` empty, at once; else after the
+  // sampled tokens end with one of its sequences (the reasoning block's end tags).
+  struct ForcedCall {
+    std::vector<Token> tokens;
+    std::vector<std::vector<Token>> after;
+    std::vector<Token> recent;  // the last sampled tokens, as long as the longest of `after`
+    size_t next = 0;            // tokens[next] goes out next once started
+    bool started = false;
+  };
+  static ForcedCall PlanForcedCall(const Model& model, const GrammarSpec& g);
+  // The next forced token, or -1 while none is due. Notes `sampled` against `after`.
+  Token NextForced();
+  void NoteSampled(Token t);
   common_sampler* sampler_;  // null for plain greedy: the argmax, without a pass through
                              // common's chain (which softmaxes the whole vocabulary per token)
   int n_vocab_;
   bool has_grammar_;
+  ForcedCall forced_;
 };
 
 }  // namespace prefixd::engine

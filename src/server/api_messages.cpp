@@ -264,6 +264,13 @@ MaybeError ConvertThinking(const json& req, json* chat) {
   if (kwargs.is_null()) kwargs = json::object();
   if (!kwargs.is_object()) return WrongType("chat_template_kwargs", "an object", kwargs);
   kwargs["enable_thinking"] = type != "disabled";
+  // budget_tokens: the reasoning block's budget (llama-server's thinking_budget_tokens).
+  if (const json* b = Field(*t, "budget_tokens"); b && type == "enabled") {
+    if (!b->is_number_integer() || b->get<int64_t>() < 0) {
+      return WrongType("thinking.budget_tokens", "a non-negative integer", *b);
+    }
+    (*chat)["thinking_budget_tokens"] = *b;
+  }
   return std::nullopt;
 }
 

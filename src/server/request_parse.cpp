@@ -174,6 +174,11 @@ MaybeError ParseSampling(const json& obj, const ParseLimits& limits,
   if (auto e = GetInt(obj, "top_k", 0, 1 << 20, &top_k)) return e;
   if (auto e = GetInt(obj, "seed", INT64_MIN, INT64_MAX, &seed)) return e;
   if (auto e = GetBool(obj, "ignore_eos", &s->ignore_eos)) return e;
+  // llama-server's names for the reasoning budget; -1: none.
+  int64_t budget = s->reasoning_budget;
+  const char* bk = Field(obj, "reasoning_budget_tokens") ? "reasoning_budget_tokens" : "thinking_budget_tokens";
+  if (auto e = GetInt(obj, bk, -1, 1 << 24, &budget)) return e;
+  s->reasoning_budget = int(budget);
   s->top_k = int(top_k);
   s->seed = uint64_t(seed);
   if (auto e = ParsePenalties(obj, s)) return e;

@@ -42,6 +42,11 @@ struct GrammarSpec {
   // reasoning-budget sampler, with no budget). Empty when the template does not think.
   std::string thinking_start;
   std::vector<std::string> thinking_end;
+  // A forced tool call (tool_choice required, a named function, Anthropic's any / tool): the
+  // template's call marker, which the sampler decodes as the reply's next tokens once no
+  // reasoning block is open (at once, or after the block's end tag), so the reply is a call
+  // and not text before one that never comes. Empty: the grammar alone decides.
+  std::string forced_call;
   bool empty() const { return kind == GrammarKind::kNone || gbnf.empty(); }
 };
 

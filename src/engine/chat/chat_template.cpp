@@ -210,6 +210,40 @@ Result<std::string> ChatTemplate::Render(const ParsedChat& chat) const {
   return Apply(impl_->templates.get(), chat.impl_->inputs);
 }
 
+// The text a call of this template starts with: the word its lazy grammar (tool_choice auto)
+// waits for. A forced call's grammar has no trigger, and still lets the reply write text
+// before the call. The template's analysis does not depend on the conversation: one user
+// message stands in for it. Empty when the template starts calls by a pattern, or not at all.
+static std::string CallMarker(const common_chat_templates* t, const common_chat_templates_inputs& in) {
+  common_chat_templates_inputs probe = in;
+  probe.tool_choice = COMMON_CHAT_TOOL_CHOICE_AUTO;
+  probe.messages.assign(1, common_chat_msg{});
+  probe.messages[0].role = "user";
+  probe.messages[0].content = "call";
+  Result<common_chat_params> p = ApplyFull(t, probe);
+  if (!p.ok()) return "";
+  for (const common_grammar_trigger& g : p->grammar_triggers) {
+    if (g.type == COMMON_GRAMMAR_TRIGGER_TYPE_WORD || g.type == COMMON_GRAMMAR_TRIGGER_TYPE_TOKEN) {
+      return g.value;
+    }
+  }
+  return "";
+}
+
+// A forced call (required, or a named function) must come out as one: the template must have
+// a tool format (a grammar for its calls), and the reply starts at its marker.
+static Status ForceCall(const common_chat_templates* t, const common_chat_templates_inputs& in,
+                        OutputFormat* out) {
+  if (in.tools.empty() || in.tool_choice != COMMON_CHAT_TOOL_CHOICE_REQUIRED) return Status::OK();
+  if (out->grammar.empty()) {
+    return Status::InvalidArgument(
+        "this model's chat template has no tool-call format: a forced tool call (tool_choice "
+        "required, a named function, any or tool) cannot be honoured");
+  }
+  out->grammar.forced_call = CallMarker(t, in);
+  return Status::OK();
+}
+
 Result<ChatRender> ChatTemplate::RenderWithOutput(const ParsedChat& chat) const {
   const common_chat_templates_inputs& in = chat.impl_->inputs;
   PREFIXD_ASSIGN_OR_RETURN(common_chat_params full, ApplyFull(impl_->templates.get(), in));
@@ -218,6 +252,7 @@ Result<ChatRender> ChatTemplate::RenderWithOutput(const ParsedChat& chat) const 
   const std::string& name = chat.options().tool_name;
   if (name.empty()) {
     out.output = ToOutput(full, in, &out.preserved_tokens);
+    PREFIXD_RETURN_IF_ERROR(ForceCall(impl_->templates.get(), in, &out.output));
     return out;
   }
   // The prompt shows every tool (as the conversation's other turns do); the reply is held to
@@ -225,6 +260,7 @@ Result<ChatRender> ChatTemplate::RenderWithOutput(const ParsedChat& chat) const 
   PREFIXD_ASSIGN_OR_RETURN(common_chat_templates_inputs only, OnlyTool(in, name));
   PREFIXD_ASSIGN_OR_RETURN(common_chat_params one, ApplyFull(impl_->templates.get(), only));
   out.output = ToOutput(one, only, &out.preserved_tokens);
+  PREFIXD_RETURN_IF_ERROR(ForceCall(impl_->templates.get(), only, &out.output));
   return out;
 }
 
