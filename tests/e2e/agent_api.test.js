@@ -212,10 +212,10 @@ describe('Agent APIs', () => {
 });
 
 // Forced tool calls through both APIs on a real template (Qwen3.5-4B, --chat-template): with
-// random weights the model never starts a call by itself, so, as in chat_tools.test.js, a logit
-// bias (llama-server's extension, passed on by both translators) on the one-token <tool_call>
-// makes it start one, and the template's grammar (tool_choice required / any) writes a
-// well-formed call. Arguments are an integer and a boolean, which the grammar bounds.
+// random weights the model never starts a call by itself; a forced call (tool_choice required /
+// any / tool) starts at the template's call marker, which the server decodes as the reply's
+// first tokens (after the reasoning block when thinking is on), and the template's grammar
+// writes a well-formed call. Arguments are an integer and a boolean, which the grammar bounds.
 describe('Agent APIs: forced tool calls on Qwen3.5-4B', () => {
   const FORECAST = {
     name: 'forecast', description: 'Weather forecast',
@@ -223,7 +223,7 @@ describe('Agent APIs: forced tool calls on Qwen3.5-4B', () => {
       properties: { days: { type: 'integer' }, metric: { type: 'boolean' } } },
   };
   const SYS = 'You are a weather agent. Call tools when they help. '.repeat(8);
-  let dir; let server; let openai; let anthropic; let bias;
+  let dir; let server; let openai; let anthropic;
 
   before(async () => {
     dir = tempDir('agent-tools');
@@ -231,9 +231,6 @@ describe('Agent APIs: forced tool calls on Qwen3.5-4B', () => {
       model: makeModel(dir), args: ['--chat-template', 'Qwen3.5-4B', '--ctx', '4096'] });
     openai = client(server);
     anthropic = new Anthropic({ baseURL: server.url, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
-    const t = await post(server, '/tokenize', { content: '<tool_call>' });
-    assert.equal(t.json.tokens.length, 1);
-    bias = { [t.json.tokens[0]]: 100 };
   });
   after(async () => {
     await server?.stop();
@@ -248,9 +245,8 @@ describe('Agent APIs: forced tool calls on Qwen3.5-4B', () => {
   describe('Responses', () => {
     const tools = [{ type: 'function', name: FORECAST.name, description: FORECAST.description,
       parameters: FORECAST.schema }];
-    // A function: `bias` is known once the server runs.
     const forced = () => ({ model: 'tiny', instructions: SYS, input: 'Weather in Paris?', tools,
-      tool_choice: 'required', logit_bias: bias, enable_thinking: false, max_output_tokens: 300 });
+      tool_choice: 'required', enable_thinking: false, max_output_tokens: 300 });
 
     it('tool_choice required gives a function_call item of the schema', async () => {
       const r = await openai.responses.create(forced());
@@ -327,7 +323,7 @@ describe('Agent APIs: forced tool calls on Qwen3.5-4B', () => {
     const tools = [{ name: FORECAST.name, description: FORECAST.description, input_schema: FORECAST.schema }];
     const messages = [{ role: 'user', content: 'Weather in Paris?' }];
     const forced = () => ({ model: 'tiny', system: SYS, messages, tools, tool_choice: { type: 'any' },
-      logit_bias: bias, thinking: { type: 'disabled' }, max_tokens: 300 });
+      thinking: { type: 'disabled' }, max_tokens: 300 });
 
     it('tool_choice any gives a tool_use block of the schema', async () => {
       const m = await anthropic.messages.create(forced());
@@ -337,6 +333,16 @@ describe('Agent APIs: forced tool calls on Qwen3.5-4B', () => {
       assert.equal(uses[0].name, 'forecast');
       assert.ok(uses[0].id.length > 0);
       assertArgs(uses[0].input);
+    });
+
+    it('with thinking on, tool_choice tool gives a thinking block, then that tool_use', async () => {
+      const m = await anthropic.messages.create({ ...forced(), tool_choice: { type: 'tool', name: 'forecast' },
+        thinking: { type: 'enabled', budget_tokens: 8 } });
+      assert.equal(m.stop_reason, 'tool_use', JSON.stringify(m.content));
+      assert.equal(m.content[0].type, 'thinking', JSON.stringify(m.content));
+      const use = m.content.find((b) => b.type === 'tool_use');
+      assert.equal(use.name, 'forecast');
+      assertArgs(use.input);
     });
 
     it('streams the same tool_use with messages.stream', async () => {
