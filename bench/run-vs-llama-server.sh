@@ -40,7 +40,7 @@ LLAMA_SRC="$DEPS_DIR/llama.cpp-$LLAMA_COMMIT_SHORT/src"
 SERVER_BUILD="$DEPS_DIR/llama.cpp-$LLAMA_COMMIT_SHORT/build-server"
 JOBS="${PREFIXD_JOBS:-2}"
 THREADS="${THREADS:-2}"
-RUN_COMMAND="${OUT:+OUT=$OUT }bench/run-vs-llama-server.sh $*"  # for the report
+RUN_COMMAND="${OUT:+OUT=$OUT }${MAKE_EXTRA:+MAKE_EXTRA=\"$MAKE_EXTRA\" }${PREFIXD_EXTRA:+PREFIXD_EXTRA=\"$PREFIXD_EXTRA\" }${LLAMA_SERVER_EXTRA:+LLAMA_SERVER_EXTRA=\"$LLAMA_SERVER_EXTRA\" }bench/run-vs-llama-server.sh $*"  # for the report
 OUT="${OUT:-$here/bench/results/vs-llama-server}"
 WORK="${WORK:-/tmp/prefixd-vs-llama}"
 PREFIXD_BIN="${PREFIXD_BIN:-$here/build/bin/prefixd}"
