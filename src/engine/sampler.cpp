@@ -152,6 +152,7 @@ Sampler::ForcedCall Sampler::PlanForcedCall(const Model& model, const GrammarSpe
     for (const std::string& tag : g.thinking_end) {
       if (!tag.empty()) f.after.push_back(model.Tokenize(tag, true, false));
     }
+    if (f.after.empty()) return ForcedCall{};  // an open block with no known end: never forced
   }
   f.started = f.after.empty();
   return f;

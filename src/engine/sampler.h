@@ -89,7 +89,8 @@ class Sampler {
     bool started = false;
   };
   static ForcedCall PlanForcedCall(const Model& model, const GrammarSpec& g);
-  // The next forced token, or -1 while none is due. Notes `sampled` against `after`.
+  // The next forced token, or -1 while none is due; NoteSampled starts the forcing when the
+  // sampled tokens end with one of `after`.
   Token NextForced();
   void NoteSampled(Token t);
   common_sampler* sampler_;  // null for plain greedy: the argmax, without a pass through
