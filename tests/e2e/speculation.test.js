@@ -44,6 +44,41 @@ function assertSameUpToNearTie(got, plain) {
   assert.ok(gap <= NEAR_TIE, `answers differ at token ${k}, top two ${gap} apart (no near-tie)`);
 }
 
+// A first turn published (and on disk), then a kill -9 well inside a speculating answer to the
+// same prompt, then a restart: the next turn restores the whole first prompt and answers as the
+// plain server. Returns that turn's answer.
+async function killMidAnswerThenResume(model, args, plain) {
+  const first = await startServer({ model, args });
+  let prompt; let answer;
+  try {
+    const done = await ask(client(first), turn1, { max_tokens: 12 });
+    prompt = done.usage.prompt_tokens;
+    answer = done.choices[0].message.content;
+    assert.ok(await diskSettled(first) > 0);
+    const stream = await client(first).chat.completions.create({
+      model: 'tiny', messages: turn1, max_tokens: 4000, temperature: 0, ignore_eos: true, stream: true,
+    });
+    let pieces = 0;
+    for await (const chunk of stream) {
+      if (chunk.choices[0]?.delta?.content) pieces++;
+      if (pieces === 40) break;  // well inside the answer, drafting
+    }
+    await first.kill();
+  } finally {
+    await first.stop();
+  }
+  const second = await startServer({ model, args });
+  try {
+    const warm = await ask(client(second), turn2(answer));
+    const want = await ask(client(plain), turn2(answer));
+    assertSameUpToNearTie(warm, want);
+    assert.equal(warm.usage.prompt_tokens_details.cached_tokens, prompt);
+    return warm;
+  } finally {
+    await second.stop();
+  }
+}
+
 describe('speculative decoding (ngram-mod) through the server', () => {
   let dir; let model; let cacheDir; let plain;
 
@@ -91,35 +126,7 @@ describe('speculative decoding (ngram-mod) through the server', () => {
   });
 
   it('keeps its published prefix through a kill -9 in the middle of a speculating answer', async () => {
-    const args = ['--spec-type', 'ngram-mod', '--cache-dir', join(dir, 'cache-kill')];
-    const first = await startServer({ model, args });
-    let prompt; let answer;
-    try {
-      const done = await ask(client(first), turn1, { max_tokens: 12 });
-      prompt = done.usage.prompt_tokens;
-      answer = done.choices[0].message.content;
-      assert.ok(await diskSettled(first) > 0);
-      const stream = await client(first).chat.completions.create({
-        model: 'tiny', messages: turn1, max_tokens: 4000, temperature: 0, ignore_eos: true, stream: true,
-      });
-      let pieces = 0;
-      for await (const chunk of stream) {
-        if (chunk.choices[0]?.delta?.content) pieces++;
-        if (pieces === 40) break;  // well inside the answer, drafting
-      }
-      await first.kill();
-    } finally {
-      await first.stop();
-    }
-    const second = await startServer({ model, args });
-    try {
-      const warm = await ask(client(second), turn2(answer));
-      const want = await ask(client(plain), turn2(answer));
-      assertSameUpToNearTie(warm, want);
-      assert.equal(warm.usage.prompt_tokens_details.cached_tokens, prompt);
-    } finally {
-      await second.stop();
-    }
+    await killMidAnswerThenResume(model, ['--spec-type', 'ngram-mod', '--cache-dir', join(dir, 'cache-kill')], plain);
   });
 });
 
@@ -174,5 +181,11 @@ describe('speculative decoding (draft-mtp) through the server', () => {
     } finally {
       await second.stop();
     }
+  });
+
+  it('keeps the prompt and the head\'s history through a kill -9 in the middle of an answer', async () => {
+    const warm = await killMidAnswerThenResume(mtpModel,
+      ['--spec-type', 'draft-mtp', '--cache-dir', join(dir, 'cache-kill')], plain);
+    assert.equal(warm.timings.mtp_cache_n, warm.usage.prompt_tokens_details.cached_tokens);
   });
 });
