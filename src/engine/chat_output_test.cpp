@@ -394,7 +394,7 @@ TEST_P(ForcedCallTest, ReplyIsAParsedCall) {
   std::printf("[ forced ] %s named=%d thinking=%d: %zu call(s), finish %s, %d tokens\n",
               c.tmpl, c.named, c.thinking,
               m.tool_calls.size(), FinishReasonName(r.finish_reason), r.usage.completion_tokens);
-  ASSERT_GE(m.tool_calls.size(), 1u) << r.text;
+  ASSERT_GE(m.tool_calls.size(), 1u) << "marker '" << p->output.grammar.forced_call << "': " << r.text.substr(0, 300);
   const GrammarSpec& g = p->output.grammar;
   if (c.thinking && !g.thinking_start.empty() &&
       g.generation_prompt.find(g.thinking_start) != std::string::npos) {
