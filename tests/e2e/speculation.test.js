@@ -10,7 +10,9 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { client, diskSettled, makeModel, metric, metrics, post, startServer, tempDir } from './harness.js';
+import {
+  client, diskSettled, makeModel, metric, metrics, post, remoteSettled, startRedis, startServer, tempDir,
+} from './harness.js';
 
 const SYSTEM = 'You are a coding agent. Tools: read(path), write(path, text), run(cmd). '
   + 'Answer briefly and call one tool at a time. '.repeat(8);
@@ -180,6 +182,27 @@ describe('speculative decoding (draft-mtp) through the server', () => {
         `head history ${warm.timings.mtp_cache_n} of ${warm.usage.prompt_tokens_details.cached_tokens} cached tokens`);
     } finally {
       await second.stop();
+    }
+  });
+
+  it('restores the head\'s history from the shared tier on another server', async () => {
+    const redis = await startRedis();
+    const shared = ['--spec-type', 'draft-mtp', '--remote-cache', redis.url];
+    const a = await startServer({ model: mtpModel, args: [...shared, '--cache-dir', join(dir, 'shared-a')] });
+    const b = await startServer({ model: mtpModel, args: [...shared, '--cache-dir', join(dir, 'shared-b')] });
+    try {
+      const r1 = await ask(client(a), turn1, { max_tokens: 12 });
+      assert.ok(await remoteSettled(a) > 0, 'nothing reached the shared tier');
+      const answer = r1.choices[0].message.content;
+      const warm = await ask(client(b), turn2(answer));
+      assertSameUpToNearTie(warm, await ask(client(plain), turn2(answer)));
+      const cached = warm.usage.prompt_tokens_details.cached_tokens;
+      assert.ok(cached >= r1.usage.prompt_tokens, `cached ${cached} of ${r1.usage.prompt_tokens}`);
+      assert.equal(warm.timings.mtp_cache_n, cached, JSON.stringify(warm.timings));
+    } finally {
+      await a.stop();
+      await b.stop();
+      await redis.stop();
     }
   });
 
