@@ -358,7 +358,7 @@ Restoration CacheIo::Restore(const Slot& slot) {
 }
 
 Status CacheIo::Capture(Slot& slot, const CapturePoint& point) {
-  PendingSnapshot snap{point.pos, point.kind, {}};
+  PendingSnapshot snap{point.pos, point.kind, {}, {}};
   if (impl_->options.needs_snapshot) {
     if (point.pos != slot.run.pos) return Status::Internal("capture point off the chunk schedule");
     PREFIXD_ASSIGN_OR_RETURN(snap.partial, impl_->TakeSnapshot(slot));
@@ -373,7 +373,7 @@ Status CacheIo::Publish(Slot& slot) {
   // For pure attention the whole prompt is a Tail: any later prefix of it is restorable.
   const bool attention_only = impl_->options.has_rows && !impl_->options.needs_snapshot;
   if (attention_only && tokens.size() % impl_->options.block_size != 0) {
-    slot.run.pending.push_back({int32_t(tokens.size()), SnapshotKind::kGenerationEnd, {}});
+    slot.run.pending.push_back({int32_t(tokens.size()), SnapshotKind::kGenerationEnd, {}, {}});
   }
   return impl_->PublishRange(slot, tokens, slot.run.restored);
 }
@@ -386,7 +386,7 @@ Status CacheIo::PublishGeneration(Slot& slot, std::span<const Token> generated) 
   if (size_t(slot.run.pos - n) > generated.size()) return Status::Internal("generation: short");
   tokens.insert(tokens.end(), generated.begin(), generated.begin() + (slot.run.pos - n));
   slot.run.pending.clear();
-  PendingSnapshot end{slot.run.pos, SnapshotKind::kGenerationEnd, {}};
+  PendingSnapshot end{slot.run.pos, SnapshotKind::kGenerationEnd, {}, {}};
   if (impl_->options.needs_snapshot) {
     PREFIXD_ASSIGN_OR_RETURN(end.partial, impl_->TakeSnapshot(slot));
     end.mtp_carry = impl_->MtpCarry(slot);

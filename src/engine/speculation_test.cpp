@@ -646,12 +646,13 @@ int CorruptMtpCarries(const std::string& dir) {
     domains.insert(d);
   }
   int corrupted = 0;
-  for (const auto& [path, d] : domain_of) {
+  for (const auto& entry : domain_of) {
+    const Digest& d = entry.second;
     const bool head_record = std::any_of(domains.begin(), domains.end(), [&](const Digest& x) {
       return MtpSidecar::DomainOf(x) == d;
     });
     if (!head_record) continue;
-    std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+    std::fstream f(entry.first, std::ios::binary | std::ios::in | std::ios::out);
     uint32_t h = 0;
     f.seekg(8);
     f.read(reinterpret_cast<char*>(&h), 4);
