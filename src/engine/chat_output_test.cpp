@@ -427,6 +427,34 @@ std::string ForcedName(const ::testing::TestParamInfo<ForcedCase>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Templates, ForcedCallTest, ::testing::ValuesIn(ForcedCases()), ForcedName);
 
+// A reasoning budget holds without tools or a grammar: with a budget of 2 tokens the block's end
+// tag is forced after 2 and the reply goes on as content, where without one the model reasons
+// longer before it ends the block itself.
+TEST(ChatEngineTest, ReasoningBudgetEndsTheBlockWithoutAGrammar) {
+  auto e = MakeEngine("Qwen3.5-4B");
+  auto p = e->PrepareChat(kUserAsks, ChatRenderOptions{});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_TRUE(p->output.grammar.empty());
+  ASSERT_FALSE(p->output.grammar.thinking_end.empty());
+  auto reply = [&](int budget) {
+    CompletionRequest r;
+    r.prompt = *p;
+    r.max_tokens = 40;
+    r.sampling.ignore_eos = true;
+    r.sampling.reasoning_budget = budget;
+    r.sampling.grammar = p->output.grammar;  // no grammar: the thinking tags
+    auto done = e->Complete(std::move(r));
+    EXPECT_TRUE(done.ok()) << done.status().ToString();
+    return ParseChatOutput(p->output, done.ok() ? done->text : "");
+  };
+  const ChatMessage unbounded = reply(-1);
+  const ChatMessage bounded = reply(2);
+  EXPECT_FALSE(bounded.reasoning_content.empty());
+  EXPECT_FALSE(bounded.content.empty()) << "the reasoning did not end at its budget";
+  EXPECT_LT(bounded.reasoning_content.size(), unbounded.reasoning_content.size())
+      << "'" << bounded.reasoning_content << "' vs '" << unbounded.reasoning_content << "'";
+}
+
 TEST(ChatEngineTest, WithoutAToolChoiceTheGrammarIsLazy) {
   auto e = MakeEngine("Qwen3.5-4B");
   ChatRenderOptions o;

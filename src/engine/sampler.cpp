@@ -48,6 +48,7 @@ void SetThinking(const Model& model, const GrammarSpec& g, int budget, common_pa
   }
   if (!p.reasoning_budget_end.empty()) p.reasoning_budget_forced = p.reasoning_budget_end.front();
   p.reasoning_budget_tokens = budget;
+  p.generation_prompt = g.generation_prompt;  // where the block opened: inside it from the start
 }
 
 void SetGrammar(const GrammarSpec& g, common_params_sampling& p) {
@@ -91,7 +92,8 @@ common_params_sampling ToCommon(const SamplingOptions& o) {
 // Greedy with nothing that changes the logits: the argmax is all common's chain would do.
 bool IsPlainGreedy(const SamplingOptions& o) {
   return o.temperature <= 0.0 && o.grammar.empty() && o.logit_bias.empty() &&
-         o.presence_penalty == 0.0 && o.frequency_penalty == 0.0 && o.repetition_penalty == 1.0;
+         o.presence_penalty == 0.0 && o.frequency_penalty == 0.0 && o.repetition_penalty == 1.0 &&
+         o.reasoning_budget < 0;
 }
 
 }  // namespace
@@ -124,7 +126,9 @@ Result<std::unique_ptr<Sampler>> Sampler::Create(const Model& model,
   }
   if (IsPlainGreedy(options)) return std::unique_ptr<Sampler>(new Sampler(nullptr, model.n_vocab(), false));
   common_params_sampling params = ToCommon(options);
-  if (!options.grammar.empty()) SetThinking(model, options.grammar, options.reasoning_budget, params);
+  if (!options.grammar.empty() || options.reasoning_budget >= 0) {
+    SetThinking(model, options.grammar, options.reasoning_budget, params);
+  }
   common_sampler* s = nullptr;
   try {
     s = common_sampler_init(model.raw(), params);

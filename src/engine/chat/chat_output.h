@@ -37,7 +37,9 @@ struct GrammarSpec {
   std::string gbnf;
   bool lazy = false;
   std::vector<GrammarTrigger> triggers;
-  std::string generation_prompt;  // already in the prompt; fed to kOutputFormat/kToolCalls
+  // Already in the prompt; fed to kOutputFormat/kToolCalls. With the thinking tags, set for
+  // every chat reply (a reasoning budget reads them without a grammar).
+  std::string generation_prompt;
   // The template's thinking block: a lazy grammar is not started inside it (llama-server's
   // reasoning-budget sampler, with no budget). Empty when the template does not think.
   std::string thinking_start;

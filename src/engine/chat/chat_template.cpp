@@ -180,14 +180,15 @@ OutputFormat ToOutput(const common_chat_params& p, const common_chat_templates_i
   out.generation_prompt = p.generation_prompt;
   out.parse_tool_calls = !in.tools.empty() && in.tool_choice != COMMON_CHAT_TOOL_CHOICE_NONE;
   out.additional_stops = p.additional_stops;
+  // The thinking tags with or without a grammar: a reasoning budget needs them either way.
+  out.grammar.generation_prompt = p.generation_prompt;
+  out.grammar.thinking_start = p.thinking_start_tag;
+  out.grammar.thinking_end = p.thinking_end_tags;
   if (!p.grammar.empty()) {
     out.grammar.kind = GrammarKind::kToolCalls;  // as llama-server marks template grammars
     out.grammar.gbnf = p.grammar;
     out.grammar.lazy = p.grammar_lazy;
-    out.grammar.generation_prompt = p.generation_prompt;
     for (const auto& t : p.grammar_triggers) out.grammar.triggers.push_back(ToTrigger(t));
-    out.grammar.thinking_start = p.thinking_start_tag;
-    out.grammar.thinking_end = p.thinking_end_tags;
   }
   *preserved = p.preserved_tokens;
   return out;
