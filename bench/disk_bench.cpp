@@ -287,7 +287,9 @@ int main(int argc, char** argv) {
   flags.Int("--tokens", &a.tokens, "prompt length, about");
   flags.Int("--reps", &a.reps, "repetitions");
   engine::DeclareEngineFlags(flags, a.engine,
-                             engine::EngineFlagSet::kBlockSize | engine::EngineFlagSet::kThreads);
+                             engine::EngineFlagSet::kBlockSize | engine::EngineFlagSet::kThreads |
+                                 engine::EngineFlagSet::kGpuLayers |
+                                 engine::EngineFlagSet::kFlashAttn);
   flags.Bool("--keep-cache", &a.keep_cache, "reuse the cache dir an earlier run wrote");
   flags.Bool("--no-cold", &a.no_cold, "skip the --no-cache first token (use the fill's)");
   engine::DeclareEngineFlags(flags, a.engine, engine::EngineFlagSet::kRemoteCache);

@@ -2,7 +2,8 @@
 # Fetches the pinned llama.cpp (from the npm package node-llama-cpp@3.22.1, which ships the
 # source as a git bundle), verifies the commit and builds llama, ggml and llama-common, and the
 # pinned test-model generator bin/test-llama-archs (the architecture sweep and the engine tests
-# use it; it links the same libraries, so it costs one extra compile).
+# use it; it links the same libraries, so it costs one extra compile), with ggml's RPC backend and
+# its server bin/ggml-rpc-server (docs/backends.md).
 # Applies and verifies the small patches in patches/llama.cpp/ (docs/llama-patches.md says why
 # each exists). The build is cached by commit, backend and patch set under $PREFIXD_DEPS_DIR, so
 # a second run is instant; a changed patch set rebuilds incrementally.
@@ -49,7 +50,8 @@ stamp="$build/.prefixd-built"
 # exists, so a cached build made before test-llama-archs was a target (same stamp) gets it.
 patches=("$PATCH_DIR"/*.patch)
 patch_id="$(cat "${patches[@]}" | sha256sum | cut -c1-16)"
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$patch_id" && -x "$build/bin/test-llama-archs" && -x "$build/bin/test-jinja" ]]; then
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$patch_id" && -x "$build/bin/test-llama-archs" && -x "$build/bin/test-jinja" &&
+      -x "$build/bin/ggml-rpc-server" ]]; then
   echo "$build"
   exit 0
 fi
@@ -121,11 +123,14 @@ fi
 echo "setup-llama: building llama.cpp ${LLAMA_COMMIT:0:7} ($backend) in $build" >&2
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DBUILD_SHARED_LIBS=ON \
-  -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF \
+  -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON \
   -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=ON \
   -DLLAMA_OPENSSL=OFF -DLLAMA_SUBPROCESS=OFF -DLLAMA_LLGUIDANCE=OFF \
-  "${cmake_backend[@]}" >&2
-cmake --build "$build" -j "$JOBS" --target llama llama-common ggml test-llama-archs test-jinja >&2
+  -DGGML_RPC=ON "${cmake_backend[@]}" >&2
+# The tools are configured only for ggml-rpc-server (the RPC backend's server: tensors in another
+# process, the off-host path the tests take without a GPU); no other tool is built.
+cmake --build "$build" -j "$JOBS" --target llama llama-common ggml test-llama-archs test-jinja \
+  ggml-rpc-server >&2
 # Patches 0002 and 0004 change how the Jinja engine runs, never what it renders: llama.cpp's
 # own Jinja tests must pass on the patched tree.
 if ! "$build/bin/test-jinja" >"$build/test-jinja.log" 2>&1; then

@@ -235,12 +235,15 @@ int Serve(const ServeArgs& a) {
   server::HttpServer http(backend.get(), auth->get(), *so);
   auto port = http.Bind();
   if (!port.ok()) return Fail(port.status());
+  const engine::EngineStats placement = engine_ptr->GetStats();
   server::WriteLogLine(server::LogLine("listening")
                            .Add("host", a.host)
                            .Add("port", (long long)*port)
                            .Add("model", http.model_id())
                            .Add("slots", (long long)eo->n_slots)
                            .Add("ctx", (long long)engine_ptr->n_ctx_per_slot())
+                           .Add("devices", placement.devices)
+                           .Add("kv", placement.cache_type_k + "/" + placement.cache_type_v)
                            .Add("cache_dir", eo->cache_dir.empty() ? "none" : eo->cache_dir)
                            .Add("remote_cache", eo->remote_cache_url.empty() ? "none"
                                                                              : eo->remote_cache_url)

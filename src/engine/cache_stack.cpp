@@ -61,7 +61,7 @@ ChunkingMemoSlot FindChunkingMemo(const Model& model, const ContextOptions& copt
   Result<Digest> model_digest = cache::FileFingerprint(model.path(), fingerprints);
   if (!model_digest.ok()) return slot;
   slot.path = options.cache_dir + "/chunking.tsv";
-  slot.key = ChunkingKey(*model_digest, copt, options.n_gpu_layers);
+  slot.key = ChunkingKey(*model_digest, copt, options.n_gpu_layers, model.devices());
   slot.known = LoadChunkingInvariant(slot.path, *slot.key);
   return slot;
 }

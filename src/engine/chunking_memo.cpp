@@ -36,7 +36,8 @@ std::map<std::string, std::string> ReadLines(const std::string& path) {
 
 }  // namespace
 
-Digest ChunkingKey(const Digest& model_digest, const ContextOptions& ctx, int n_gpu_layers) {
+Digest ChunkingKey(const Digest& model_digest, const ContextOptions& ctx, int n_gpu_layers,
+                   const std::string& devices) {
   Sha256 h;
   h.Update("prefixd-chunking-probe");
   h.Update(DigestHex(model_digest));
@@ -45,9 +46,11 @@ Digest ChunkingKey(const Digest& model_digest, const ContextOptions& ctx, int n_
                      uint64_t(int64_t(n_gpu_layers))}) {
     h.UpdateU64(v);
   }
-  h.Update(ctx.type_k);
+  h.Update(KvTypeName(ctx.type_k));
   h.Update("|");
-  h.Update(ctx.type_v);
+  h.Update(KvTypeName(ctx.type_v));
+  h.Update("|");
+  h.Update(devices);
   h.Update("|");
   h.Update(llama_print_system_info());
   return h.Finish();

@@ -21,8 +21,10 @@
 
 namespace prefixd::engine {
 
-// The memo key of `model` (content digest `model_digest`) with context settings `ctx`.
-Digest ChunkingKey(const Digest& model_digest, const ContextOptions& ctx, int n_gpu_layers);
+// The memo key of `model` (content digest `model_digest`) with context settings `ctx`, its
+// layers offloaded so (`n_gpu_layers`) to `devices` (Model::devices(): the kernels that run).
+Digest ChunkingKey(const Digest& model_digest, const ContextOptions& ctx, int n_gpu_layers,
+                   const std::string& devices);
 
 // The remembered answer for `key` in the memo at `path`; nullopt when none (or unreadable).
 std::optional<bool> LoadChunkingInvariant(const std::string& path, const Digest& key);

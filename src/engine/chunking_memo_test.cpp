@@ -59,12 +59,17 @@ TEST(ChunkingMemo, KeyCoversTheSettings) {
   b.flash_attn = !a.flash_attn;
   ContextOptions c = a;
   c.n_ubatch = a.n_ubatch / 2;
+  ContextOptions d = a;
+  d.type_k = KvType::kQ8_0;
   const Digest model = Key(7);
-  EXPECT_EQ(ChunkingKey(model, a, 0), ChunkingKey(model, a, 0));
-  EXPECT_NE(ChunkingKey(model, a, 0), ChunkingKey(model, b, 0));
-  EXPECT_NE(ChunkingKey(model, a, 0), ChunkingKey(model, c, 0));
-  EXPECT_NE(ChunkingKey(model, a, 0), ChunkingKey(model, a, 99));
-  EXPECT_NE(ChunkingKey(model, a, 0), ChunkingKey(Key(8), a, 0));
+  const std::string cpu = "default";
+  EXPECT_EQ(ChunkingKey(model, a, 0, cpu), ChunkingKey(model, a, 0, cpu));
+  EXPECT_NE(ChunkingKey(model, a, 0, cpu), ChunkingKey(model, b, 0, cpu));
+  EXPECT_NE(ChunkingKey(model, a, 0, cpu), ChunkingKey(model, c, 0, cpu));
+  EXPECT_NE(ChunkingKey(model, a, 0, cpu), ChunkingKey(model, d, 0, cpu));
+  EXPECT_NE(ChunkingKey(model, a, 0, cpu), ChunkingKey(model, a, 99, cpu));
+  EXPECT_NE(ChunkingKey(model, a, 0, cpu), ChunkingKey(model, a, 0, "RPC0 (127.0.0.1:50052)"));
+  EXPECT_NE(ChunkingKey(model, a, 0, cpu), ChunkingKey(Key(8), a, 0, cpu));
 }
 
 }  // namespace

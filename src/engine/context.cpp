@@ -13,15 +13,37 @@ namespace prefixd::engine {
 
 namespace {
 
-Result<ggml_type> ParseCacheType(const std::string& name) {
-  static const std::pair<const char*, ggml_type> kTypes[] = {
-      {"f32", GGML_TYPE_F32}, {"f16", GGML_TYPE_F16}, {"bf16", GGML_TYPE_BF16},
-      {"q8_0", GGML_TYPE_Q8_0}, {"q4_0", GGML_TYPE_Q4_0}};
-  for (const auto& [n, t] : kTypes) {
-    if (name == n) return t;
+ggml_type GgmlType(KvType type) {
+  switch (type) {
+    case KvType::kF32: return GGML_TYPE_F32;
+    case KvType::kF16: return GGML_TYPE_F16;
+    case KvType::kBF16: return GGML_TYPE_BF16;
+    case KvType::kQ8_0: return GGML_TYPE_Q8_0;
+    case KvType::kQ4_0: return GGML_TYPE_Q4_0;
   }
-  return Status::InvalidArgument("unknown KV cache type '" + name +
-                                 "' (use f32, f16, bf16, q8_0 or q4_0)");
+  return GGML_TYPE_F16;
+}
+
+// The head size of K (`key`) or V: the GGUF's key_length / value_length, else n_embd / n_head.
+int64_t HeadSize(const Model& model, bool key) {
+  const std::string v =
+      model.Meta(model.arch() + (key ? ".attention.key_length" : ".attention.value_length"));
+  if (!v.empty()) return std::atoll(v.c_str());
+  const int32_t n_head = llama_model_n_head(model.raw());
+  return n_head > 0 ? llama_model_n_embd(model.raw()) / n_head : 0;
+}
+
+// llama.cpp stores a quantized K or V only when a head is a whole number of the type's blocks
+// (and says so only in its log, failing the context); the flag that asked for it is named here.
+Status CheckKvTypeFits(const Model& model, KvType type, bool key) {
+  const int64_t block = ggml_blck_size(GgmlType(type));
+  const int64_t head = HeadSize(model, key);
+  if (block <= 1 || head <= 0 || head % block == 0) return Status::OK();
+  return Status::InvalidArgument(std::string(key ? "--cache-type-k " : "--cache-type-v ") +
+                                 KvTypeName(type) + ": the model's " + (key ? "K" : "V") +
+                                 " head size " + std::to_string(head) +
+                                 " is not a multiple of the type's block of " +
+                                 std::to_string(block) + " values");
 }
 
 int DefaultThreads() {
@@ -55,8 +77,12 @@ Status DecodeStatus(int32_t rc) {
 
 Result<std::unique_ptr<Context>> Context::Create(const Model& model,
                                                  const ContextOptions& options) {
-  PREFIXD_ASSIGN_OR_RETURN(ggml_type type_k, ParseCacheType(options.type_k));
-  PREFIXD_ASSIGN_OR_RETURN(ggml_type type_v, ParseCacheType(options.type_v));
+  PREFIXD_RETURN_IF_ERROR(CheckKvTypeFits(model, options.type_k, true));
+  PREFIXD_RETURN_IF_ERROR(CheckKvTypeFits(model, options.type_v, false));
+  if (IsQuantized(options.type_v) && !options.flash_attn) {
+    return Status::InvalidArgument(std::string("a quantized V cache (") +
+                                   KvTypeName(options.type_v) + ") needs flash attention");
+  }
   llama_context_params p = llama_context_default_params();
   p.n_seq_max = options.n_seq;
   p.n_ctx = options.n_ctx_per_seq * options.n_seq;
@@ -66,8 +92,8 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   p.n_threads_batch = options.n_threads_batch > 0 ? options.n_threads_batch : p.n_threads;
   p.flash_attn_type = options.flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED
                                          : LLAMA_FLASH_ATTN_TYPE_DISABLED;
-  p.type_k = type_k;
-  p.type_v = type_v;
+  p.type_k = GgmlType(options.type_k);
+  p.type_v = GgmlType(options.type_v);
   p.kv_unified = false;  // one stream per sequence: slots never see each other's cells
   p.no_perf = true;
   p.n_rs_seq = options.n_rs_seq;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/model/model.h"
+#include "engine/options.h"
 #include "engine/state_gather.h"
 #include "engine/codec/types.h"
 #include "util/status.h"
@@ -34,8 +35,8 @@ struct ContextOptions {
   int n_threads = 0;              // decode (generation) threads; 0: all cores
   int n_threads_batch = 0;        // prefill threads; 0: the same as n_threads
   bool flash_attn = false;
-  std::string type_k = "f16";     // KV cache types; part of the cache-layout fingerprint
-  std::string type_v = "f16";
+  KvType type_k = KvType::kF16;   // KV cache types; part of the cache-layout fingerprint
+  KvType type_v = KvType::kF16;
   // Recurrent states llama.cpp keeps per token for rolling back rejected drafts (n_rs_seq;
   // only archs whose graph supports it, others ignore it). 0: none.
   uint32_t n_rs_seq = 0;

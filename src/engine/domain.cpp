@@ -1,5 +1,6 @@
 #include "engine/domain.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "cache/chain_hash.h"
@@ -13,6 +14,14 @@ namespace {
 // Bump when the rows payload or snapshot byte format changes: old entries stop matching.
 constexpr uint64_t kCodecVersion = 2;  // 2: Snapshot payloads end in a cell layout
 
+// llama.cpp stores a quantized K or V rotated (a Hadamard transform, smoothing outliers before
+// quantization) unless LLAMA_ATTN_ROT_DISABLE is a nonzero number (read as it reads it, with
+// atoi): a record saved one way holds other values than the other way reads.
+bool AttentionRotationDisabled() {
+  const char* v = std::getenv("LLAMA_ATTN_ROT_DISABLE");
+  return v != nullptr && std::atoi(v) != 0;
+}
+
 Digest LayoutFingerprint(const Model& model, const ContextOptions& ctx, StateMode mode) {
   Sha256 h;
   h.Update("prefixd-layout");
@@ -20,8 +29,11 @@ Digest LayoutFingerprint(const Model& model, const ContextOptions& ctx, StateMod
   h.Update(model.arch());
   h.Update(MemoryLayoutName(model.layout()));
   if (mode != StateMode::kSliced) h.Update(StateModeName(mode));  // sliced: as before
-  h.Update(ctx.type_k);
-  h.Update(ctx.type_v);
+  h.Update(KvTypeName(ctx.type_k));
+  h.Update(KvTypeName(ctx.type_v));
+  if (IsQuantized(ctx.type_k) || IsQuantized(ctx.type_v)) {  // f16 domains stay as they were
+    h.Update(AttentionRotationDisabled() ? "attn-rot-off" : "attn-rot-on");
+  }
   h.UpdateU64(ctx.flash_attn ? 1 : 0);  // decides the V layout (transposed or not)
   h.UpdateU64(uint64_t(model.n_swa()));
   for (const char* key : {"rope.freq_base", "rope.scaling.type", "rope.scaling.factor"}) {

@@ -74,6 +74,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   ModelOptions mopt{options.model_path, options.n_gpu_layers};
+  mopt.devices = DeviceChoice{options.rpc_servers, options.devices};
   mopt.load_mtp = std::find(options.spec.types.begin(), options.spec.types.end(),
                             SpecType::kDraftMtp) != options.spec.types.end();
   PREFIXD_ASSIGN_OR_RETURN(impl->model, Model::Load(mopt));

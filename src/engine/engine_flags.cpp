@@ -51,7 +51,14 @@ void DeclareComputeFlags(Flags& flags, EngineFlagValues& v, EngineFlagSet which)
     flags.Int("--ubatch", &v.ubatch, "physical batch size");
   }
   if (Has(which, EngineFlagSet::kGpuLayers)) {
-    flags.Int("-ngl,--gpu-layers", &v.gpu_layers, "layers to offload to the GPU");
+    flags.Int("-ngl,--gpu-layers", &v.gpu_layers,
+              "layers to offload to the GPU or RPC devices; -1: all");
+    flags.String("--rpc", &v.rpc,
+                 "ggml RPC servers whose devices hold layers, HOST:PORT,... (llama.cpp's "
+                 "rpc-server; docs/backends.md)");
+    flags.String("-dev,--device", &v.device,
+                 "devices for the layers, NAME,... (RPC0, CUDA0, ...; 'none': the CPU only); "
+                 "default: the RPC servers', then the GPUs");
   }
   if (Has(which, EngineFlagSet::kMaxQueue)) {
     flags.Int("--max-queue", &v.max_queue,
@@ -71,6 +78,10 @@ void DeclareModeFlags(Flags& flags, EngineFlagValues& v, EngineFlagSet which) {
   }
   if (Has(which, EngineFlagSet::kFlashAttn)) {
     flags.Bool("--no-flash-attn", &v.no_flash_attn, "run attention without flash attention");
+    flags.String("-ctk,--cache-type-k", &v.cache_type_k,
+                 "KV cache type of K: f32, f16, bf16, q8_0, q4_0");
+    flags.String("-ctv,--cache-type-v", &v.cache_type_v,
+                 "KV cache type of V (quantized only with flash attention)");
   }
   if (Has(which, EngineFlagSet::kChatTemplate)) {
     flags.String("--chat-template", &v.chat_template,
@@ -164,6 +175,29 @@ Status CheckRanges(const EngineFlagValues& v) {
   return Status::OK();
 }
 
+Result<KvType> ToKvType(const std::string& flag, const std::string& name) {
+  if (std::optional<KvType> type = ParseKvType(name)) return *type;
+  return Status::InvalidArgument(flag + ": '" + name + "' is not f32, f16, bf16, q8_0 or q4_0");
+}
+
+// --rpc, --device, --cache-type-k, --cache-type-v.
+Status SetPlacement(const EngineFlagValues& v, EngineOptions& eo) {
+  eo.rpc_servers = SplitList(v.rpc);
+  eo.devices = SplitList(v.device);
+  if (eo.devices.size() > 1 &&
+      std::find(eo.devices.begin(), eo.devices.end(), "none") != eo.devices.end()) {
+    return Status::InvalidArgument("--device: 'none' (the CPU only) stands alone");
+  }
+  PREFIXD_ASSIGN_OR_RETURN(eo.cache_type_k, ToKvType("--cache-type-k", v.cache_type_k));
+  PREFIXD_ASSIGN_OR_RETURN(eo.cache_type_v, ToKvType("--cache-type-v", v.cache_type_v));
+  if (IsQuantized(eo.cache_type_v) && !eo.flash_attn) {
+    return Status::InvalidArgument("--cache-type-v " + v.cache_type_v +
+                                   ": a quantized V cache needs flash attention "
+                                   "(drop --no-flash-attn)");
+  }
+  return Status::OK();
+}
+
 // The numbers and switches, once CheckRanges passed.
 void SetNumbers(const EngineFlagValues& v, EngineOptions& eo) {
   eo.block_size = uint32_t(v.block_size);
@@ -224,6 +258,7 @@ Result<EngineOptions> ToEngineOptions(const EngineFlagValues& values) {
     PREFIXD_ASSIGN_OR_RETURN(eo.remote_cache_password, values.remote.Password());
   }
   SetNumbers(values, eo);
+  PREFIXD_RETURN_IF_ERROR(SetPlacement(values, eo));
   PREFIXD_ASSIGN_OR_RETURN(eo.spec, ToSpecOptions(values.spec));
   if (!values.chat_template.empty()) {
     Result<std::string> source = LoadTemplateSource(values.chat_template);

@@ -47,10 +47,14 @@ struct EngineFlagValues {
   int64_t batch = EngineOptions{}.n_batch;
   int64_t ubatch = EngineOptions{}.n_ubatch;
   int64_t gpu_layers = EngineOptions{}.n_gpu_layers;
+  std::string rpc;     // --rpc HOST:PORT,...
+  std::string device;  // --device NAME,... ("none": the CPU only)
   int64_t max_queue = int64_t(EngineOptions{}.max_queue);
   bool no_cache = false;
   bool whole_state = false;
   bool no_flash_attn = false;
+  std::string cache_type_k = KvTypeName(EngineOptions{}.cache_type_k);
+  std::string cache_type_v = KvTypeName(EngineOptions{}.cache_type_v);
   std::string chat_template;  // NAME of a pinned template or a .jinja file; "" : the model's
   RemoteCacheFlags remote;
   // Speculative decoding, in llama-server's flags; numbers default to SpecOptions{}'s.
@@ -84,11 +88,11 @@ enum class EngineFlagSet : uint32_t {
   kContext = 1u << 5,       // -c,--ctx
   kThreads = 1u << 6,       // -t,--threads, -tb,--threads-batch
   kBatch = 1u << 7,         // --batch, --ubatch
-  kGpuLayers = 1u << 8,     // -ngl,--gpu-layers
+  kGpuLayers = 1u << 8,     // -ngl,--gpu-layers, --rpc, -dev,--device
   kMaxQueue = 1u << 9,      // --max-queue
   kNoCache = 1u << 10,      // --no-cache
   kWholeState = 1u << 11,   // --whole-state
-  kFlashAttn = 1u << 12,    // --no-flash-attn
+  kFlashAttn = 1u << 12,    // --no-flash-attn, -ctk,--cache-type-k, -ctv,--cache-type-v
   kChatTemplate = 1u << 13, // --chat-template
   kRemoteCache = 1u << 14,  // --remote-cache, --remote-cache-password-file
   kSpeculation = 1u << 15,  // --spec-type, --model-draft, --spec-draft-*, --spec-ngram-*

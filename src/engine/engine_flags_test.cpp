@@ -60,6 +60,10 @@ void ExpectSameOptions(const EngineOptions& got, const EngineOptions& want) {
   EXPECT_EQ(got.whole_state, want.whole_state);
   EXPECT_EQ(got.disk_hits_through_ram, want.disk_hits_through_ram);
   EXPECT_EQ(got.chat_template, want.chat_template);
+  EXPECT_EQ(got.rpc_servers, want.rpc_servers);
+  EXPECT_EQ(got.devices, want.devices);
+  EXPECT_EQ(got.cache_type_k, want.cache_type_k);
+  EXPECT_EQ(got.cache_type_v, want.cache_type_v);
 }
 
 TEST(EngineFlags, DefaultsAreEngineOptionsDefaults) {
@@ -97,6 +101,23 @@ TEST(EngineFlags, ParsedValuesReachTheOptions) {
   EXPECT_EQ(o->remote_cache_url, "redis://h:6379");
 }
 
+TEST(EngineFlags, PlacementAndKvTypesReachTheOptions) {
+  Result<EngineOptions> o =
+      Convert(kEveryGroup, {"--rpc", "127.0.0.1:50052, h:1", "-dev", "RPC0,CPU", "-ctk", "q8_0",
+                            "-ctv", "q4_0"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->rpc_servers, (std::vector<std::string>{"127.0.0.1:50052", "h:1"}));
+  EXPECT_EQ(o->devices, (std::vector<std::string>{"RPC0", "CPU"}));
+  EXPECT_EQ(o->cache_type_k, KvType::kQ8_0);
+  EXPECT_EQ(o->cache_type_v, KvType::kQ4_0);
+  for (KvType t : {KvType::kF32, KvType::kF16, KvType::kBF16, KvType::kQ8_0, KvType::kQ4_0}) {
+    EXPECT_EQ(ParseKvType(KvTypeName(t)), t);
+  }
+  Result<EngineOptions> cpu = Convert(kEveryGroup, {"--device", "none"});
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_EQ(cpu->devices, (std::vector<std::string>{"none"}));
+}
+
 TEST(EngineFlags, BadValuesGiveTheExactError) {
   const std::string threads =
       "--threads, --threads-batch, --batch, --ubatch, --gpu-layers: out of range";
@@ -114,6 +135,9 @@ TEST(EngineFlags, BadValuesGiveTheExactError) {
       {{"--gpu-layers", "-2"}, threads},
       {{"--ram-budget", "2X"}, "--ram-budget: expected a size such as 512M or 2G, got '2X'"},
       {{"--disk-quota", "-1G"}, "--disk-quota: expected a size such as 512M or 2G, got '-1G'"},
+      {{"-ctk", "q5_1"}, "--cache-type-k: 'q5_1' is not f32, f16, bf16, q8_0 or q4_0"},
+      {{"-ctv", "F16"}, "--cache-type-v: 'F16' is not f32, f16, bf16, q8_0 or q4_0"},
+      {{"--device", "none,RPC0"}, "--device: 'none' (the CPU only) stands alone"},
   };
   for (const auto& [args, message] : cases) {
     Result<EngineOptions> o = Convert(kEveryGroup, args);
@@ -121,6 +145,10 @@ TEST(EngineFlags, BadValuesGiveTheExactError) {
     EXPECT_EQ(o.status().code(), Status::Code::kInvalidArgument);
     EXPECT_EQ(o.status().message(), message);
   }
+  Result<EngineOptions> qv = Convert(kEveryGroup, {"--no-flash-attn", "-ctv", "q8_0"});
+  ASSERT_FALSE(qv.ok());
+  EXPECT_EQ(qv.status().message(),
+            "--cache-type-v q8_0: a quantized V cache needs flash attention (drop --no-flash-attn)");
   Result<EngineOptions> tmpl = Convert(kEveryGroup, {"--chat-template", "No-Such-Template"});
   ASSERT_FALSE(tmpl.ok());
   EXPECT_EQ(tmpl.status().code(), Status::Code::kInvalidArgument);

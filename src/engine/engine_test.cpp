@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "engine/prefill.h"
 #include "engine/testgen/test_model.h"
 #include "engine/near_tie_test_util.h"
+#include "engine/rpc_server_test_util.h"
 #include "engine/test_temp_dir.h"
 
 namespace prefixd::engine {
@@ -49,13 +51,21 @@ MemoryLayout ModelLayoutOf(const std::string& arch) {
   return model.ok() ? (*model)->layout() : MemoryLayout::kAttention;
 }
 
-// A suite parameter: an arch, "arch/whole" for whole-state snapshots (--whole-state), or
-// "arch/spec" for speculative decoding on (EagerNgram).
+// A suite parameter: an arch, "arch/whole" for whole-state snapshots (--whole-state),
+// "arch/spec" for speculative decoding on (EagerNgram), "arch/rpc" for every layer on a real
+// rpc-server's device (the tensors in another process), or "arch/q8_0" / "arch/q4_0" for a
+// KV cache of that type (K and V).
 std::string ArchOf(const std::string& param) { return param.substr(0, param.find('/')); }
-bool WholeOf(const std::string& param) { return param.ends_with("/whole"); }
-bool SpecOf(const std::string& param) { return param.ends_with("/spec"); }
+std::string VariantOf(const std::string& param) {
+  const size_t slash = param.find('/');
+  return slash == std::string::npos ? "" : param.substr(slash + 1);
+}
+bool WholeOf(const std::string& param) { return VariantOf(param) == "whole"; }
+bool SpecOf(const std::string& param) { return VariantOf(param) == "spec"; }
+bool RpcOf(const std::string& param) { return VariantOf(param) == "rpc"; }
 std::string Slug(const std::string& param) {
-  return ArchOf(param) + (WholeOf(param) ? "-whole" : "") + (SpecOf(param) ? "-spec" : "");
+  const std::string variant = VariantOf(param);
+  return ArchOf(param) + (variant.empty() ? "" : "-" + variant);
 }
 
 
@@ -75,6 +85,13 @@ std::unique_ptr<Engine> MakeEngine(const std::string& param, bool cache,
   o.n_threads = 2;
   o.cache_enabled = cache;
   o.ram_budget_bytes = 512ull << 20;
+  if (RpcOf(param)) {
+    o.rpc_servers = {testing::TestRpcServer()};
+    o.n_gpu_layers = -1;
+  }
+  if (std::optional<KvType> kv = ParseKvType(VariantOf(param))) {
+    o.cache_type_k = o.cache_type_v = *kv;
+  }
   auto e = Engine::Create(o);
   EXPECT_TRUE(e.ok()) << e.status().ToString();
   return e.ok() ? std::move(e).value() : nullptr;
@@ -202,6 +219,9 @@ class EngineCacheTest : public ::testing::TestWithParam<std::string> {
     if (WholeOf(GetParam())) {
       auto stats = on_->GetStats();
       EXPECT_TRUE(stats.cache_on && stats.state_mode == StateMode::kWhole);
+    }
+    if (RpcOf(GetParam())) {  // the layers are on the rpc-server's device, not here
+      EXPECT_EQ(on_->GetStats().devices.rfind("RPC0 (", 0), 0u) << on_->GetStats().devices;
     }
   }
 
@@ -431,9 +451,11 @@ TEST_P(EngineCacheTest, DiskRowsAreCheckedWhereTheyLand) {
   Serve(Chat(msgs), "fill");
   on_->FlushCache();
   on_.reset();
-  std::vector<fs::path> rows;  // rows records with rows in them (placeholders are empty)
+  // Rows records with rows in them (a placeholder holds its tokens only: a few hundred bytes;
+  // a Block's q4_0 rows on the tiny qwen35 are 3 KB).
+  std::vector<fs::path> rows;
   for (const auto& e : fs::recursive_directory_iterator(dir / "records")) {
-    if (e.is_regular_file() && e.path().extension() == ".rows" && e.file_size() > 4096) {
+    if (e.is_regular_file() && e.path().extension() == ".rows" && e.file_size() > 2048) {
       rows.push_back(e.path());
     }
   }
@@ -698,6 +720,17 @@ INSTANTIATE_TEST_SUITE_P(SweepArchs, EngineCacheTest,
 INSTANTIATE_TEST_SUITE_P(SpecArchs, EngineCacheTest,
                          ::testing::Values("llama/spec", "qwen35/spec", "granitehybrid/spec",
                                            "mamba2/spec", "gemma3/spec"),
+                         ParamName);
+// Off-host tensors (docs/backends.md): every layer, the KV cache and the recurrent states on a
+// real rpc-server's device, so each state read and write crosses the backend boundary a GPU
+// puts there; attention, sliding window, recurrent and hybrid.
+INSTANTIATE_TEST_SUITE_P(RpcBackend, EngineCacheTest,
+                         ::testing::Values("llama/rpc", "gemma3/rpc", "mamba2/rpc", "qwen35/rpc"),
+                         ParamName);
+// Quantized KV caches (-ctk/-ctv), K and V: llama.cpp rotates quantized heads before it stores
+// them, and the rows hold whole quantization blocks. On qwen35, the tiny model whose heads are
+// whole blocks (32 values; the others' are 16, which llama.cpp cannot quantize).
+INSTANTIATE_TEST_SUITE_P(KvTypes, EngineCacheTest, ::testing::Values("qwen35/q8_0", "qwen35/q4_0"),
                          ParamName);
 INSTANTIATE_TEST_SUITE_P(WholeState, EngineCacheTest,
                          ::testing::Values("llama/whole", "qwen35/whole", "gemma3/whole",

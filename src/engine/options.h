@@ -44,6 +44,18 @@ struct SpecOptions {
   bool enabled() const { return !types.empty(); }
 };
 
+// The element type of the KV cache's K or V tensors (llama-server's -ctk / -ctv). Part of the
+// cache-layout fingerprint: a record saved under one type is never restored under another.
+enum class KvType { kF32, kF16, kBF16, kQ8_0, kQ4_0 };
+
+// "f32", "f16", "bf16", "q8_0", "q4_0": llama-server's names, and the fingerprint's.
+const char* KvTypeName(KvType type);
+// The type named so; nullopt for any other name.
+std::optional<KvType> ParseKvType(const std::string& name);
+// Whether the type is a block-quantized one (llama.cpp stores V quantized only with flash
+// attention).
+bool IsQuantized(KvType type);
+
 // The defaults here are every command's (the engine flags of engine/engine_flags.h start from
 // EngineOptions{}), but where a command says it chooses its own.
 struct EngineOptions {
@@ -67,6 +79,13 @@ struct EngineOptions {
   int n_threads_batch = 0;           // prefill threads; 0: the same as n_threads
   bool cache_enabled = true;         // false: --no-cache, the cache fully off
   int n_gpu_layers = 0;
+  // ggml RPC servers (HOST:PORT, llama-server's --rpc) whose devices may hold layers, and the
+  // devices to use by name (--device; {"none"}: the CPU only). Both empty: llama.cpp's default
+  // devices (engine/model/devices.h).
+  std::vector<std::string> rpc_servers;
+  std::vector<std::string> devices;
+  KvType cache_type_k = KvType::kF16;  // part of the cache-layout fingerprint
+  KvType cache_type_v = KvType::kF16;
   bool flash_attn = true;            // part of the cache-layout fingerprint (V layout)
   size_t max_queue = 64;             // requests waiting for a slot beyond this are refused
   bool whole_state = false;          // Snapshots hold whole states even where the codec can

@@ -158,6 +158,8 @@ Status Scheduler::Impl::Setup() {
   copt.n_threads = options.n_threads;
   copt.n_threads_batch = options.n_threads_batch;
   copt.flash_attn = options.flash_attn;
+  copt.type_k = options.cache_type_k;
+  copt.type_v = options.cache_type_v;
   if (options.spec.enabled()) {
     PREFIXD_ASSIGN_OR_RETURN(drafter, Drafter::Create(options.spec, options.n_slots));
     copt.n_rs_seq = RecurrentSnapshotsFor(drafter->n_max());
@@ -245,6 +247,9 @@ EngineStats Scheduler::GetStats() const {
   s.queue_depth = uint32_t(impl_->queue.size());
   s.slots = impl_->slot_views;
   s.memory_layout = MemoryLayoutName(impl_->model.layout());
+  s.devices = impl_->model.devices();
+  s.cache_type_k = KvTypeName(impl_->options.cache_type_k);
+  s.cache_type_v = KvTypeName(impl_->options.cache_type_v);
   s.block_size = impl_->options.block_size;
   impl_->cache->AddStats(&s);
   return s;

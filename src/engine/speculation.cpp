@@ -7,6 +7,7 @@
 #include "engine/model/model.h"
 #include "llama.h"
 #include "speculative.h"
+#include "util/flags.h"
 
 namespace prefixd::engine {
 
@@ -95,13 +96,8 @@ Rollback ProbeRollback(Context& ctx, MemoryLayout layout) {
 
 Result<std::vector<SpecType>> ParseSpecTypes(const std::string& names) {
   std::vector<SpecType> types;
-  size_t start = 0;
-  while (start <= names.size()) {
-    size_t end = names.find(',', start);
-    if (end == std::string::npos) end = names.size();
-    const std::string name = names.substr(start, end - start);
-    start = end + 1;
-    if (name.empty() || name == "none") continue;
+  for (const std::string& name : SplitList(names)) {
+    if (name == "none") continue;
     const SpecName* found = nullptr;
     for (const SpecName& n : kSpecNames) {
       if (name == n.name || (n.type == SpecType::kDraft && name == "draft")) found = &n;

@@ -26,6 +26,9 @@ std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 json ModelJson(const RouteContext& ctx, const engine::EngineStats& s) {
   return {{"id", ctx.model_id},
           {"memory_layout", s.memory_layout},
+          {"devices", s.devices},
+          {"cache_type_k", s.cache_type_k},
+          {"cache_type_v", s.cache_type_v},
           {"cache", s.cache_on ? engine::StateModeName(s.state_mode) : "off"},
           {"chunking_invariant", s.chunking_invariant},
           {"n_ctx_per_slot", ctx.backend->n_ctx_per_slot()},

@@ -156,4 +156,16 @@ std::string ByteSizeText(uint64_t bytes) {
   return std::to_string(bytes) + unit;
 }
 
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> items;
+  std::string item;
+  std::istringstream in(text);
+  while (std::getline(in, item, ',')) {
+    const size_t first = item.find_first_not_of(" \t");
+    if (first == std::string::npos) continue;
+    items.push_back(item.substr(first, item.find_last_not_of(" \t") + 1 - first));
+  }
+  return items;
+}
+
 }  // namespace prefixd

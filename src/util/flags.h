@@ -58,6 +58,10 @@ Result<uint64_t> ParseByteSize(const std::string& flag, const std::string& text)
 // size flag's default.
 std::string ByteSizeText(uint64_t bytes);
 
+// The items of a comma-separated flag value ("a, b,,c" -> a, b, c): spaces around an item are
+// dropped, and so are empty items.
+std::vector<std::string> SplitList(const std::string& text);
+
 // Runs a subcommand's body after parsing argv[first..argc): prints help and returns 0 on --help,
 // prints the error and returns 2 on a bad flag, else returns body(). Subcommands' flags start
 // at argv[2], a stand-alone program's at argv[1].

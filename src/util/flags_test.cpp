@@ -101,5 +101,12 @@ TEST(Flags, ByteSizesParseInPowersOf1024AndPrintBack) {
   }
 }
 
+TEST(Flags, ListsSplitOnCommasWithoutBlanks) {
+  EXPECT_EQ(SplitList("a, b,,c "), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(SplitList("127.0.0.1:50052"), (std::vector<std::string>{"127.0.0.1:50052"}));
+  EXPECT_TRUE(SplitList("").empty());
+  EXPECT_TRUE(SplitList(" , ,").empty());
+}
+
 }  // namespace
 }  // namespace prefixd

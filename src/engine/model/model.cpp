@@ -146,6 +146,13 @@ Result<std::unique_ptr<Model>> Model::Load(const ModelOptions& options) {
   params.n_gpu_layers = options.n_gpu_layers < 0 ? 999 : options.n_gpu_layers;
   params.vocab_only = options.vocab_only;
   params.load_mtp = options.load_mtp;
+  PREFIXD_ASSIGN_OR_RETURN(auto devices, ResolveDevices(options.devices));
+  std::vector<ggml_backend_dev_t> device_list;  // nullptr-terminated, as llama.cpp reads it
+  if (devices.has_value()) {
+    device_list = *devices;
+    device_list.push_back(nullptr);
+    params.devices = device_list.data();
+  }
   llama_model* raw = llama_model_load_from_file(options.path.c_str(), params);
   if (raw == nullptr) {
     return Status::InvalidArgument("cannot load model '" + options.path +
@@ -155,6 +162,7 @@ Result<std::unique_ptr<Model>> Model::Load(const ModelOptions& options) {
   model->model_ = raw;
   model->vocab_ = llama_model_get_vocab(raw);
   model->path_ = options.path;
+  if (devices.has_value()) model->devices_ = DescribeDevices(*devices);
   model->load_mtp_ = options.load_mtp;
   model->arch_ = model->Meta("general.architecture");
   model->format_ = DetectStateFormat(raw, model->arch_);

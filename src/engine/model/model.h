@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/codec/types.h"
+#include "engine/model/devices.h"
 #include "util/status.h"
 
 struct llama_model;
@@ -21,6 +22,7 @@ struct ModelOptions {
   int n_gpu_layers = 0;  // -1: all layers on the GPU when a GPU backend is present
   bool vocab_only = false;  // the tokenizer and metadata only (tests of real tokenizers)
   bool load_mtp = false;    // also the NextN (MTP) layers, which llama.cpp skips otherwise
+  DeviceChoice devices;     // --rpc / --device; empty: llama.cpp's default devices
 };
 
 class Model {
@@ -54,6 +56,9 @@ class Model {
   int n_layer_nextn() const;  // multi-token-prediction heads loaded (ModelOptions::load_mtp)
   const std::string& arch() const { return arch_; }
   const std::string& path() const { return path_; }
+  // Where the layers were offered, for the start log: "CPU only", "RPC0 (127.0.0.1:50052)", or
+  // "default" when no device was chosen (llama.cpp's own selection).
+  const std::string& devices() const { return devices_; }
   MemoryLayout layout() const { return format_.layout; }
   // How the codec reads this model's states (memory type, MLA, cell ext, index cache), from
   // the arch and the GGUF hyperparameters (mirrors llama_model::create_memory).
@@ -74,6 +79,7 @@ class Model {
   const llama_vocab* vocab_ = nullptr;
   std::string arch_;
   std::string path_;
+  std::string devices_ = "default";
   StateFormat format_;
   int n_pos_max_ = 0;
   bool load_mtp_ = false;
