@@ -11,7 +11,9 @@
 # Usage: bench/run-decode.sh [--shapes tiny,small] [--rounds N] [--name NAME]
 # Env: PREFIXD_BIN (default build/bin/prefixd), THREADS (default 2), OUT (default bench/results),
 #      WORK (default /tmp/prefixd-decode), TOKENS_tiny (default 2048), TOKENS_small (default 128),
-#      NICE (default -10 when root: the bench and its servers ahead of other work on the machine).
+#      NICE (default -10 when root: the bench and its servers ahead of other work on the machine),
+#      PREFIXD_EXTRA / LLAMA_SERVER_EXTRA (more flags for both prefixd servers / llama-server,
+#      e.g. "-ngl 999" on a GPU: bench/run-gpu.sh).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -52,11 +54,16 @@ measure_shape() {
   p_on="$(free_port)"; p_off="$(free_port)"; p_ls="$(free_port)"
   rm -rf "$WORK/cache-on"
   local common=(-m "$model" --alias bench --slots 2 --ctx "$CTX" --threads "$THREADS" --batch 2048 --ubatch 512)
-  start "$WORK/$shape-prefixd.log" "$PREFIXD_BIN" serve "${common[@]}" --port "$p_on" --cache-dir "$WORK/cache-on"
-  start "$WORK/$shape-prefixd-no-cache.log" "$PREFIXD_BIN" serve "${common[@]}" --port "$p_off" --no-cache
+  local prefixd_extra=() llama_extra=()
+  read -r -a prefixd_extra <<<"${PREFIXD_EXTRA:-}"
+  read -r -a llama_extra <<<"${LLAMA_SERVER_EXTRA:-}"
+  start "$WORK/$shape-prefixd.log" "$PREFIXD_BIN" serve "${common[@]}" --port "$p_on" \
+    --cache-dir "$WORK/cache-on" "${prefixd_extra[@]}"
+  start "$WORK/$shape-prefixd-no-cache.log" "$PREFIXD_BIN" serve "${common[@]}" --port "$p_off" \
+    --no-cache "${prefixd_extra[@]}"
   start "$WORK/$shape-llama-server.log" "$LLAMA_SERVER" -m "$model" --host 127.0.0.1 --port "$p_ls" -np 2 \
     -c $((2 * CTX)) -t "$THREADS" -b 2048 -ub 512 --jinja --cache-ram 4096 --ctx-checkpoints 64 \
-    --checkpoint-min-step 0
+    --checkpoint-min-step 0 "${llama_extra[@]}"
   local labels=(prefixd prefixd-no-cache llama-server) ports=("$p_on" "$p_off" "$p_ls")
   for port in "${ports[@]}"; do wait_healthy "$port"; done
   for ((r = 0; r < ROUNDS; r++)); do

@@ -23,7 +23,7 @@
 #      prefixd serve: on unless --no-flash-attn), PREFIXD_EXTRA (more prefixd serve flags; e.g.
 #      both set to "--spec-type ngram-mod": the trace with speculation on, docs/speculation.md),
 #      MAKE_EXTRA (more make-test-model flags, e.g. "--nextn 1" for an MTP head, with both
-#      servers' --spec-type draft-mtp).
+#      servers' --spec-type draft-mtp), LLAMA_SERVER_CUDA (1: llama-server built with CUDA).
 #
 # Both servers get the same model, slot count, context per slot, threads and batch sizes.
 # llama-server runs with its best caching flags for this version: --cache-ram (host-memory
@@ -37,7 +37,11 @@ cd "$here"
 LLAMA_COMMIT_SHORT="de3ff81"
 DEPS_DIR="${PREFIXD_DEPS_DIR:-$HOME/.cache/prefixd}"
 LLAMA_SRC="$DEPS_DIR/llama.cpp-$LLAMA_COMMIT_SHORT/src"
+# LLAMA_SERVER_CUDA=1: llama-server with ggml's CUDA backend, in its own build dir (the GPU
+# bench, bench/run-gpu.sh).
+LLAMA_SERVER_CUDA="${LLAMA_SERVER_CUDA:-0}"
 SERVER_BUILD="$DEPS_DIR/llama.cpp-$LLAMA_COMMIT_SHORT/build-server"
+[[ "$LLAMA_SERVER_CUDA" == 1 ]] && SERVER_BUILD="$SERVER_BUILD-cuda"
 JOBS="${PREFIXD_JOBS:-2}"
 THREADS="${THREADS:-2}"
 RUN_COMMAND="${OUT:+OUT=$OUT }${MAKE_EXTRA:+MAKE_EXTRA=\"$MAKE_EXTRA\" }${PREFIXD_EXTRA:+PREFIXD_EXTRA=\"$PREFIXD_EXTRA\" }${LLAMA_SERVER_EXTRA:+LLAMA_SERVER_EXTRA=\"$LLAMA_SERVER_EXTRA\" }bench/run-vs-llama-server.sh $*"  # for the report
@@ -97,7 +101,7 @@ build_llama_server() {
   [[ -d "$LLAMA_SRC" ]] || bash scripts/setup-llama.sh >/dev/null
   log "building llama-server in $SERVER_BUILD (-j$JOBS; takes a while on 2 cores)"
   cmake -S "$LLAMA_SRC" -B "$SERVER_BUILD" -DCMAKE_BUILD_TYPE=Release \
-    -DBUILD_SHARED_LIBS=ON -DGGML_CUDA=OFF \
+    -DBUILD_SHARED_LIBS=ON "-DGGML_CUDA=$([[ "$LLAMA_SERVER_CUDA" == 1 ]] && echo ON || echo OFF)" \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON \
     -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=ON \
     -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "util/coding.h"
+#include "util/memcopy.h"
 
 namespace prefixd::store {
 
@@ -206,7 +207,7 @@ Result<Record> DecodeRecordStream(uint64_t length,
   if (!read(front.data() + kPrefixBytes, h + 12)) return Status::IOError("record: read failed");
   PREFIXD_ASSIGN_OR_RETURN(DecodedFront decoded, DecodeRecordFront(front, length));
   Record rec{std::move(decoded.meta), {}};
-  rec.payload.resize(rec.meta.payload_bytes);
+  ResizeForOverwrite(rec.payload, rec.meta.payload_bytes);
   uint8_t trailer[4];
   if (!read(rec.payload.data(), rec.payload.size()) || !read(trailer, sizeof trailer)) {
     return Status::IOError("record: read failed");

@@ -3,6 +3,10 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
@@ -36,6 +40,19 @@ void CopyStreaming(void* dst_v, const void* src_v, size_t n) {
 #else
   std::memcpy(dst_v, src_v, n);
 #endif
+}
+
+void ResizeForOverwrite(std::vector<uint8_t>& buf, size_t n) {
+  constexpr uintptr_t kHuge = 2u << 20;
+  buf.reserve(n);
+#if defined(__linux__)
+  if (n >= 2 * kHuge) {
+    const uintptr_t begin = (reinterpret_cast<uintptr_t>(buf.data()) + kHuge - 1) & ~(kHuge - 1);
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(buf.data()) + n) & ~(kHuge - 1);
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+  }
+#endif
+  buf.resize(n);
 }
 
 }  // namespace prefixd

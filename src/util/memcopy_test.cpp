@@ -29,5 +29,18 @@ TEST(CopyStreaming, EqualsMemcpyAtEverySizeAndAlignment) {
   }
 }
 
+// The buffer is sized and zeroed as resize() leaves it, at sizes below, at and above the huge
+// page the allocation is advised for.
+TEST(ResizeForOverwrite, SizesAndZeroesAsResize) {
+  for (size_t n : {0ul, 1ul, 4096ul, (4ul << 20) - 1, 4ul << 20, (6ul << 20) + 3}) {
+    std::vector<uint8_t> buf;
+    ResizeForOverwrite(buf, n);
+    ASSERT_EQ(buf.size(), n);
+    size_t nonzero = 0;
+    for (uint8_t b : buf) nonzero += b != 0;
+    EXPECT_EQ(nonzero, 0u) << n;
+  }
+}
+
 }  // namespace
 }  // namespace prefixd
