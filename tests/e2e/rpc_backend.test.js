@@ -5,14 +5,16 @@
 // middle of a request: ggml-rpc ends the process (llama.cpp aborts on a lost RPC server), the
 // log says why, and a server restarted on the same cache dir and a new rpc-server restores the
 // conversation from disk, with the answer a cold run gives: nothing half-written was published.
+// Last, two servers on their own rpc-servers share a Redis: the second restores the first's
+// prefix from the shared tier into its rpc-server.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import {
-  client, diskSettled, freePort, makeModel, metric, metrics, sleep, startProcess,
-  startServer, tempDir,
+  client, diskSettled, freePort, makeModel, metric, metrics, remoteSettled, sleep, startProcess,
+  startRedis, startServer, tempDir,
 } from './harness.js';
 
 const RPC_SERVER = process.env.PREFIXD_RPC_SERVER;
@@ -122,5 +124,28 @@ describe('serve --rpc: the tensors in a real rpc-server', () => {
     assert.ok(r3.usage.prompt_tokens_details.cached_tokens >= r1.usage.prompt_tokens,
       `restored ${r3.usage.prompt_tokens_details.cached_tokens} after the restart`);
     assert.equal(metric(await metrics(again), 'prefixd_cache_hits_total{tier="disk"}'), 1);
+  });
+
+  it('two servers on their own rpc-servers share a prefix through Redis', async () => {
+    const redis = await startRedis();
+    stops.push(() => redis.stop());
+    const rpcs = [await startRpcServer(), await startRpcServer(), await startRpcServer()];
+    for (const r of rpcs) stops.push(() => r.stop());
+    const shared = (rpc, name) => ['--rpc', rpc.endpoint, '--gpu-layers', '-1', '--remote-cache',
+      redis.url, '--cache-dir', join(dir, `shared-${name}`)];
+    const a = await startServer({ model, args: shared(rpcs[0], 'a') });
+    stops.push(() => a.stop());
+    const b = await startServer({ model, args: shared(rpcs[1], 'b') });
+    stops.push(() => b.stop());
+    const cold = await startServer({ model, args: ['--no-cache', '--rpc', rpcs[2].endpoint, '-ngl', '-1'] });
+    stops.push(() => cold.stop());
+    const r1 = await ask(client(a), turn1);
+    assert.ok(await remoteSettled(a) > 0, 'nothing reached the shared tier');
+    const r2 = await ask(client(b), turn2);
+    const c2 = await ask(client(cold), turn2);
+    assert.equal(r2.choices[0].message.content, c2.choices[0].message.content);
+    assert.equal(r2.usage.prompt_tokens_details.cached_tokens, r1.usage.prompt_tokens,
+      'the whole first prompt came from the shared tier into the other server\'s rpc-server');
+    assert.equal(metric(await metrics(b), 'prefixd_cache_hits_total{tier="remote"}'), 1);
   });
 });
