@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <string>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "engine/engine.h"
@@ -114,6 +116,64 @@ TEST(Devices, AnRpcDeviceByNameServesTwoEnginesAtOnce) {
   ASSERT_TRUE(ra.ok() && rb.ok());
   EXPECT_EQ(ra->tokens, rb->tokens);  // the same device, the same calls
   EXPECT_EQ(ra->tokens.size(), 6u);
+}
+
+size_t RecordFiles(const std::string& dir) {
+  size_t n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir + "/records")) n += e.is_regular_file();
+  return n;
+}
+
+// The rpc-server dies under a serving engine (patch 0008, docs/llama-patches.md): the request
+// then in flight and every later one fail with "backend lost" (never an abort, never zeros
+// taken for logits), the engine says so in its stats, and nothing after the loss reaches a
+// tier: the records on disk are the ones saved before.
+TEST(Devices, ALostRpcServerFailsRequestsCleanlyAndPublishesNothing) {
+  const int port = testing::FreeLocalPort();
+  const pid_t rpc = testing::SpawnRpcServer(PREFIXD_LLAMA_RPC_SERVER_BIN, port);
+  ASSERT_GT(rpc, 0);
+  const std::string endpoint = "127.0.0.1:" + std::to_string(port);
+  for (int i = 0; i < 200 && !ProbeTcp(endpoint, 100).ok(); ++i) usleep(20000);
+  const std::string dir = TestDir() + "/lost";
+  EngineOptions o = Options("qwen35");
+  o.rpc_servers = {endpoint};
+  o.n_gpu_layers = -1;
+  o.cache_dir = dir;
+  auto e = Engine::Create(o);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  const std::string turn =
+      "<|im_start|>system\nYou are a coding agent; answer in one line.<|im_end|>\n"
+      "<|im_start|>user\nList the files.<|im_end|>\n<|im_start|>assistant\n";
+  auto ask = [&](const std::string& text) {
+    auto prompt = (*e)->PrepareText(text);
+    EXPECT_TRUE(prompt.ok());
+    CompletionRequest req;
+    req.prompt = *prompt;
+    req.max_tokens = 8;
+    return (*e)->Complete(req);
+  };
+  auto before = ask(turn);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  (*e)->FlushCache();
+  const size_t saved = RecordFiles(dir);
+  ASSERT_GT(saved, 0u);
+  EXPECT_EQ((*e)->GetStats().backend_lost, "");
+
+  kill(rpc, SIGKILL);
+  waitpid(rpc, nullptr, 0);
+  // The next turn restores the first (a write to the lost device) and decodes; the one after
+  // shares nothing. Both fail with the loss, and the engine keeps answering.
+  for (const std::string& text : {turn + "ls<|im_end|>\n<|im_start|>user\nAnd src?<|im_end|>\n",
+                                  std::string("<|im_start|>user\nSomething new.<|im_end|>\n")}) {
+    auto after = ask(text);
+    ASSERT_FALSE(after.ok());
+    EXPECT_EQ(after.status().code(), Status::Code::kIOError);
+    EXPECT_NE(after.status().message().find("backend lost: the rpc-server at " + endpoint),
+              std::string::npos) << after.status().message();
+  }
+  EXPECT_NE((*e)->GetStats().backend_lost.find(endpoint), std::string::npos);
+  (*e)->FlushCache();
+  EXPECT_EQ(RecordFiles(dir), saved);  // nothing computed after the loss was published
 }
 
 // Serves `text` (max 4 tokens) on a fresh engine over `dir` with K and V of `type`; returns

@@ -142,7 +142,11 @@ Status Context::DecodeChunk(int32_t seq, std::span<const Token> tokens, int32_t 
 }
 
 Status Context::Decode(const llama_batch& batch) {
-  PREFIXD_RETURN_IF_ERROR(DecodeStatus(llama_decode(ctx_, batch)));
+  const int32_t rc = llama_decode(ctx_, batch);
+  // A lost rpc-server makes the call fail, or (the loss seen only when the outputs were read)
+  // leaves zeros for logits: either way the call computed nothing.
+  PREFIXD_RETURN_IF_ERROR(model_.BackendStatus());
+  PREFIXD_RETURN_IF_ERROR(DecodeStatus(rc));
   if (observer_ != nullptr) observer_->Decoded(batch);
   return Status::OK();
 }
@@ -205,6 +209,7 @@ Result<std::vector<uint8_t>> Context::GetState(int32_t seq, StatePart part,
     return Status::Internal("llama_state_seq_get_data_ext wrote " + std::to_string(n) +
                             " bytes, expected " + std::to_string(bytes.size()));
   }
+  PREFIXD_RETURN_IF_ERROR(model_.BackendStatus());  // else zeros from a lost device
   return bytes;
 }
 
@@ -221,6 +226,7 @@ Result<std::vector<uint8_t>> Context::GetStateRange(int32_t seq, int32_t p0, int
     return Status::Internal("llama_state_seq_get_data_range wrote " + std::to_string(n) +
                             " bytes, expected " + std::to_string(bytes.size()));
   }
+  PREFIXD_RETURN_IF_ERROR(model_.BackendStatus());  // else zeros from a lost device
   return bytes;
 }
 
@@ -237,6 +243,8 @@ Status Context::SetState(int32_t seq, std::span<const uint8_t> bytes, StatePart 
   if (part == StatePart::kWhole) SeqClear(seq);
   CellLayoutApplier applier(layout);
   size_t n = llama_state_seq_set_data_ext(ctx_, bytes.data(), bytes.size(), seq, FlagsFor(part));
+  // A lost device took nothing: an IOError, never Corruption (which would drop good records).
+  PREFIXD_RETURN_IF_ERROR(model_.BackendStatus());
   if (n == bytes.size() && !applier.complete()) {
     SeqClear(seq);
     return LayoutRefused(layout.size());
@@ -254,6 +262,7 @@ Status Context::RestorePartial(int32_t seq, std::span<const uint8_t> bytes) {
   RequireOwner();
   size_t n = llama_state_seq_set_data_ext(ctx_, bytes.data(), bytes.size(), seq,
                                           LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+  PREFIXD_RETURN_IF_ERROR(model_.BackendStatus());
   if (n != bytes.size()) {
     return Status::Corruption("llama.cpp refused the partial state (" +
                               std::to_string(bytes.size()) + " bytes, read " + std::to_string(n) +
@@ -269,6 +278,7 @@ Status Context::SetStatePieces(int32_t seq, std::span<const std::span<const uint
   SeqClear(seq);
   CellLayoutApplier applier(layout);
   size_t n = SetStateGathered(ctx_, seq, pieces, LLAMA_STATE_SEQ_FLAGS_NONE, files, crcs);
+  PREFIXD_RETURN_IF_ERROR(model_.BackendStatus());
   if (n == size && !applier.complete()) {
     SeqClear(seq);
     return LayoutRefused(layout.size());

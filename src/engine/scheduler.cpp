@@ -248,6 +248,7 @@ EngineStats Scheduler::GetStats() const {
   s.slots = impl_->slot_views;
   s.memory_layout = MemoryLayoutName(impl_->model.layout());
   s.devices = impl_->model.devices();
+  if (Status b = impl_->model.BackendStatus(); !b.ok()) s.backend_lost = b.message();
   s.cache_type_k = KvTypeName(impl_->options.cache_type_k);
   s.cache_type_v = KvTypeName(impl_->options.cache_type_v);
   s.block_size = impl_->options.block_size;

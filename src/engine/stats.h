@@ -99,6 +99,7 @@ struct EngineStats {
   // Layout and tier limits, for the dashboard (the web page's /v1/cache/stats).
   std::string memory_layout;      // MemoryLayoutName of the model
   std::string devices;            // where its layers live (Model::devices())
+  std::string backend_lost;       // "": serving; else why it cannot (Model::BackendStatus())
   std::string cache_type_k, cache_type_v;  // KvTypeName of the KV cache's K and V
   uint32_t block_size = 0;
   uint64_t ram_budget_bytes = 0;

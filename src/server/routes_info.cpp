@@ -119,6 +119,11 @@ void ApplyTemplate(const RouteContext& ctx, const httplib::Request& req, httplib
 
 void Health(const RouteContext& ctx, httplib::Response& res) {
   engine::EngineStats s = ctx.backend->GetStats();
+  if (!s.backend_lost.empty()) {  // nothing can be computed: a load balancer moves on
+    SendJson(res, Dump({{"status", "backend_lost"}, {"message", s.backend_lost}}));
+    res.status = 503;
+    return;
+  }
   SendJson(res, Dump({{"status", "ok"},
                       {"slots_busy", s.slots_busy},
                       {"queue_depth", s.queue_depth}}));

@@ -2,9 +2,10 @@
 // the recurrent states on a real llama.cpp rpc-server (another process, over TCP), as on a GPU.
 // The cache reuses across turns with answers equal to a cold server's on its own rpc-server
 // (one rpc-server serves one client process at a time). Then the rpc-server is killed in the
-// middle of a request: ggml-rpc ends the process (llama.cpp aborts on a lost RPC server), the
-// log says why, and a server restarted on the same cache dir and a new rpc-server restores the
-// conversation from disk, with the answer a cold run gives: nothing half-written was published.
+// middle of a request: that request fails, the server stays up reporting the backend lost
+// (llama.cpp would abort; patch 0008), and a server restarted on the same cache dir and a new
+// rpc-server restores the conversation from disk, with the answer a cold run gives: nothing
+// computed after the loss was published.
 // Last, two servers on their own rpc-servers share a Redis: the second restores the first's
 // prefix from the shared tier into its rpc-server.
 import { after, before, describe, it } from 'node:test';
@@ -13,7 +14,7 @@ import { rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import {
-  client, diskSettled, freePort, makeModel, metric, metrics, remoteSettled, sleep, startProcess,
+  client, diskSettled, freePort, makeModel, metric, metrics, post, remoteSettled, sleep, startProcess,
   startRedis, startServer, tempDir,
 } from './harness.js';
 
@@ -69,7 +70,7 @@ describe('serve --rpc: the tensors in a real rpc-server', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('reuses across turns, survives the rpc-server dying only as a restart, restores from disk', async () => {
+  it('reuses across turns, reports a lost rpc-server without dying, restores from disk after', async () => {
     const rpcWarm = await startRpcServer();
     const rpcCold = await startRpcServer();
     stops.push(() => rpcWarm.stop(), () => rpcCold.stop());
@@ -91,7 +92,8 @@ describe('serve --rpc: the tensors in a real rpc-server', () => {
     assert.ok(await diskSettled(warm) > 0, 'nothing reached the disk tier');
 
     // The rpc-server dies while the server generates (killed once the first tokens streamed):
-    // the process ends (llama.cpp's ggml-rpc aborts), saying why, and the answer never ends.
+    // that answer never ends, the server stays up and says the backend is lost (/health 503,
+    // every request an error naming the rpc-server), and nothing computed after is published.
     const res = await fetch(`${warm.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
@@ -110,9 +112,16 @@ describe('serve --rpc: the tensors in a real rpc-server', () => {
       }
     } catch { /* the connection was cut */ }
     assert.doesNotMatch(streamed, /"finish_reason":"length"/, 'the answer cannot have completed');
-    for (let i = 0; i < 200 && !warm.exited; i++) await sleep(50);
-    assert.ok(warm.exited, 'the server went on without its backend');
-    assert.match(warm.log, /RPC server crashed/);
+    assert.match(streamed, /backend lost/, 'the stream ends with the error');
+    const health = await fetch(`${warm.url}/health`);
+    assert.equal(health.status, 503);
+    assert.equal((await health.json()).status, 'backend_lost');
+    const next = await post(warm, '/v1/chat/completions', { model: 'tiny', messages: turn1, max_tokens: 4 });
+    assert.equal(next.status, 500);
+    assert.match(next.json.error.message, new RegExp(`backend lost: the rpc-server at ${rpcWarm.endpoint}`));
+    assert.ok(!warm.exited, 'the server keeps running');
+    assert.match(warm.log, /its devices are lost/);
+    await warm.stop();
 
     // A new rpc-server, the same cache dir: turn 2's prefix comes back from disk.
     const rpcAgain = await startRpcServer();

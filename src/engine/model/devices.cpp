@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -35,14 +36,17 @@ Result<RpcAddServerFn> RpcAddServer() {
 }
 
 // The devices of one rpc-server, added once per process (ggml-rpc keeps one connection per
-// endpoint for the process's life).
+// endpoint while tensors live there); probed every time, as a connection may be made again.
 Result<std::vector<ggml_backend_dev_t>> RpcDevices(const std::string& endpoint) {
   static std::mutex mu;
   static std::map<std::string, std::vector<ggml_backend_dev_t>> added;
   std::lock_guard<std::mutex> lock(mu);
-  if (auto it = added.find(endpoint); it != added.end()) return it->second;
   PREFIXD_RETURN_IF_ERROR(ProbeTcp(endpoint, 2000));
+  if (auto it = added.find(endpoint); it != added.end()) return it->second;
   PREFIXD_ASSIGN_OR_RETURN(RpcAddServerFn add, RpcAddServer());
+  // ggml-rpc writes with send() and no MSG_NOSIGNAL: a server that died would kill this process
+  // with SIGPIPE before the loss could be reported (Model::BackendStatus).
+  signal(SIGPIPE, SIG_IGN);
   ggml_backend_reg_t reg = add(endpoint.c_str());
   if (reg == nullptr || ggml_backend_reg_dev_count(reg) == 0) {
     return Status::IOError("rpc-server at " + endpoint + " offers no device");
@@ -110,7 +114,19 @@ int ConnectWithin(int fd, const addrinfo* addr, int timeout_ms) {
   return err;
 }
 
+using RpcServerLostFn = bool (*)(const char* endpoint);
+
 }  // namespace
+
+bool RpcServerLost(const std::string& endpoint) {
+  static const RpcServerLostFn lost = [] {
+    ggml_backend_reg_t rpc = ggml_backend_reg_by_name("RPC");
+    return rpc == nullptr ? nullptr
+                          : reinterpret_cast<RpcServerLostFn>(ggml_backend_reg_get_proc_address(
+                                rpc, "ggml_backend_rpc_server_lost"));
+  }();
+  return lost != nullptr && lost(endpoint.c_str());
+}
 
 Status ProbeTcp(const std::string& host_port, int timeout_ms) {
   PREFIXD_ASSIGN_OR_RETURN(auto hp, SplitHostPort(host_port));

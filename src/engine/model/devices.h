@@ -28,12 +28,19 @@ struct DeviceChoice {
 // The devices a model is loaded onto: nullopt for llama.cpp's default selection (no choice
 // made), else the list in order (empty: the CPU only).
 // Each RPC server is first reached with a plain TCP connect (2 s), so an address that does not
-// answer is an IOError naming it, where ggml-rpc would abort the process. A server
-// is added once per process and is not put in ggml's global registry: a model that asked for
-// no RPC server never sees one. InvalidArgument for a device name no backend has (the message
-// lists those there are), or for --rpc in a build without ggml's RPC backend.
+// answer is an IOError naming it, where ggml-rpc would abort the process. A server is added
+// once per process and is not put in ggml's global registry: a model that asked for no RPC
+// server never sees one. Using one ignores SIGPIPE for the process (a write to a server that
+// died must be an error, not the end of the process). InvalidArgument for a device name no
+// backend has (the message lists those there are), or for --rpc in a build without ggml's RPC
+// backend.
 // Thread-safe.
 Result<std::optional<std::vector<ggml_backend_device*>>> ResolveDevices(const DeviceChoice& choice);
+
+// Whether the rpc-server at `endpoint` was lost: it stopped answering while in use (the pinned
+// llama.cpp's patch 0008 turns that from an abort into failed computes, docs/llama-patches.md).
+// Stays true for the process: the tensors it held are gone. False without the RPC backend.
+bool RpcServerLost(const std::string& endpoint);
 
 // "NAME (description)" of each device, for the start log.
 std::string DescribeDevices(const std::vector<ggml_backend_device*>& devices);

@@ -163,6 +163,7 @@ Result<std::unique_ptr<Model>> Model::Load(const ModelOptions& options) {
   model->vocab_ = llama_model_get_vocab(raw);
   model->path_ = options.path;
   if (devices.has_value()) model->devices_ = DescribeDevices(*devices);
+  model->rpc_servers_ = options.devices.rpc_servers;
   model->load_mtp_ = options.load_mtp;
   model->arch_ = model->Meta("general.architecture");
   model->format_ = DetectStateFormat(raw, model->arch_);
@@ -173,6 +174,17 @@ Result<std::unique_ptr<Model>> Model::Load(const ModelOptions& options) {
   model->n_pos_max_ = PositionLimit(raw, options.path, !splits.empty() && splits != "0" &&
                                                            splits != "1");
   return model;
+}
+
+Status Model::BackendStatus() const {
+  for (const std::string& endpoint : rpc_servers_) {
+    if (RpcServerLost(endpoint)) {
+      return Status::IOError("backend lost: the rpc-server at " + endpoint +
+                             " stopped answering; the tensors it held are gone, so this server "
+                             "must be restarted once it is back (docs/backends.md)");
+    }
+  }
+  return Status::OK();
 }
 
 Model::~Model() {

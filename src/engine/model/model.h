@@ -59,6 +59,9 @@ class Model {
   // Where the layers were offered, for the start log: "CPU only", "RPC0 (127.0.0.1:50052)", or
   // "default" when no device was chosen (llama.cpp's own selection).
   const std::string& devices() const { return devices_; }
+  // IOError naming the rpc-server when one this model's tensors live on was lost (RpcServerLost):
+  // every compute and state read or write on it is void from then on.
+  Status BackendStatus() const;
   MemoryLayout layout() const { return format_.layout; }
   // How the codec reads this model's states (memory type, MLA, cell ext, index cache), from
   // the arch and the GGUF hyperparameters (mirrors llama_model::create_memory).
@@ -80,6 +83,7 @@ class Model {
   std::string arch_;
   std::string path_;
   std::string devices_ = "default";
+  std::vector<std::string> rpc_servers_;  // the rpc-servers its devices may be on
   StateFormat format_;
   int n_pos_max_ = 0;
   bool load_mtp_ = false;
