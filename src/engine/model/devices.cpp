@@ -36,13 +36,18 @@ Result<RpcAddServerFn> RpcAddServer() {
 }
 
 // The devices of one rpc-server, added once per process (ggml-rpc keeps one connection per
-// endpoint while tensors live there); probed every time, as a connection may be made again.
+// endpoint while tensors live there). Probed when first added and again once lost (a new
+// connection will be made); not while in use: an rpc-server serves one connection at a time,
+// and probes queued behind it fill its listen backlog.
 Result<std::vector<ggml_backend_dev_t>> RpcDevices(const std::string& endpoint) {
   static std::mutex mu;
   static std::map<std::string, std::vector<ggml_backend_dev_t>> added;
   std::lock_guard<std::mutex> lock(mu);
-  PREFIXD_RETURN_IF_ERROR(ProbeTcp(endpoint, 2000));
-  if (auto it = added.find(endpoint); it != added.end()) return it->second;
+  auto it = added.find(endpoint);
+  if (it == added.end() || RpcServerLost(endpoint)) {
+    PREFIXD_RETURN_IF_ERROR(ProbeTcp(endpoint, 2000));
+  }
+  if (it != added.end()) return it->second;
   PREFIXD_ASSIGN_OR_RETURN(RpcAddServerFn add, RpcAddServer());
   // ggml-rpc writes with send() and no MSG_NOSIGNAL: a server that died would kill this process
   // with SIGPIPE before the loss could be reported (Model::BackendStatus).
