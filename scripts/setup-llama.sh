@@ -8,7 +8,10 @@
 # each exists). The build is cached by commit, backend and patch set under $PREFIXD_DEPS_DIR, so
 # a second run is instant; a changed patch set rebuilds incrementally.
 # Prints nothing on a cache hit except the build directory on the last line.
-# Usage: scripts/setup-llama.sh [--cuda]
+# Usage: scripts/setup-llama.sh [--cuda | --vulkan]   (each in a build directory of its own)
+# --vulkan needs libvulkan-dev, glslc and spirv-headers, and a glslc that knows
+# GL_KHR_cooperative_matrix: Debian 12's (2023.2) does not, and the pinned shaders fail to
+# compile with it (docs/backends.md).
 # PREFIXD_GGML_CPU=avx2 builds ggml's CPU backend for AVX2 + FMA + F16C only (no AVX-512), in
 # its own build directory, whatever this CPU has: the kernel path of an AVX2-only machine, to
 # test the exactness claims there from an AVX-512 one (docs/architecture.md, "Exactness on each
@@ -27,6 +30,9 @@ cmake_backend=(-DGGML_CUDA=OFF)
 if [[ "${1:-}" == "--cuda" ]]; then
   backend="cuda"
   cmake_backend=(-DGGML_CUDA=ON)
+elif [[ "${1:-}" == "--vulkan" ]]; then
+  backend="vulkan"
+  cmake_backend=(-DGGML_CUDA=OFF -DGGML_VULKAN=ON)
 fi
 if [[ "$(uname)" == "Darwin" ]]; then
   cmake_backend+=(-DGGML_METAL=ON)
