@@ -92,7 +92,8 @@ function renderStats(s) {
   fillDl($('#model-info'), [
     ['memory layout', s.model.memory_layout || '–'], ['cache', s.model.cache],
     ['block size', s.model.block_size], ['context / slot', s.model.n_ctx_per_slot],
-    ['vocabulary', s.model.n_vocab],
+    ['vocabulary', s.model.n_vocab], ['devices', s.model.devices || 'default'],
+    ['KV cache', s.model.cache_type_k ? `${s.model.cache_type_k} / ${s.model.cache_type_v}` : '–'],
   ]);
   $('#slots tbody').replaceChildren(...s.slots.map((v) => el('tr', {},
     el('td', {}, v.index), el('td', { class: v.busy ? 'busy' : '' }, v.busy ? 'busy' : 'idle'),

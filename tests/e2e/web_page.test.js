@@ -113,6 +113,10 @@ describe('web page', () => {
     await page.click('#key-form button[type=submit]');
     await page.waitForSelector('#key-form', { hidden: true, ...WAIT });
     await waitFor('the model id', () => document.querySelector('#model-id').textContent === 'tiny');
+    await waitFor('where the layers are and the KV types', () => {
+      const info = document.querySelector('#model-info').textContent;
+      return info.includes('devicesdefault') && info.includes('KV cachef16 / f16');
+    });
     await waitFor('the admin caller', () => document.querySelector('#caller').textContent.includes('admin'));
 
     await page.click('.tab[data-tab=playground]');
