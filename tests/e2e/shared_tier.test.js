@@ -178,8 +178,11 @@ describe('a tiny maxmemory', () => {
   before(async () => {
     dir = tempDir('shared-evict');
     const model = makeModel(dir);
-    // An empty Redis uses ~0.9 MB; each prompt below writes ~0.6 MB of records.
-    redis = await startRedis({ maxmemory: '3mb' });
+    // An empty Redis uses ~0.9 MB; each prompt below writes ~0.6 MB of records, so 12 prompts
+    // overflow 4 MB about twice over while the newest few fit. (At 3 MB only the newest one or
+    // two did, and Redis's LRU clock, a second wide, cannot tell apart keys written in the same
+    // second: under a loaded CI run it evicted part of every prompt's records.)
+    redis = await startRedis({ maxmemory: '4mb' });
     const shared = ['--remote-cache', redis.url];
     a = await startServer({ model, args: [...shared, '--cache-dir', join(dir, 'a')] });
     b = await startServer({ model, args: [...shared, '--cache-dir', join(dir, 'b')] });
