@@ -294,9 +294,17 @@ Status CacheIo::Impl::RestoreOpened(const Slot& slot, size_t p, uint64_t* bytes)
 
 // Cuts the slot's schedule at each capture point that needs a Snapshot there, where that keeps
 // every call's class (SplitChunkAt); drops the points it cannot cut at (a branch point a few
-// tokens from a planned end): they would change how the rows around them compute.
+// tokens from a planned end): they would change how the rows around them compute. Captured
+// inside calls, the schedule stays; a point is kept where a prefill of this prompt from it
+// would resume exactly (ResumeChunks on its cold schedule).
 void CacheIo::Impl::FitCapturesToSchedule(Restoration& r) const {
   if (!options.needs_snapshot) return;  // Tails are sliced from the rows anywhere
+  if (options.capture_in_call) {
+    std::erase_if(r.captures, [&](const CapturePoint& c) {
+      return !ResumeChunks(r.chunk_ends, c.pos, ctx.n_batch(), ctx.n_ubatch(), options.tiled_from);
+    });
+    return;
+  }
   std::erase_if(r.captures, [&](const CapturePoint& c) {
     return !SplitChunkAt(r.chunk_ends, c.pos, options.tiled_from);
   });
@@ -354,15 +362,31 @@ Restoration CacheIo::Restore(const Slot& slot) {
   r.captures = PlanCaptures(prompt, r.restored, out.diverged_at, impl_->options);
   r.chunk_ends = slot.run.chunk_ends;
   impl_->FitCapturesToSchedule(r);
+  if (impl_->options.capture_in_call && r.restored > 0) {
+    // A Snapshot taken inside a call: the calls after it re-tiled (else, as at another
+    // prompt's boundary variant, the first call is of another class: the last bits may differ).
+    if (auto resumed = ResumeChunks(r.chunk_ends, r.restored, impl_->ctx.n_batch(),
+                                    impl_->ctx.n_ubatch(), impl_->options.tiled_from)) {
+      r.chunk_ends = std::move(*resumed);
+    }
+  }
   return r;
 }
 
-Status CacheIo::Capture(Slot& slot, const CapturePoint& point) {
+bool CacheIo::capture_in_call() const { return impl_->options.capture_in_call; }
+
+Status CacheIo::Capture(Slot& slot, const CapturePoint& point, int32_t in_call) {
   PendingSnapshot snap{point.pos, point.kind, {}, {}};
-  if (impl_->options.needs_snapshot) {
-    if (point.pos != slot.run.pos) return Status::Internal("capture point off the chunk schedule");
+  if (impl_->options.needs_snapshot && point.pos == slot.run.pos) {
     PREFIXD_ASSIGN_OR_RETURN(snap.partial, impl_->TakeSnapshot(slot));
     snap.mtp_carry = impl_->MtpCarry(slot);
+  } else if (impl_->options.needs_snapshot) {
+    if (!impl_->options.capture_in_call || impl_->whole() || in_call < 0) {
+      return Status::Internal("capture point off the chunk schedule");
+    }
+    // A model with sliding-window caches never captures inside a call: no cell layout here.
+    PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> state, impl_->ctx.CallCapture(in_call));
+    snap.partial = JoinSnapshot(std::move(state), {});
   }
   slot.run.pending.push_back(std::move(snap));
   return Status::OK();

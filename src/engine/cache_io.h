@@ -32,6 +32,10 @@ struct CacheIoOptions {
   // kWhole: a Snapshot is the whole state at its position (has_rows false, needs_snapshot
   // true); restores set it as it is. kSliced needs the shape the codec probe learned.
   StateMode mode = StateMode::kSliced;
+  // Snapshots at capture points inside a prefill call are read from the call's captures
+  // (Context::CallCapture) instead of ending the call there (Context::CapturesInCall); the
+  // schedule ends calls only at CallCaptureCuts, and a warm prefill resumes by ResumeChunks.
+  bool capture_in_call = false;
 };
 
 // What CacheIo::Restore put into a slot's sequence, and the prefill plan that follows from it.
@@ -67,9 +71,11 @@ class CacheIo {
   // sequence; what it did comes back for the caller to apply (Restoration). Any failed check
   // leaves slot.seq empty (cold).
   Restoration Restore(const Slot& slot);
-  // Runs after the prefill call that ended at or after `point.pos` (exactly there when the
-  // point takes a Snapshot, else Internal): records the point and takes the Snapshot there.
-  Status Capture(Slot& slot, const CapturePoint& point);
+  // Runs after the prefill call that ended at or after `point.pos`: records the point and
+  // takes the Snapshot there, from the sequence when the call ended at the point, else from the
+  // call's capture `in_call` (Context::CallCapture; Internal without one).
+  Status Capture(Slot& slot, const CapturePoint& point, int32_t in_call = -1);
+  bool capture_in_call() const;
   // Runs once the prompt is fully decoded: slices the new Blocks from one ranged state read and
   // publishes them, then the Snapshots and Tails taken during prefill.
   Status Publish(Slot& slot);
@@ -99,9 +105,9 @@ class CacheIo {
 PrefetchResult Prefetch(cache::TieredCache& cache, const Digest& domain,
                         std::span<const Token> tokens, size_t max_len, bool open_disk = false);
 
-// Plans where a prefill must end chunks: the prompt's capture points, the branch point, and
-// (for models with non-sliceable state) the prompt's end and every snapshot_spacing tokens,
-// all inside (restored, n].
+// Plans where the cache takes Snapshots (or Tails) during a prefill: the prompt's capture
+// points, the branch point, and (for models with non-sliceable state) the prompt's end and
+// every snapshot_spacing tokens, all inside (restored, n].
 std::vector<CapturePoint> PlanCaptures(const Prompt& prompt, int32_t restored, int32_t branch,
                                        const CacheIoOptions& options);
 

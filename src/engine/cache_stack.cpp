@@ -99,6 +99,7 @@ Result<std::unique_ptr<CacheStack>> CacheStack::Create(const Model& model, Conte
   std::unique_ptr<CacheStack> stack(new CacheStack());
   stack->options_ = options;
   stack->model_path_ = model.path();
+  stack->capture_in_call_ = options.capture_in_call && !options.whole_state && ctx.CapturesInCall();
   if (!options.cache_enabled) return stack;
   PREFIXD_RETURN_IF_ERROR(stack->Build(model, ctx, copt));
   return stack;
@@ -133,6 +134,11 @@ Status CacheStack::Build(const Model& model, Context& ctx, const ContextOptions&
   io.needs_snapshot = whole || LayoutNeedsSnapshot(model.layout());
   io.tiled_from = TiledFrom(options_.flash_attn);
   io.mode = state_mode_;
+  capture_in_call_ = capture_in_call_ && !whole;
+  io.capture_in_call = capture_in_call_;
+  // Captured inside calls, a Snapshot costs no call: one every Block, so a prompt that
+  // diverges inside a long message or a raw prompt goes back at most a Block.
+  if (capture_in_call_) io.snapshot_spacing = options_.block_size;
   // A sealed record is opened whole, never read in place (SealedStore::OpenRecord).
   open_disk_ = io.has_rows && !options_.disk_hits_through_ram && !options_.record_key;
   cache::PrefixCache::Options co;
@@ -233,6 +239,7 @@ Status CacheStack::AttachMtpSidecar(Drafter& drafter) {
 void CacheStack::AddStats(EngineStats* s) const {
   s->state_mode = state_mode_;
   s->chunking_invariant = chunking_invariant_;
+  s->capture_in_call = capture_in_call_;
   s->cache_on = io_ != nullptr;
   if (ram_) {
     cache::Stats cs = ram_->GetStats();

@@ -58,6 +58,11 @@ class CacheStack {
   CacheIo* io() const { return io_.get(); }  // null: the cache is off
   StateMode state_mode() const { return state_mode_; }
   bool chunking_invariant() const { return chunking_invariant_; }
+  // Whether Snapshots of this model are captured inside prefill calls (CacheIoOptions::
+  // capture_in_call), with the cache on or off alike: options.capture_in_call, a context that
+  // can (Context::CapturesInCall) and partial Snapshots (not --whole-state, nor a codec that
+  // takes whole states). The prefill schedule follows it.
+  bool capture_in_call() const { return capture_in_call_; }
   // The domain of a tenant's prompts (with the cache off: of default fingerprints).
   Digest DomainOf(const std::string& tenant_salt) const;
 
@@ -100,6 +105,7 @@ class CacheStack {
   std::string model_path_;
   StateMode state_mode_ = StateMode::kSliced;
   bool chunking_invariant_ = true;  // what the codec probe found (see CodecProbe)
+  bool capture_in_call_ = false;
   bool open_disk_ = false;  // a prefix on disk is opened, not read into RAM (TieredCache::Promote)
   bool store_busy_ = false;  // what the disk store was last told (SetForegroundBusy)
   DomainFingerprints fingerprints_;

@@ -1,5 +1,6 @@
 #include "engine/context.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -97,6 +98,7 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   p.kv_unified = false;  // one stream per sequence: slots never see each other's cells
   p.no_perf = true;
   p.n_rs_seq = options.n_rs_seq;
+  p.n_rs_capture = options.n_rs_capture;
   if (options.mtp) p.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
   std::unique_ptr<Context> ctx(new Context(model, options));
   ctx->ctx_ = llama_init_from_model(model.raw(), p);
@@ -187,6 +189,29 @@ llama_state_seq_flags FlagsFor(StatePart part) {
                                      : LLAMA_STATE_SEQ_FLAGS_NONE;
 }
 }  // namespace
+
+bool Context::CapturesInCall() const { return llama_rs_capture_supported(ctx_); }
+
+int32_t Context::SetCallCaptures(int32_t seq, std::span<const int32_t> positions) {
+  RequireOwner();
+  return std::max(0, llama_rs_capture_set(ctx_, seq, positions.data(), int32_t(positions.size())));
+}
+
+Result<std::vector<uint8_t>> Context::CallCapture(int32_t i) const {
+  RequireOwner();
+  if (!llama_rs_capture_taken(ctx_, i)) {
+    return Status::NotFound("capture " + std::to_string(i) + " was not taken in the call");
+  }
+  const llama_state_seq_flags flags = FlagsFor(StatePart::kPartial);
+  std::vector<uint8_t> bytes(llama_rs_capture_get_size(ctx_, i, flags));
+  const size_t n = llama_rs_capture_get_data(ctx_, i, bytes.data(), bytes.size(), flags);
+  if (bytes.empty() || n != bytes.size()) {
+    return Status::Internal("llama_rs_capture_get_data wrote " + std::to_string(n) +
+                            " bytes, expected " + std::to_string(bytes.size()));
+  }
+  PREFIXD_RETURN_IF_ERROR(model_.BackendStatus());
+  return bytes;
+}
 
 Result<std::vector<uint8_t>> Context::GetState(int32_t seq, StatePart part) const {
   return GetState(seq, part, nullptr);

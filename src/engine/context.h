@@ -40,6 +40,10 @@ struct ContextOptions {
   // Recurrent states llama.cpp keeps per token for rolling back rejected drafts (n_rs_seq;
   // only archs whose graph supports it, others ignore it). 0: none.
   uint32_t n_rs_seq = 0;
+  // Recurrent states a prefill call can keep at positions inside it (llama.cpp patch 0009:
+  // the Gated DeltaNet hybrids; others ignore it): each costs one sequence's recurrent state
+  // of memory. 0: none.
+  uint32_t n_rs_capture = 0;
   // A multi-token-prediction draft context (LLAMA_CONTEXT_TYPE_MTP) over the model's NextN
   // layers, in place of the model's own graph: speculation's draft-mtp (speculation.h).
   bool mtp = false;
@@ -120,6 +124,17 @@ class Context {
   Status SetStatePieces(int32_t seq, std::span<const std::span<const uint8_t>> pieces,
                         size_t size, std::span<const FileBackedPayload> files = {},
                         std::span<uint32_t> crcs = {}, std::span<const uint8_t> layout = {});
+
+  // Captures inside a call (llama.cpp patch 0009): whether this context keeps a recurrent
+  // state at a position inside a DecodeChunk call, without ending the call there.
+  bool CapturesInCall() const;
+  // For the following DecodeChunk calls (until the next call of this): keep `seq`'s state at
+  // each of `positions`, strictly inside a call. Returns how many were accepted: the first
+  // min(size, n_rs_capture). An empty span clears them.
+  int32_t SetCallCaptures(int32_t seq, std::span<const int32_t> positions);
+  // The partial state (GetState kPartial) a call that ended at capture i's position would have
+  // left, byte for byte. NotFound when the decode did not take it.
+  Result<std::vector<uint8_t>> CallCapture(int32_t i) const;
 
   const Model& model() const { return model_; }
   const ContextOptions& options() const { return options_; }

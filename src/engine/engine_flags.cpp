@@ -75,6 +75,9 @@ void DeclareModeFlags(Flags& flags, EngineFlagValues& v, EngineFlagSet which) {
     flags.Bool("--whole-state", &v.whole_state,
                "cache whole-state snapshots even where the state codec can slice the model "
                "(a diagnostic: larger; models the codec cannot slice use them anyway)");
+    flags.Bool("--cut-at-captures", &v.cut_at_captures,
+               "end a prefill call at every capture point instead of capturing recurrent "
+               "states inside the call (the schedule before llama.cpp patch 0009; for benches)");
   }
   if (Has(which, EngineFlagSet::kFlashAttn)) {
     flags.Bool("--no-flash-attn", &v.no_flash_attn, "run attention without flash attention");
@@ -211,6 +214,7 @@ void SetNumbers(const EngineFlagValues& v, EngineOptions& eo) {
   eo.max_queue = size_t(v.max_queue);
   eo.cache_enabled = !v.no_cache;
   eo.whole_state = v.whole_state;
+  eo.capture_in_call = !v.cut_at_captures;
   eo.flash_attn = !v.no_flash_attn;
 }
 

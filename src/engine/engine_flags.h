@@ -52,6 +52,7 @@ struct EngineFlagValues {
   int64_t max_queue = int64_t(EngineOptions{}.max_queue);
   bool no_cache = false;
   bool whole_state = false;
+  bool cut_at_captures = false;
   bool no_flash_attn = false;
   std::string cache_type_k = KvTypeName(EngineOptions{}.cache_type_k);
   std::string cache_type_v = KvTypeName(EngineOptions{}.cache_type_v);

@@ -104,11 +104,14 @@ size_t SharedPrefix(const std::vector<Token>& a, const std::vector<Token>& b) {
 }
 
 // The test engines' chunk schedule of a prompt (Scheduler::PlanPrefill): cut at the capture
-// points and the spacing grid when the cache takes Snapshots, not at all for pure attention.
-std::vector<int32_t> PlanOf(const Prompt& p, bool snapshots) {
+// points and the spacing grid when the cache takes Snapshots at the ends of calls, only where
+// a resumed prefill needs it when they are captured inside calls (CallCaptureCuts), not at
+// all for pure attention.
+std::vector<int32_t> PlanOf(const Prompt& p, bool snapshots, bool in_call) {
   const int32_t n = int32_t(p.tokens.size());
   std::vector<int32_t> cuts;
-  if (snapshots) cuts = PrefillCuts(n, p.capture_points, kSpacing);
+  if (snapshots && in_call) cuts = CallCaptureCuts(n, p.capture_points, kTiledFrom);
+  if (snapshots && !in_call) cuts = PrefillCuts(n, p.capture_points, kSpacing);
   return PlanChunks(n, cuts, kBatch, kBatch);
 }
 
@@ -122,6 +125,7 @@ struct Reference {
   };
   std::vector<Served> served;
   bool any_position = false;
+  bool in_call = false;  // Snapshots captured inside calls (EngineStats::capture_in_call)
   size_t slots = 1;  // each slot holds the last answer it generated
   size_t held_from = 0;  // answers served before this one are held by no slot (a restart)
 
@@ -135,7 +139,7 @@ struct Reference {
   // (ExactRestoreFloor); Snapshots where they are, a slot's held answer whole.
   int32_t Expected(const Prompt& prompt) const {
     const std::vector<Token>& t = prompt.tokens;
-    const std::vector<int32_t> plan = PlanOf(prompt, !any_position);
+    const std::vector<int32_t> plan = PlanOf(prompt, !any_position, in_call);
     const int32_t cap = int32_t(t.size()) - 1;
     int32_t best = 0;
     for (size_t i = 0; i < served.size(); ++i) {
@@ -166,7 +170,7 @@ struct Reference {
     Served s{p.tokens, {}};
     const int32_t n = int32_t(p.tokens.size());
     const int32_t restored = r.usage.cached_tokens;
-    std::vector<int32_t> plan = PlanOf(p, !any_position);
+    std::vector<int32_t> plan = PlanOf(p, !any_position, in_call);
     // The points CacheIo plans (PlanCaptures: capture points, the branch point, the prompt's
     // end, the grid), kept in position order where cutting the schedule keeps every call's
     // class (FitCapturesToSchedule).
@@ -174,9 +178,15 @@ struct Reference {
     for (int32_t c : p.capture_points) planned.insert(c);
     planned.insert(r.cache.diverged_at);
     planned.insert(n);
-    for (int32_t b = kSpacing; b <= n; b += kSpacing) planned.insert(b);
+    // Captured inside calls, a point on the Block grid, kept where a prefill resumes from it
+    // exactly (ResumeChunks).
+    const int32_t step = in_call ? int32_t(kBlock) : kSpacing;
+    for (int32_t b = step; b <= n; b += step) planned.insert(b);
     for (int32_t pos : planned) {
-      if (pos > restored && pos <= n && SplitChunkAt(plan, pos, kTiledFrom)) s.points.insert(pos);
+      if (pos <= restored || pos > n) continue;
+      const bool kept = in_call ? ResumeChunks(plan, pos, kBatch, kBatch, kTiledFrom).has_value()
+                                : SplitChunkAt(plan, pos, kTiledFrom);
+      if (kept) s.points.insert(pos);
     }
     served.push_back(std::move(s));
     // The end of generation: what was decoded of the answer (the last token of a "length"
@@ -213,6 +223,7 @@ class EngineCacheTest : public ::testing::TestWithParam<std::string> {
     off_ = MakeEngine(GetParam(), false);
     ASSERT_TRUE(on_ && off_);
     ref_.any_position = !NeedsSnapshot();  // pure attention: any position restores
+    ref_.in_call = on_->GetStats().capture_in_call;
     // Drafts are verified in calls of several rows, whose logits differ from a one-row call's
     // in the last bits (docs/speculation.md).
     if (SpecOf(GetParam())) bit_identical_ = false;

@@ -90,6 +90,10 @@ struct EngineOptions {
   size_t max_queue = 64;             // requests waiting for a slot beyond this are refused
   bool whole_state = false;          // Snapshots hold whole states even where the codec can
                                      // slice the model (--whole-state: a diagnostic)
+  // Snapshots of recurrent states taken inside a prefill call where the model's graph can
+  // (llama.cpp patch 0009), so capture points do not end calls; false (--cut-at-captures):
+  // every capture point ends a call, as before the patch (a bench's comparison).
+  bool capture_in_call = true;
   // A disk hit is read into the RAM tier and restored from there (the path before the direct restore;
   // a copy into fresh memory more) instead of from the files straight into the sequence. The
   // disk bench sets it to measure both paths in one run; no flag.

@@ -41,6 +41,23 @@ std::vector<int32_t> PrefillCuts(int32_t n, std::span<const int32_t> capture_poi
   return cuts;
 }
 
+std::vector<int32_t> CallCaptureCuts(int32_t n, std::span<const int32_t> capture_points,
+                                     int32_t tiled_from) {
+  std::vector<int32_t> points;
+  for (int32_t p : capture_points) {
+    if (p > 0 && p < n) points.push_back(p);
+  }
+  std::sort(points.begin(), points.end());
+  points.erase(std::unique(points.begin(), points.end()), points.end());
+  std::vector<int32_t> cuts;
+  int32_t next = n;
+  for (auto it = points.rbegin(); it != points.rend(); ++it) {
+    if (next - *it < tiled_from) cuts.push_back(next = *it);
+  }
+  std::reverse(cuts.begin(), cuts.end());
+  return cuts;
+}
+
 std::vector<int32_t> PlanChunks(int32_t n, std::span<const int32_t> cuts, uint32_t n_batch,
                                 uint32_t n_ubatch) {
   std::vector<int32_t> ends;
@@ -79,6 +96,24 @@ std::pair<int32_t, int32_t> CallAt(std::span<const int32_t> ends, int32_t p) {
 }
 
 }  // namespace
+
+std::optional<std::vector<int32_t>> ResumeChunks(std::span<const int32_t> ends, int32_t p,
+                                                 uint32_t n_batch, uint32_t n_ubatch,
+                                                 int32_t tiled_from) {
+  auto it = std::upper_bound(ends.begin(), ends.end(), p);
+  const bool planned_end = p <= 0 || (it != ends.begin() && *(it - 1) == p);
+  if (planned_end || it == ends.end()) return std::vector<int32_t>(ends.begin(), ends.end());
+  // Absorb planned calls, all tiled, until the call from p has tiled_from rows.
+  int32_t s = it == ends.begin() ? 0 : *(it - 1);
+  for (;; s = *it++) {
+    if (it == ends.end() || ClassOf(*it - s, tiled_from) != CallClass::kTiled) return std::nullopt;
+    if (*it - p >= tiled_from) break;
+  }
+  std::vector<int32_t> out(ends.begin(), std::upper_bound(ends.begin(), ends.end(), p));
+  for (int32_t pos = p; pos < *it;) out.push_back(pos = NextChunkEnd(pos, *it, n_batch, n_ubatch));
+  out.insert(out.end(), it + 1, ends.end());
+  return out;
+}
 
 int32_t ExactRestoreFloor(std::span<const int32_t> ends, int32_t p, int32_t tiled_from) {
   if (p <= 0 || p >= ends.back()) return p;

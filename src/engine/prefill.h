@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -50,6 +51,15 @@ constexpr int32_t TiledFrom(bool flash_attn) { return flash_attn ? kMinCallRows 
 std::vector<int32_t> PrefillCuts(int32_t n, std::span<const int32_t> capture_points,
                                  uint32_t spacing);
 
+// For a model whose Snapshots are captured inside a call (Context::CapturesInCall): the
+// capture points that must still end a call. A warm prefill from a Snapshot at p goes on in
+// calls of the class the cold run had only with `tiled_from` rows or more before the next cut
+// (ResumeChunks); a point closer than that to the next cut, or to n, is therefore a cut itself,
+// taken from the end backwards (a chat's tail before its short generation prompt is one).
+// Ascending, unique, inside (0, n).
+std::vector<int32_t> CallCaptureCuts(int32_t n, std::span<const int32_t> capture_points,
+                                     int32_t tiled_from);
+
 // The chunk schedule of a prompt of n tokens: the ends of its llama_decode calls, NextChunkEnd
 // between consecutive cuts. Ascending, the last is n. With the cache on or off, cold or warm,
 // a prompt is prefilled by these calls (a warm run from the first end after its restore point),
@@ -61,6 +71,16 @@ std::vector<int32_t> PlanChunks(int32_t n, std::span<const int32_t> cuts, uint32
 // The end of the call that starts at `pos`: the first of `ends` after it.
 // REQUIRES: pos < ends.back().
 int32_t NextPlannedEnd(std::span<const int32_t> ends, int32_t pos);
+
+// The schedule a warm prefill from a state at p follows (a Snapshot captured inside a call,
+// so p need not be a planned end): the planned calls up to the first planned end e with
+// e - p >= tiled_from, re-tiled from p (NextChunkEnd: every call tiled), then the planned ends
+// after e. A row of a tiled call computes as in any other tiled call, so every row computes as
+// in the cold run, provided the planned calls re-tiled were tiled; nullopt when one was not, or
+// when the prompt ends first. `ends` itself when p is a planned end (or 0).
+std::optional<std::vector<int32_t>> ResumeChunks(std::span<const int32_t> ends, int32_t p,
+                                                 uint32_t n_batch, uint32_t n_ubatch,
+                                                 int32_t tiled_from);
 
 // For a schedule without cuts (pure attention, whose every call of a prompt of `tiled_from`
 // or more tokens is tiled): the largest p' <= p from which a warm prefill computes every row as

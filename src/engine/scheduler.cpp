@@ -82,6 +82,8 @@ struct Scheduler::Impl {
   void KeepHeld(Slot& slot, std::span<const Token> generated);
   void ForgetHeld(Slot& slot);
   std::vector<int32_t> PlanPrefill(const Prompt& prompt) const;
+  int32_t SetCallCaptures(const Slot& slot, int32_t stop);
+  bool capture_in_call = false;  // CacheStack::capture_in_call
   void PrefillStep(Slot& slot);
   void GenerateStep();
   void Accept(Slot& slot, Token t);
@@ -164,7 +166,12 @@ Status Scheduler::Impl::Setup() {
     PREFIXD_ASSIGN_OR_RETURN(drafter, Drafter::Create(options.spec, options.n_slots));
     copt.n_rs_seq = RecurrentSnapshotsFor(drafter->n_max());
   }
-  PREFIXD_ASSIGN_OR_RETURN(ctx, Context::Create(model, copt));
+  ContextOptions main_copt = copt;
+  // Recurrent states kept inside one prefill call: 16 covers the message points, their
+  // variants and the Block grid of a 512-token call; a call with more drops the rest (reuse
+  // granularity, not correctness). Each is one sequence's recurrent state of memory.
+  if (options.capture_in_call) main_copt.n_rs_capture = 16;
+  PREFIXD_ASSIGN_OR_RETURN(ctx, Context::Create(model, main_copt));
   if (drafter && drafter->needs_draft_model()) {
     PREFIXD_RETURN_IF_ERROR(drafter->AttachDraftModel(*ctx, copt));
   }
@@ -180,7 +187,11 @@ Status Scheduler::Impl::Setup() {
     MutexLock lock(&mu);
     slot_views.resize(options.n_slots);
   }
-  PREFIXD_ASSIGN_OR_RETURN(cache, CacheStack::Create(model, *ctx, copt, options));
+  EngineOptions cache_options = options;
+  // The MTP head's carry is read at the end of a call: with draft-mtp, calls end at captures.
+  cache_options.capture_in_call &= !(drafter && drafter->needs_mtp_head());
+  PREFIXD_ASSIGN_OR_RETURN(cache, CacheStack::Create(model, *ctx, copt, cache_options));
+  capture_in_call = cache->capture_in_call();
   return SetUpSpeculation();
 }
 
@@ -482,7 +493,9 @@ void Scheduler::Impl::Apply(Slot& slot, Restoration restoration) {
 std::vector<int32_t> Scheduler::Impl::PlanPrefill(const Prompt& prompt) const {
   const int32_t n = int32_t(prompt.tokens.size());
   std::vector<int32_t> cuts;
-  if (options.whole_state || LayoutNeedsSnapshot(model.layout())) {
+  if (capture_in_call) {
+    cuts = CallCaptureCuts(n, prompt.capture_points, TiledFrom(options.flash_attn));
+  } else if (options.whole_state || LayoutNeedsSnapshot(model.layout())) {
     cuts = PrefillCuts(n, prompt.capture_points, SnapshotSpacing(options));
   }
   return PlanChunks(n, cuts, ctx->n_batch(), ctx->n_ubatch());
@@ -495,9 +508,11 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   const int32_t n = int32_t(tokens.size());
   const int32_t stop = NextPlannedEnd(slot.run.chunk_ends, slot.run.pos);
   std::span<const Token> chunk(tokens.data() + slot.run.pos, size_t(stop - slot.run.pos));
+  const int32_t in_call = SetCallCaptures(slot, stop);
   const Clock::time_point t0 = Clock::now();
   Status st = ctx->DecodeChunk(slot.seq, chunk, slot.run.pos, stop == n);
   slot.run.result.usage.prompt_eval_ms += MillisSince(t0);
+  if (!st.ok() && in_call > 0) ctx->SetCallCaptures(slot.seq, {});
   if (!st.ok()) return Fail(slot, st);
   slot.run.result.usage.evaluated_tokens += int32_t(chunk.size());
   slot.run.result.usage.prefill_chunks++;
@@ -506,13 +521,16 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   // Every point up to here: a Snapshot's points are planned ends (CacheIo::Restore), the
   // others (Tails of pure attention) are sliced from the rows at publish time.
   CacheIo* io = cache_io();
-  for (; io && slot.run.next_capture < slot.run.captures.size() &&
-         slot.run.captures[slot.run.next_capture].pos <= stop;
-       ++slot.run.next_capture) {
-    Status cst = io->Capture(slot, slot.run.captures[slot.run.next_capture]);
+  for (int32_t i = 0; io && slot.run.next_capture < slot.run.captures.size() &&
+                      slot.run.captures[slot.run.next_capture].pos <= stop;
+       ++slot.run.next_capture, ++i) {
+    const CapturePoint& point = slot.run.captures[slot.run.next_capture];
+    if (point.pos < stop && i >= in_call && capture_in_call) continue;  // past the capacity
+    Status cst = io->Capture(slot, point, point.pos < stop && i < in_call ? i : -1);
     // A failed capture costs reuse later, never correctness.
     if (!cst.ok()) CountCacheError(CacheWork::kCapture, cst);
   }
+  if (in_call > 0) ctx->SetCallCaptures(slot.seq, {});
   if (stop < n) return;
   slot.run.result.usage.prefill_ms = MillisSince(slot.run.started);
   slot.run.decode_started = Clock::now();
@@ -524,6 +542,19 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   slot.run.publish_pending = io != nullptr;
   SampleAndAccept(slot, -1);  // the first token goes out before the cache work
   PublishPrompt(slot);        // (a no-op when the request has ended)
+}
+
+// Asks the context to keep the slot's state at the capture points strictly inside the call
+// [pos, stop) (the first of them, as many as it keeps), in the order the captures come;
+// returns how many. 0 where Snapshots end calls.
+int32_t Scheduler::Impl::SetCallCaptures(const Slot& slot, int32_t stop) {
+  if (!capture_in_call || cache_io() == nullptr) return 0;
+  std::vector<int32_t> inside;
+  for (size_t i = slot.run.next_capture;
+       i < slot.run.captures.size() && slot.run.captures[i].pos < stop; ++i) {
+    inside.push_back(slot.run.captures[i].pos);
+  }
+  return inside.empty() ? 0 : ctx->SetCallCaptures(slot.seq, inside);
 }
 
 // Publishes what the prefill produced, once; the sequence still holds exactly the prompt.

@@ -73,6 +73,8 @@ struct EngineStats {
   StateMode state_mode = StateMode::kSliced;  // how the cache stores states (see types.h)
   bool chunking_invariant = true;  // false: restored prefixes may change output in the last
                                    // bits (the model's graph depends on the chunking)
+  bool capture_in_call = false;  // Snapshots captured inside prefill calls (llama.cpp patch
+                                 // 0009): capture points do not end calls
   uint64_t requests = 0;
   uint64_t prompt_tokens = 0;
   uint64_t cached_tokens = 0;
