@@ -52,7 +52,8 @@ MemoryLayout ModelLayoutOf(const std::string& arch) {
 }
 
 // A suite parameter: an arch, "arch/whole" for whole-state snapshots (--whole-state),
-// "arch/spec" for speculative decoding on (EagerNgram), "arch/rpc" for every layer on a real
+// "arch/spec" for speculative decoding on (EagerNgram), "arch/cut" for Snapshots taken at the
+// ends of calls where they could be captured inside them (--cut-at-captures), "arch/rpc" for every layer on a real
 // rpc-server's device (the tensors in another process), or "arch/q8_0" / "arch/q4_0" for a
 // KV cache of that type (K and V).
 std::string ArchOf(const std::string& param) { return param.substr(0, param.find('/')); }
@@ -63,6 +64,7 @@ std::string VariantOf(const std::string& param) {
 bool WholeOf(const std::string& param) { return VariantOf(param) == "whole"; }
 bool SpecOf(const std::string& param) { return VariantOf(param) == "spec"; }
 bool RpcOf(const std::string& param) { return VariantOf(param) == "rpc"; }
+bool CutOf(const std::string& param) { return VariantOf(param) == "cut"; }
 std::string Slug(const std::string& param) {
   const std::string variant = VariantOf(param);
   return ArchOf(param) + (variant.empty() ? "" : "-" + variant);
@@ -74,6 +76,7 @@ std::unique_ptr<Engine> MakeEngine(const std::string& param, bool cache,
   const std::string arch = ArchOf(param);
   EngineOptions o;
   o.whole_state = WholeOf(param);
+  o.capture_in_call = !CutOf(param);
   if (SpecOf(param)) o.spec = testing::EagerNgram();
   o.cache_dir = cache_dir;
   o.n_slots = slots;
@@ -707,6 +710,81 @@ TEST_P(EngineCacheTest, CancelledBetweenPrefillChunks) {
   ServePrompt(*prompt, "the same prompt after the cancelled one");  // equal to a cold run
 }
 
+// Snapshots captured inside calls (llama.cpp patch 0009) on the Gated DeltaNet hybrid: a chat's
+// message points no longer end calls (only those within a tile of the tail do), so a cold
+// prefill of agent-sized messages takes about the calls of its ubatches, and a next turn
+// restores as much as with the cuts; a raw prompt that repeats part of an
+// earlier one goes back at most a Block (the grid), where the cuts' grid of a batch restored
+// nothing.
+TEST(CaptureInCallTest, FewerCallsSameReuseAndABlockGrid) {
+  auto in_call = MakeEngine("qwen35", true);
+  auto cut = MakeEngine("qwen35/cut", true);
+  ASSERT_TRUE(in_call && cut);
+  ASSERT_TRUE(in_call->GetStats().capture_in_call);
+  ASSERT_FALSE(cut->GetStats().capture_in_call);
+  std::vector<std::string> msgs = {kSystem};
+  for (int i = 0; i < 6; ++i) {
+    // Agent-sized messages: each longer than a tile, as tool results are.
+    std::string body = "Step " + std::to_string(i) + ": ";
+    for (int k = 0; k < 3; ++k) {
+      body += "read src/engine/scheduler.cpp line " + std::to_string(100 * i + k) +
+              " and the prefill plan, then tell me which calls end where; ";
+    }
+    msgs.push_back(Msg("user", body));
+    msgs.push_back(Msg("assistant", "The plan ends calls at ubatches and the tail; step " +
+                                        std::to_string(i) + " is done."));
+  }
+  msgs.push_back(Msg("user", "Now summarize."));
+  auto prompt = in_call->PrepareChat(Chat(msgs), "", true);
+  ASSERT_TRUE(prompt.ok());
+  const int32_t n = int32_t(prompt->tokens.size());
+  ASSERT_GT(prompt->capture_points.size(), 8u);
+  CompletionRequest req;
+  req.prompt = *prompt;
+  req.max_tokens = 4;
+  auto a = in_call->Complete(req);
+  auto b = cut->Complete(req);
+  ASSERT_TRUE(a.ok() && b.ok()) << n << " tokens: " << (a.ok() ? b.status() : a.status()).ToString();
+  const size_t planned =
+      PlanChunks(n, CallCaptureCuts(n, prompt->capture_points, kTiledFrom), kBatch, kBatch).size();
+  EXPECT_EQ(a->usage.prefill_chunks, int32_t(planned));
+  EXPECT_LT(a->usage.prefill_chunks, b->usage.prefill_chunks);
+  std::printf("[ calls ] %d tokens, %zu capture points: %d calls captured inside, %d cut\n", n,
+              prompt->capture_points.size(), a->usage.prefill_chunks, b->usage.prefill_chunks);
+
+  // The next turn restores from the Snapshots taken inside calls as much as from the cuts.
+  msgs.push_back(Msg("assistant", "Calls end at ubatches."));
+  msgs.push_back(Msg("user", "And the tail?"));
+  auto next = in_call->PrepareChat(Chat(msgs), "", true);
+  ASSERT_TRUE(next.ok());
+  req.prompt = *next;
+  auto a2 = in_call->Complete(req);
+  auto b2 = cut->Complete(req);
+  ASSERT_TRUE(a2.ok() && b2.ok());
+  EXPECT_GE(a2->usage.cached_tokens, b2->usage.cached_tokens);
+  EXPECT_GT(a2->usage.cached_tokens, n / 2);
+
+  // Raw text: a prompt whose first 240 tokens repeat an earlier one's.
+  std::string text;
+  for (int i = 0; i < 60; ++i) text += "line " + std::to_string(i) + " of the raw source file; ";
+  auto raw = in_call->PrepareText(text);
+  ASSERT_TRUE(raw.ok());
+  ASSERT_GT(raw->tokens.size(), 400u);
+  req.prompt = *raw;
+  ASSERT_TRUE(in_call->Complete(req).ok() && cut->Complete(req).ok());
+  Prompt again = *raw;
+  again.tokens.resize(240);
+  const std::vector<Token> more = in_call->Tokenize(" and then a different ending, longer than a Block or two of tokens");
+  again.tokens.insert(again.tokens.end(), more.begin(), more.end());
+  again.capture_points.clear();
+  req.prompt = again;
+  auto a3 = in_call->Complete(req);
+  auto b3 = cut->Complete(req);
+  ASSERT_TRUE(a3.ok() && b3.ok());
+  EXPECT_EQ(a3->usage.cached_tokens, 240 / int32_t(kBlock) * int32_t(kBlock));
+  EXPECT_EQ(b3->usage.cached_tokens, 0);  // the cuts' grid is a batch (256) apart
+}
+
 std::string ParamName(const ::testing::TestParamInfo<std::string>& info) {
   std::string s = info.param;
   std::replace(s.begin(), s.end(), '-', '_');
@@ -742,6 +820,10 @@ INSTANTIATE_TEST_SUITE_P(RpcBackend, EngineCacheTest,
 // them, and the rows hold whole quantization blocks. On qwen35, the tiny model whose heads are
 // whole blocks (32 values; the others' are 16, which llama.cpp cannot quantize).
 INSTANTIATE_TEST_SUITE_P(KvTypes, EngineCacheTest, ::testing::Values("qwen35/q8_0", "qwen35/q4_0"),
+                         ParamName);
+// Snapshots of the Gated DeltaNet hybrid taken at the ends of calls, as before llama.cpp patch
+// 0009 (--cut-at-captures): the schedule that cuts at every capture point.
+INSTANTIATE_TEST_SUITE_P(CutAtCaptures, EngineCacheTest, ::testing::Values("qwen35/cut"),
                          ParamName);
 INSTANTIATE_TEST_SUITE_P(WholeState, EngineCacheTest,
                          ::testing::Values("llama/whole", "qwen35/whole", "gemma3/whole",

@@ -144,5 +144,44 @@ TEST(SplitChunkAt, CutsOnlyWhereBothPartsKeepTheClass) {
   EXPECT_EQ(ends, std::vector<int32_t>({200, 512, 520, 540, 700}));
 }
 
+
+TEST(CallCaptureCuts, OnlyPointsTooCloseToTheNextCut) {
+  // A chat: messages at 300, 900, 1500, the tail at 1996 before a 4-token generation prompt.
+  const std::vector<int32_t> points = {300, 900, 1500, 1996};
+  EXPECT_EQ(CallCaptureCuts(2000, points, kFa), std::vector<int32_t>({1996}));
+  // Short messages before the tail chain: each is within a tile of the cut after it.
+  const std::vector<int32_t> close = {300, 1900, 1950, 1996};
+  EXPECT_EQ(CallCaptureCuts(2000, close, kFa), std::vector<int32_t>({1900, 1950, 1996}));
+  // Without flash attention only a single row differs: the tail is no cut.
+  EXPECT_EQ(CallCaptureCuts(2000, points, 2), std::vector<int32_t>());
+  EXPECT_EQ(CallCaptureCuts(2000, std::vector<int32_t>{0, 1999, 2000}, 2),
+            std::vector<int32_t>({1999}));
+}
+
+TEST(ResumeChunks, RetilesUpToAPlannedEndATileAway) {
+  // 2000 tokens in ubatches of 512, one cut at 1996.
+  const std::vector<int32_t> ends = PlanChunks(2000, std::vector<int32_t>{1996}, 2048, 512);
+  ASSERT_EQ(ends, std::vector<int32_t>({512, 1024, 1536, 1996, 2000}));
+  // A planned end or 0: the plan as it is.
+  EXPECT_EQ(*ResumeChunks(ends, 1024, 2048, 512, kFa), ends);
+  EXPECT_EQ(*ResumeChunks(ends, 0, 2048, 512, kFa), ends);
+  // Inside a call with a tile or more before its end: that call re-tiled from p.
+  EXPECT_EQ(*ResumeChunks(ends, 700, 2048, 512, kFa),
+            std::vector<int32_t>({512, 1024, 1536, 1996, 2000}));
+  EXPECT_EQ(*ResumeChunks(ends, 300, 2048, 512, kFa),
+            std::vector<int32_t>({512, 1024, 1536, 1996, 2000}));
+  // Fewer than a tile before the end: the next call is absorbed, every call re-tiled tiled.
+  const std::vector<int32_t> absorbed = *ResumeChunks(ends, 1000, 2048, 512, kFa);
+  EXPECT_EQ(absorbed, std::vector<int32_t>({512, 1448, 1536, 1996, 2000}));
+  for (size_t i = 1; i < absorbed.size() - 1; ++i) {
+    if (absorbed[i - 1] >= 1000) EXPECT_GE(absorbed[i] - absorbed[i - 1], kFa);
+  }
+  // A short planned call would be absorbed into a tiled one: no exact resume.
+  EXPECT_FALSE(ResumeChunks(ends, 1990, 2048, 512, kFa).has_value());
+  EXPECT_FALSE(ResumeChunks(ends, 1998, 2048, 512, kFa).has_value());
+  // Without flash attention two rows are enough.
+  EXPECT_EQ(*ResumeChunks(ends, 1990, 2048, 512, 2), ends);
+}
+
 }  // namespace
 }  // namespace prefixd::engine

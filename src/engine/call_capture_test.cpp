@@ -1,0 +1,126 @@
+// llama.cpp patch 0009 (docs/llama-patches.md): a recurrent state captured inside a decode call
+// is, byte for byte, the state that a call ending there leaves (the unpatched way to take it),
+// and capturing changes nothing the call computes. Checked on the tiny qwen35 (attention and
+// Gated DeltaNet layers): one 320-token call with captures against the same tokens decoded in
+// calls cut at the capture points, with flash attention (every cut call 64 rows or more, so
+// attention computes each row as in one call) and without (every cut call 2 rows or more).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "engine/state_codec_test_util.h"
+
+namespace prefixd::engine {
+namespace {
+
+using testing::BitIdentical;
+using testing::CodecModels;
+using testing::LastLogits;
+using testing::PromptTokens;
+
+constexpr int32_t kTokens = 320;
+
+ContextOptions CaptureOptions(bool flash_attn, uint32_t n_capture) {
+  ContextOptions o;
+  o.n_ctx_per_seq = 512;
+  o.n_seq = 2;
+  o.n_batch = 512;
+  o.n_ubatch = 512;
+  o.n_threads = 2;
+  o.flash_attn = flash_attn;
+  o.n_rs_capture = n_capture;
+  return o;
+}
+
+std::unique_ptr<Context> NewContext(const Model& model, bool flash_attn, uint32_t n_capture) {
+  auto ctx = Context::Create(model, CaptureOptions(flash_attn, n_capture));
+  EXPECT_TRUE(ctx.ok()) << ctx.status().ToString();
+  return ctx.ok() ? std::move(ctx).value() : nullptr;
+}
+
+struct Case {
+  bool flash_attn;
+  std::vector<int32_t> points;  // ascending, inside (0, kTokens)
+};
+
+class CallCaptureTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CallCaptureTest, ACaptureIsTheStateACallEndingThereLeaves) {
+  const Case& c = GetParam();
+  const Model* model = CodecModels::Get().Load("qwen35");
+  ASSERT_NE(model, nullptr);
+  auto ctx = NewContext(*model, c.flash_attn, 16);
+  ASSERT_NE(ctx, nullptr);
+  ASSERT_TRUE(ctx->CapturesInCall());
+  const std::vector<Token> tokens = PromptTokens(*model, kTokens);
+
+  // One call, the states kept at the points.
+  ASSERT_EQ(ctx->SetCallCaptures(0, c.points), int32_t(c.points.size()));
+  ASSERT_TRUE(ctx->DecodeChunk(0, tokens, 0, true).ok());
+  const std::vector<float> logits_one_call = LastLogits(*ctx);
+  std::vector<std::vector<uint8_t>> captured;
+  for (size_t i = 0; i < c.points.size(); ++i) {
+    auto bytes = ctx->CallCapture(int32_t(i));
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    captured.push_back(std::move(bytes).value());
+  }
+  EXPECT_FALSE(ctx->CallCapture(int32_t(c.points.size())).ok());  // none set there
+  auto end_one_call = ctx->GetState(0, StatePart::kPartial);
+  ASSERT_TRUE(end_one_call.ok());
+  ctx->SetCallCaptures(0, {});
+
+  // The same tokens in calls that end at the points, on the same sequence.
+  ctx->SeqClear(0);
+  int32_t pos = 0;
+  std::vector<int32_t> ends = c.points;
+  ends.push_back(kTokens);
+  for (size_t i = 0; i < ends.size(); ++i) {
+    std::span<const Token> chunk(tokens.data() + pos, size_t(ends[i] - pos));
+    ASSERT_TRUE(ctx->DecodeChunk(0, chunk, pos, ends[i] == kTokens).ok());
+    pos = ends[i];
+    auto cut = ctx->GetState(0, StatePart::kPartial);
+    ASSERT_TRUE(cut.ok());
+    if (i < captured.size()) {
+      EXPECT_EQ(captured[i], *cut) << "capture at " << ends[i] << " differs from a cut there";
+      if (i > 0) EXPECT_NE(captured[i], captured[i - 1]);  // a state that moved on
+    } else {
+      EXPECT_EQ(*end_one_call, *cut) << "the call's own end state differs";
+    }
+  }
+  EXPECT_TRUE(BitIdentical(logits_one_call, LastLogits(*ctx)))
+      << "capturing changed what the call computed";
+}
+
+INSTANTIATE_TEST_SUITE_P(Qwen35, CallCaptureTest,
+                         ::testing::Values(Case{true, {64, 192, 256}},
+                                           Case{false, {37, 100, 102, 201}}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return std::string(info.param.flash_attn ? "fa" : "nofa");
+                         });
+
+TEST(CallCaptureLimitsTest, OnlyWhereTheGraphCanAndAsManyAsAsked) {
+  const Model* qwen35 = CodecModels::Get().Load("qwen35");
+  const Model* llama = CodecModels::Get().Load("llama");
+  ASSERT_TRUE(qwen35 && llama);
+  EXPECT_FALSE(NewContext(*qwen35, true, 0)->CapturesInCall());  // none asked for
+  EXPECT_FALSE(NewContext(*llama, true, 16)->CapturesInCall());   // no recurrent state
+  auto ctx = NewContext(*qwen35, true, 4);
+  ASSERT_TRUE(ctx->CapturesInCall());
+  const std::vector<int32_t> six = {10, 20, 30, 40, 50, 400};
+  EXPECT_EQ(ctx->SetCallCaptures(0, six), 4);  // the first 4: the context keeps 4
+  const std::vector<Token> tokens = PromptTokens(*qwen35, 64);
+  const std::vector<int32_t> outside = {64, 100};  // the call's end and past it: not inside
+  EXPECT_EQ(ctx->SetCallCaptures(0, outside), 2);
+  ASSERT_TRUE(ctx->DecodeChunk(0, tokens, 0, true).ok());
+  EXPECT_FALSE(ctx->CallCapture(0).ok());
+  EXPECT_FALSE(ctx->CallCapture(1).ok());
+  // Another sequence's capture is not taken by this sequence's call.
+  const std::vector<int32_t> other = {80};
+  ctx->SetCallCaptures(1, other);
+  ASSERT_TRUE(ctx->DecodeChunk(0, tokens, 64, true).ok());
+  EXPECT_FALSE(ctx->CallCapture(0).ok());
+}
+
+}  // namespace
+}  // namespace prefixd::engine
