@@ -86,6 +86,7 @@ json ToJson(const RequestResult& m) {
           {"restore_ms", m.restore_ms},
           {"queue_ms", m.queue_ms},
           {"prompt_eval_ms", m.prompt_eval_ms},
+          {"prompt_chunks", m.prompt_chunks},
           {"model_ms", m.ModelMs()},
           {"outside_ms", m.OutsideMs()},
           {"restarted_before", m.restarted},
@@ -136,6 +137,7 @@ void ReadServerNumbers(const StreamStats& s, RequestResult* m) {
   m->restore_ms = DoubleAt(s.timings, "restore_ms", -1);
   m->queue_ms = DoubleAt(s.timings, "queue_ms", -1);
   m->prompt_eval_ms = DoubleAt(s.timings, "prompt_eval_ms", -1);
+  m->prompt_chunks = IntAt(s.timings, "prompt_chunks", -1);
   m->output = s.output;
 }
 

@@ -52,6 +52,8 @@ struct RequestResult {
   double restore_ms = -1;       // timings.restore_ms (prefixd); -1 when not reported
   double queue_ms = -1;         // timings.queue_ms (prefixd); -1 when not reported
   double prompt_eval_ms = -1;   // timings.prompt_eval_ms (prefixd); -1 when not reported
+  int64_t prompt_chunks = -1;   // timings.prompt_chunks (prefixd: llama_decode calls of the
+                                // prefill); -1 when not reported
   bool restarted = false;       // the server was restarted right before this request
   std::string output;           // the streamed answer (StreamStats::output)
   std::string answer_error;     // the server processed the prompt, then failed its answer: why

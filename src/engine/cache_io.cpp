@@ -384,9 +384,9 @@ Status CacheIo::Capture(Slot& slot, const CapturePoint& point, int32_t in_call) 
     if (!impl_->options.capture_in_call || impl_->whole() || in_call < 0) {
       return Status::Internal("capture point off the chunk schedule");
     }
-    // A model with sliding-window caches never captures inside a call: no cell layout here.
-    PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> state, impl_->ctx.CallCapture(in_call));
-    snap.partial = JoinSnapshot(std::move(state), {});
+    std::vector<uint8_t> layout;
+    PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> state, impl_->ctx.CallCapture(in_call, &layout));
+    snap.partial = JoinSnapshot(std::move(state), layout);
   }
   slot.run.pending.push_back(std::move(snap));
   return Status::OK();

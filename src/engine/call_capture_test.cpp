@@ -21,14 +21,10 @@ using testing::PromptTokens;
 
 constexpr int32_t kTokens = 320;
 
+// One call for the whole prompt (the codec tests' options cut it into ubatches of 32).
 ContextOptions CaptureOptions(bool flash_attn, uint32_t n_capture) {
-  ContextOptions o;
-  o.n_ctx_per_seq = 512;
-  o.n_seq = 2;
-  o.n_batch = 512;
-  o.n_ubatch = 512;
-  o.n_threads = 2;
-  o.flash_attn = flash_attn;
+  ContextOptions o = testing::CodecContextOptions(flash_attn);
+  o.n_ctx_per_seq = o.n_batch = o.n_ubatch = 512;
   o.n_rs_capture = n_capture;
   return o;
 }

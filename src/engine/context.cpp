@@ -190,15 +190,87 @@ llama_state_seq_flags FlagsFor(StatePart part) {
 }
 }  // namespace
 
-bool Context::CapturesInCall() const { return llama_rs_capture_supported(ctx_); }
+Result<std::vector<uint8_t>> Context::GetState(int32_t seq, StatePart part) const {
+  return GetState(seq, part, nullptr);
+}
+
+namespace {
+
+// One state write of `seq` (the positions [p0, p1) of its KV caches, or all with p0 < 0), with
+// the cell layout of its sliding-window caches into `*layout` when asked.
+Result<std::vector<uint8_t>> WriteState(llama_context* ctx, const Model& model, int32_t seq,
+                                        llama_state_seq_flags flags, int32_t p0, int32_t p1,
+                                        std::vector<uint8_t>* layout) {
+  const bool ranged = p0 >= 0;
+  std::vector<uint8_t> bytes(ranged ? llama_state_seq_get_size_range(ctx, seq, flags, p0, p1)
+                                    : llama_state_seq_get_size_ext(ctx, seq, flags));
+  if (layout) layout->clear();
+  size_t n = 0;
+  {
+    // Only around the write that keeps the bytes: the size above runs the same writer.
+    std::optional<CellLayoutRecorder> recorder;
+    if (layout) recorder.emplace(layout);
+    n = ranged ? llama_state_seq_get_data_range(ctx, bytes.data(), bytes.size(), seq, flags, p0, p1)
+               : llama_state_seq_get_data_ext(ctx, bytes.data(), bytes.size(), seq, flags);
+  }
+  if (n != bytes.size()) {
+    return Status::Internal(std::string(ranged ? "llama_state_seq_get_data_range"
+                                               : "llama_state_seq_get_data_ext") +
+                            " wrote " + std::to_string(n) + " bytes, expected " +
+                            std::to_string(bytes.size()));
+  }
+  PREFIXD_RETURN_IF_ERROR(model.BackendStatus());  // else zeros from a lost device
+  return bytes;
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> Context::GetState(int32_t seq, StatePart part,
+                                               std::vector<uint8_t>* layout) const {
+  RequireOwner();
+  return WriteState(ctx_, model_, seq, FlagsFor(part), -1, -1, layout);
+}
+
+Result<std::vector<uint8_t>> Context::GetStateRange(int32_t seq, int32_t p0, int32_t p1) const {
+  RequireOwner();
+  if (p0 < 0 || p0 >= p1) {
+    return Status::InvalidArgument("GetStateRange: empty range [" + std::to_string(p0) + ", " +
+                                   std::to_string(p1) + ")");
+  }
+  return WriteState(ctx_, model_, seq, LLAMA_STATE_SEQ_FLAGS_NONE, p0, p1, nullptr);
+}
+
+// Sliding-window caches keep what a capture needs without being asked (the window at P is in
+// the cache after a call past P); recurrent states only where llama.cpp's graph keeps them.
+bool Context::CapturesInCall() const {
+  return model_.layout() == MemoryLayout::kIswa || llama_rs_capture_supported(ctx_);
+}
 
 int32_t Context::SetCallCaptures(int32_t seq, std::span<const int32_t> positions) {
   RequireOwner();
-  return std::max(0, llama_rs_capture_set(ctx_, seq, positions.data(), int32_t(positions.size())));
+  call_captures_.seq = seq;
+  call_captures_.positions.assign(positions.begin(), positions.end());
+  if (model_.layout() == MemoryLayout::kIswa) return int32_t(positions.size());
+  const int32_t n = llama_rs_capture_set(ctx_, seq, positions.data(), int32_t(positions.size()));
+  call_captures_.positions.resize(size_t(std::max(n, 0)));
+  return std::max(n, 0);
 }
 
-Result<std::vector<uint8_t>> Context::CallCapture(int32_t i) const {
+Result<std::vector<uint8_t>> Context::CallCapture(int32_t i, std::vector<uint8_t>* layout) const {
   RequireOwner();
+  if (layout) layout->clear();
+  if (i < 0 || size_t(i) >= call_captures_.positions.size()) {
+    return Status::NotFound("no capture " + std::to_string(i) + " was set");
+  }
+  const int32_t pos = call_captures_.positions[size_t(i)];
+  if (model_.layout() == MemoryLayout::kIswa) {
+    // The window as of pos, read after the call (llama.cpp patch 0009's ranged window).
+    if (pos <= 0 || SeqPosMax(call_captures_.seq) < pos) {
+      return Status::NotFound("capture " + std::to_string(i) + " is not inside a call decoded");
+    }
+    return WriteState(ctx_, model_, call_captures_.seq, FlagsFor(StatePart::kPartial), 0, pos,
+                      layout);
+  }
   if (!llama_rs_capture_taken(ctx_, i)) {
     return Status::NotFound("capture " + std::to_string(i) + " was not taken in the call");
   }
@@ -210,48 +282,6 @@ Result<std::vector<uint8_t>> Context::CallCapture(int32_t i) const {
                             " bytes, expected " + std::to_string(bytes.size()));
   }
   PREFIXD_RETURN_IF_ERROR(model_.BackendStatus());
-  return bytes;
-}
-
-Result<std::vector<uint8_t>> Context::GetState(int32_t seq, StatePart part) const {
-  return GetState(seq, part, nullptr);
-}
-
-Result<std::vector<uint8_t>> Context::GetState(int32_t seq, StatePart part,
-                                               std::vector<uint8_t>* layout) const {
-  RequireOwner();
-  const llama_state_seq_flags flags = FlagsFor(part);
-  std::vector<uint8_t> bytes(llama_state_seq_get_size_ext(ctx_, seq, flags));
-  if (layout) layout->clear();
-  size_t n = 0;
-  {
-    // Only around the write that keeps the bytes: the size above runs the same writer.
-    std::optional<CellLayoutRecorder> recorder;
-    if (layout) recorder.emplace(layout);
-    n = llama_state_seq_get_data_ext(ctx_, bytes.data(), bytes.size(), seq, flags);
-  }
-  if (n != bytes.size()) {
-    return Status::Internal("llama_state_seq_get_data_ext wrote " + std::to_string(n) +
-                            " bytes, expected " + std::to_string(bytes.size()));
-  }
-  PREFIXD_RETURN_IF_ERROR(model_.BackendStatus());  // else zeros from a lost device
-  return bytes;
-}
-
-Result<std::vector<uint8_t>> Context::GetStateRange(int32_t seq, int32_t p0, int32_t p1) const {
-  RequireOwner();
-  if (p0 < 0 || p0 >= p1) {
-    return Status::InvalidArgument("GetStateRange: empty range [" + std::to_string(p0) + ", " +
-                                   std::to_string(p1) + ")");
-  }
-  const llama_state_seq_flags flags = LLAMA_STATE_SEQ_FLAGS_NONE;
-  std::vector<uint8_t> bytes(llama_state_seq_get_size_range(ctx_, seq, flags, p0, p1));
-  size_t n = llama_state_seq_get_data_range(ctx_, bytes.data(), bytes.size(), seq, flags, p0, p1);
-  if (n != bytes.size()) {
-    return Status::Internal("llama_state_seq_get_data_range wrote " + std::to_string(n) +
-                            " bytes, expected " + std::to_string(bytes.size()));
-  }
-  PREFIXD_RETURN_IF_ERROR(model_.BackendStatus());  // else zeros from a lost device
   return bytes;
 }
 

@@ -125,16 +125,19 @@ class Context {
                         size_t size, std::span<const FileBackedPayload> files = {},
                         std::span<uint32_t> crcs = {}, std::span<const uint8_t> layout = {});
 
-  // Captures inside a call (llama.cpp patch 0009): whether this context keeps a recurrent
-  // state at a position inside a DecodeChunk call, without ending the call there.
+  // Captures inside a call (llama.cpp patch 0009): whether the partial state at a position
+  // inside a DecodeChunk call can be had without ending the call there: a sliding-window model
+  // (kIswa: its window at P is still in the cache after the call), or a recurrent state the
+  // graph keeps (the Gated DeltaNet hybrids, with ContextOptions::n_rs_capture).
   bool CapturesInCall() const;
   // For the following DecodeChunk calls (until the next call of this): keep `seq`'s state at
   // each of `positions`, strictly inside a call. Returns how many were accepted: the first
-  // min(size, n_rs_capture). An empty span clears them.
+  // min(size, n_rs_capture) of recurrent states, all for a window. An empty span clears them.
   int32_t SetCallCaptures(int32_t seq, std::span<const int32_t> positions);
-  // The partial state (GetState kPartial) a call that ended at capture i's position would have
-  // left, byte for byte. NotFound when the decode did not take it.
-  Result<std::vector<uint8_t>> CallCapture(int32_t i) const;
+  // The partial state (GetState kPartial, with its sliding-window cell layout into `*layout`)
+  // a call that ended at capture i's position would have left, byte for byte. NotFound when
+  // the decode did not take it (a position the calls did not go past).
+  Result<std::vector<uint8_t>> CallCapture(int32_t i, std::vector<uint8_t>* layout = nullptr) const;
 
   const Model& model() const { return model_; }
   const ContextOptions& options() const { return options_; }
@@ -153,6 +156,10 @@ class Context {
   Status Decode(const llama_batch& batch);  // llama_decode, then the observer
   llama_context* ctx_ = nullptr;
   SequenceObserver* observer_ = nullptr;
+  struct {
+    int32_t seq = -1;
+    std::vector<int32_t> positions;
+  } call_captures_;  // SetCallCaptures
   std::thread::id owner_;
 };
 

@@ -20,14 +20,24 @@ CallClass ClassOf(int32_t rows, int32_t tiled_from) {
   return rows >= 2 ? CallClass::kShort : CallClass::kSingle;
 }
 
-std::vector<int32_t> PrefillCuts(int32_t n, std::span<const int32_t> capture_points,
-                                 uint32_t spacing) {
+namespace {
+
+// The capture points inside (0, n), ascending and unique.
+std::vector<int32_t> PointsInside(int32_t n, std::span<const int32_t> capture_points) {
   std::vector<int32_t> points;
   for (int32_t p : capture_points) {
     if (p > 0 && p < n) points.push_back(p);
   }
   std::sort(points.begin(), points.end());
   points.erase(std::unique(points.begin(), points.end()), points.end());
+  return points;
+}
+
+}  // namespace
+
+std::vector<int32_t> PrefillCuts(int32_t n, std::span<const int32_t> capture_points,
+                                 uint32_t spacing) {
+  const std::vector<int32_t> points = PointsInside(n, capture_points);
   // The grid, except a tile or less from a message point or from the prompt's end: there the
   // message point (or the end) serves the restore as well.
   std::vector<int32_t> cuts = points;
@@ -43,12 +53,7 @@ std::vector<int32_t> PrefillCuts(int32_t n, std::span<const int32_t> capture_poi
 
 std::vector<int32_t> CallCaptureCuts(int32_t n, std::span<const int32_t> capture_points,
                                      int32_t tiled_from) {
-  std::vector<int32_t> points;
-  for (int32_t p : capture_points) {
-    if (p > 0 && p < n) points.push_back(p);
-  }
-  std::sort(points.begin(), points.end());
-  points.erase(std::unique(points.begin(), points.end()), points.end());
+  const std::vector<int32_t> points = PointsInside(n, capture_points);
   std::vector<int32_t> cuts;
   int32_t next = n;
   for (auto it = points.rbegin(); it != points.rend(); ++it) {
