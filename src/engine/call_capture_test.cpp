@@ -95,6 +95,40 @@ INSTANTIATE_TEST_SUITE_P(Qwen35, CallCaptureTest,
                            return std::string(info.param.flash_attn ? "fa" : "nofa");
                          });
 
+// A sliding-window model needs nothing set before the call: the window at P is still in its
+// (full-size) cache after the call, and the ranged read writes it, with its cell layout, as a
+// call that ended at P left it. Two fresh contexts, so that both place their cells alike.
+TEST(CallCaptureTest, AWindowAfterTheCallIsTheWindowACallEndingThereLeaves) {
+  const Model* model = CodecModels::Get().Load("gemma3");
+  ASSERT_NE(model, nullptr);
+  ASSERT_EQ(model->layout(), MemoryLayout::kIswa);
+  auto one = NewContext(*model, true, 0);
+  auto cut = NewContext(*model, true, 0);
+  ASSERT_TRUE(one && cut);
+  ASSERT_TRUE(one->CapturesInCall());
+  const std::vector<Token> tokens = PromptTokens(*model, kTokens);
+  const std::vector<int32_t> points = {64, 192, 256};
+  ASSERT_EQ(one->SetCallCaptures(0, points), 3);
+  ASSERT_TRUE(one->DecodeChunk(0, tokens, 0, true).ok());
+  int32_t pos = 0;
+  for (size_t i = 0; i < points.size(); ++i) {
+    std::span<const Token> chunk(tokens.data() + pos, size_t(points[i] - pos));
+    ASSERT_TRUE(cut->DecodeChunk(0, chunk, pos, false).ok());
+    pos = points[i];
+    std::vector<uint8_t> layout_in_call, layout_cut;
+    auto in_call = one->CallCapture(int32_t(i), &layout_in_call);
+    auto at_cut = cut->GetState(0, StatePart::kPartial, &layout_cut);
+    ASSERT_TRUE(in_call.ok() && at_cut.ok()) << in_call.status().ToString();
+    EXPECT_EQ(*in_call, *at_cut) << "window at " << points[i];
+    EXPECT_FALSE(layout_cut.empty());
+    EXPECT_EQ(layout_in_call, layout_cut) << "cell layout at " << points[i];
+  }
+  // A position the call did not go past is not captured.
+  const std::vector<int32_t> past = {kTokens + 10};
+  one->SetCallCaptures(0, past);
+  EXPECT_FALSE(one->CallCapture(0).ok());
+}
+
 TEST(CallCaptureLimitsTest, OnlyWhereTheGraphCanAndAsManyAsAsked) {
   const Model* qwen35 = CodecModels::Get().Load("qwen35");
   const Model* llama = CodecModels::Get().Load("llama");
