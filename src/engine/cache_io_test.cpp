@@ -1,4 +1,5 @@
 #include "engine/cache_io.h"
+#include "engine/cache_stack.h"
 
 #include <gtest/gtest.h>
 
@@ -56,6 +57,24 @@ TEST(PlanCaptures, BranchPointKept) {
   auto pts = PlanCaptures(PromptOf(3000, {100, 2990}), 0, 1500, Hybrid());
   EXPECT_EQ(Positions(pts), std::vector<int32_t>({100, 1500, 2048, 2990, 3000}));
   EXPECT_EQ(pts[1].kind, SnapshotKind::kBranch);
+}
+
+// Captured inside calls, the boundary grid is the fewest Blocks whose rows weigh a Snapshot.
+TEST(InCallSnapshotSpacing, TheFewestBlocksWhoseRowsWeighASnapshot) {
+  StateShape hybrid;
+  hybrid.layers = {LayerShape{1, 64, 1, 64, 0, 0}, LayerShape{1, 64, 1, 64, 0, 0}};  // 256 B/token
+  hybrid.recurrent_bytes = 256 * 256;  // a Block of 256 tokens' rows
+  EXPECT_EQ(InCallSnapshotSpacing(hybrid, 0, 256, 2048), 256u);
+  EXPECT_EQ(InCallSnapshotSpacing(hybrid, 0, 32, 2048), 256u);  // 8 Blocks of 32
+  hybrid.recurrent_bytes = 256 * 256 + 1;  // a byte more: a Block more
+  EXPECT_EQ(InCallSnapshotSpacing(hybrid, 0, 256, 2048), 512u);
+  hybrid.recurrent_bytes = 1ull << 40;  // never past the grid of the cuts
+  EXPECT_EQ(InCallSnapshotSpacing(hybrid, 0, 256, 2048), 2048u);
+  StateShape window;  // a sliding window of 1024 cells, as heavy per cell as a row
+  window.layers = {LayerShape{1, 128, 1, 128, 0, 0}};
+  window.swa_layers = {LayerShape{1, 128, 1, 128, 0, 0}};
+  EXPECT_EQ(InCallSnapshotSpacing(window, 1024, 256, 2048), 1024u);
+  EXPECT_EQ(InCallSnapshotSpacing(window, 64, 256, 2048), 256u);
 }
 
 }  // namespace

@@ -91,6 +91,16 @@ uint32_t SnapshotSpacing(const EngineOptions& o) {
   return std::max(o.n_batch / o.block_size, 1u) * o.block_size;
 }
 
+uint32_t InCallSnapshotSpacing(const StateShape& shape, int n_swa, uint32_t block, uint32_t most) {
+  uint64_t row = 0, window_row = 0;
+  for (const LayerShape& l : shape.layers) row += l.k_row_size + l.v_row_size;
+  for (const LayerShape& l : shape.swa_layers) window_row += l.k_row_size + l.v_row_size;
+  const uint64_t snapshot = shape.recurrent_bytes + window_row * uint64_t(std::max(n_swa, 0));
+  const uint64_t block_rows = std::max<uint64_t>(row * block, 1);
+  const uint64_t blocks = std::max<uint64_t>(1, (snapshot + block_rows - 1) / block_rows);
+  return uint32_t(std::min<uint64_t>(blocks * block, std::max(most, block)));
+}
+
 CacheStack::~CacheStack() = default;
 
 Result<std::unique_ptr<CacheStack>> CacheStack::Create(const Model& model, Context& ctx,
@@ -136,9 +146,15 @@ Status CacheStack::Build(const Model& model, Context& ctx, const ContextOptions&
   io.mode = state_mode_;
   capture_in_call_ = capture_in_call_ && !whole;
   io.capture_in_call = capture_in_call_;
-  // Captured inside calls, a Snapshot costs no call: one every Block, so a prompt that
-  // diverges inside a long message or a raw prompt goes back at most a Block.
-  if (capture_in_call_) io.snapshot_spacing = options_.block_size;
+  if (capture_in_call_ && probe->shape) {
+    io.snapshot_spacing = InCallSnapshotSpacing(*probe->shape, model.n_swa(), options_.block_size,
+                                                io.snapshot_spacing);
+  }
+  snapshot_spacing_ = io.snapshot_spacing;
+  if (io.needs_snapshot) {
+    Logf(LogLevel::kInfo, "boundary Snapshots every %u tokens, %s", snapshot_spacing_,
+         capture_in_call_ ? "captured inside prefill calls" : "each ending a prefill call");
+  }
   // A sealed record is opened whole, never read in place (SealedStore::OpenRecord).
   open_disk_ = io.has_rows && !options_.disk_hits_through_ram && !options_.record_key;
   cache::PrefixCache::Options co;
@@ -240,6 +256,7 @@ void CacheStack::AddStats(EngineStats* s) const {
   s->state_mode = state_mode_;
   s->chunking_invariant = chunking_invariant_;
   s->capture_in_call = capture_in_call_;
+  s->snapshot_spacing = snapshot_spacing_;
   s->cache_on = io_ != nullptr;
   if (ram_) {
     cache::Stats cs = ram_->GetStats();

@@ -39,12 +39,20 @@ class SealedStore;
 namespace prefixd::engine {
 
 class CacheIo;
+struct StateShape;
 class Drafter;
 class MtpSidecar;
 
 // The boundary Snapshots' spacing, which is also a grid of prefill cuts: the batch rounded
 // down to Blocks (at least one Block).
 uint32_t SnapshotSpacing(const EngineOptions& options);
+
+// The boundary grid where Snapshots are captured inside calls: a Snapshot then costs no call,
+// only its bytes (copied out of the context, kept in the tiers), so one every k Blocks, k the
+// fewest Blocks whose rows weigh as much as one Snapshot (the recurrent state, and the window
+// of a sliding-window cache of `n_swa` cells): the Snapshots never weigh more than the rows they
+// let a restore skip. Between one Block and `most` (the grid of the cuts).
+uint32_t InCallSnapshotSpacing(const StateShape& shape, int n_swa, uint32_t block, uint32_t most);
 
 class CacheStack {
  public:
@@ -63,6 +71,7 @@ class CacheStack {
   // can (Context::CapturesInCall) and partial Snapshots (not --whole-state, nor a codec that
   // takes whole states). The prefill schedule follows it.
   bool capture_in_call() const { return capture_in_call_; }
+  uint32_t snapshot_spacing() const { return snapshot_spacing_; }  // the boundary grid
   // The domain of a tenant's prompts (with the cache off: of default fingerprints).
   Digest DomainOf(const std::string& tenant_salt) const;
 
@@ -106,6 +115,7 @@ class CacheStack {
   StateMode state_mode_ = StateMode::kSliced;
   bool chunking_invariant_ = true;  // what the codec probe found (see CodecProbe)
   bool capture_in_call_ = false;
+  uint32_t snapshot_spacing_ = 0;
   bool open_disk_ = false;  // a prefix on disk is opened, not read into RAM (TieredCache::Promote)
   bool store_busy_ = false;  // what the disk store was last told (SetForegroundBusy)
   DomainFingerprints fingerprints_;

@@ -129,6 +129,7 @@ struct Reference {
   std::vector<Served> served;
   bool any_position = false;
   bool in_call = false;  // Snapshots captured inside calls (EngineStats::capture_in_call)
+  int32_t in_call_spacing = int32_t(kBlock);  // their boundary grid (EngineStats::snapshot_spacing)
   size_t slots = 1;  // each slot holds the last answer it generated
   size_t held_from = 0;  // answers served before this one are held by no slot (a restart)
 
@@ -181,9 +182,9 @@ struct Reference {
     for (int32_t c : p.capture_points) planned.insert(c);
     planned.insert(r.cache.diverged_at);
     planned.insert(n);
-    // Captured inside calls, a point on the Block grid, kept where a prefill resumes from it
+    // Captured inside calls, a point on their grid, kept where a prefill resumes from it
     // exactly (ResumeChunks).
-    const int32_t step = in_call ? int32_t(kBlock) : kSpacing;
+    const int32_t step = in_call ? in_call_spacing : kSpacing;
     for (int32_t b = step; b <= n; b += step) planned.insert(b);
     for (int32_t pos : planned) {
       if (pos <= restored || pos > n) continue;
@@ -227,6 +228,7 @@ class EngineCacheTest : public ::testing::TestWithParam<std::string> {
     ASSERT_TRUE(on_ && off_);
     ref_.any_position = !NeedsSnapshot();  // pure attention: any position restores
     ref_.in_call = on_->GetStats().capture_in_call;
+    if (ref_.in_call) ref_.in_call_spacing = int32_t(on_->GetStats().snapshot_spacing);
     // Drafts are verified in calls of several rows, whose logits differ from a one-row call's
     // in the last bits (docs/speculation.md).
     if (SpecOf(GetParam())) bit_identical_ = false;
@@ -713,10 +715,10 @@ TEST_P(EngineCacheTest, CancelledBetweenPrefillChunks) {
 // Snapshots captured inside calls (llama.cpp patch 0009) on the Gated DeltaNet hybrid: a chat's
 // message points no longer end calls (only those within a tile of the tail do), so a cold
 // prefill of agent-sized messages takes about the calls of its ubatches, and a next turn
-// restores as much as with the cuts; a raw prompt that repeats part of an
-// earlier one goes back at most a Block (the grid), where the cuts' grid of a batch restored
-// nothing.
-TEST(CaptureInCallTest, FewerCallsSameReuseAndABlockGrid) {
+// restores as much as with the cuts; a raw prompt that repeats part of an earlier one goes back
+// to the grid of Snapshots taken inside calls (a few Blocks, InCallSnapshotSpacing), where the
+// cuts' grid of a batch restored nothing.
+TEST(CaptureInCallTest, FewerCallsSameReuseAndAFinerGrid) {
   auto in_call = MakeEngine("qwen35", true);
   auto cut = MakeEngine("qwen35/cut", true);
   ASSERT_TRUE(in_call && cut);
@@ -781,7 +783,11 @@ TEST(CaptureInCallTest, FewerCallsSameReuseAndABlockGrid) {
   auto a3 = in_call->Complete(req);
   auto b3 = cut->Complete(req);
   ASSERT_TRUE(a3.ok() && b3.ok());
-  EXPECT_EQ(a3->usage.cached_tokens, 240 / int32_t(kBlock) * int32_t(kBlock));
+  // The grid: the fewest Blocks whose rows weigh a Snapshot (3 Blocks of 32 here).
+  const int32_t spacing = int32_t(in_call->GetStats().snapshot_spacing);
+  EXPECT_LT(spacing, kBatch);
+  EXPECT_EQ(spacing % int32_t(kBlock), 0);
+  EXPECT_EQ(a3->usage.cached_tokens, 240 / spacing * spacing);
   EXPECT_EQ(b3->usage.cached_tokens, 0);  // the cuts' grid is a batch (256) apart
 }
 

@@ -104,6 +104,7 @@ struct EngineStats {
   std::string backend_lost;       // "": serving; else why it cannot (Model::BackendStatus())
   std::string cache_type_k, cache_type_v;  // KvTypeName of the KV cache's K and V
   uint32_t block_size = 0;
+  uint32_t snapshot_spacing = 0;  // the boundary Snapshots' grid (0: no Snapshots, or no cache)
   uint64_t ram_budget_bytes = 0;
   uint64_t disk_quota_bytes = 0;  // 0: no disk tier
   uint64_t ram_blocks = 0, ram_snapshots = 0, ram_tails = 0;  // entries the RAM tier holds

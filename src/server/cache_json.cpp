@@ -6,6 +6,7 @@ nlohmann::json CacheCountersJson(const engine::EngineStats& s) {
   return {{"cache", s.cache_on ? engine::StateModeName(s.state_mode) : "off"},
           {"chunking_invariant", s.chunking_invariant},
           {"capture_in_call", s.capture_in_call},
+          {"snapshot_spacing", s.snapshot_spacing},
           {"requests", s.requests},
           {"prompt_tokens", s.prompt_tokens},
           {"cached_tokens", s.cached_tokens},
