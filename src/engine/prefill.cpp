@@ -108,15 +108,18 @@ std::optional<std::vector<int32_t>> ResumeChunks(std::span<const int32_t> ends, 
   auto it = std::upper_bound(ends.begin(), ends.end(), p);
   const bool planned_end = p <= 0 || (it != ends.begin() && *(it - 1) == p);
   if (planned_end || it == ends.end()) return std::vector<int32_t>(ends.begin(), ends.end());
-  // Absorb planned calls, all tiled, until the call from p has tiled_from rows.
-  int32_t s = it == ends.begin() ? 0 : *(it - 1);
-  for (;; s = *it++) {
-    if (it == ends.end() || ClassOf(*it - s, tiled_from) != CallClass::kTiled) return std::nullopt;
-    if (*it - p >= tiled_from) break;
-  }
-  std::vector<int32_t> out(ends.begin(), std::upper_bound(ends.begin(), ends.end(), p));
-  for (int32_t pos = p; pos < *it;) out.push_back(pos = NextChunkEnd(pos, *it, n_batch, n_ubatch));
-  out.insert(out.end(), it + 1, ends.end());
+  auto tiled = [&](auto end) {
+    const int32_t start = end == ends.begin() ? 0 : *(end - 1);
+    return ClassOf(*end - start, tiled_from) == CallClass::kTiled;
+  };
+  if (!tiled(it)) return std::nullopt;  // p inside a short call
+  // The tiled calls from p's on, up to the next short call or the prompt's end.
+  auto last = it;
+  while (last + 1 != ends.end() && tiled(last + 1)) ++last;
+  if (*last - p < tiled_from) return std::nullopt;
+  std::vector<int32_t> out(ends.begin(), it);
+  for (int32_t pos = p; pos < *last;) out.push_back(pos = NextChunkEnd(pos, *last, n_batch, n_ubatch));
+  out.insert(out.end(), last + 1, ends.end());
   return out;
 }
 

@@ -73,11 +73,13 @@ std::vector<int32_t> PlanChunks(int32_t n, std::span<const int32_t> cuts, uint32
 int32_t NextPlannedEnd(std::span<const int32_t> ends, int32_t pos);
 
 // The schedule a warm prefill from a state at p follows (a Snapshot captured inside a call,
-// so p need not be a planned end): the planned calls up to the first planned end e with
-// e - p >= tiled_from, re-tiled from p (NextChunkEnd: every call tiled), then the planned ends
-// after e. A row of a tiled call computes as in any other tiled call, so every row computes as
-// in the cold run, provided the planned calls re-tiled were tiled; nullopt when one was not, or
-// when the prompt ends first. `ends` itself when p is a planned end (or 0).
+// so p need not be a planned end): the stretch of tiled planned calls from the one that holds p
+// up to the next short call (or the prompt's end), tiled anew from p (NextChunkEnd: every call
+// tiled, as few as the ubatch allows), then the planned ends after it. A row of a tiled call
+// computes as in any other tiled call, and the recurrent ops where Snapshots are captured inside
+// calls run token by token, so every row computes as in the cold run; nullopt when p lies in a
+// short call or fewer than tiled_from rows before a short one: the first call would be of
+// another class. `ends` itself when p is a planned end (or 0).
 std::optional<std::vector<int32_t>> ResumeChunks(std::span<const int32_t> ends, int32_t p,
                                                  uint32_t n_batch, uint32_t n_ubatch,
                                                  int32_t tiled_from);

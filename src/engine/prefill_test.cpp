@@ -158,29 +158,34 @@ TEST(CallCaptureCuts, OnlyPointsTooCloseToTheNextCut) {
             std::vector<int32_t>({1999}));
 }
 
-TEST(ResumeChunks, RetilesUpToAPlannedEndATileAway) {
-  // 2000 tokens in ubatches of 512, one cut at 1996.
+TEST(ResumeChunks, RetilesTheTiledStretchFromP) {
+  // 2000 tokens in ubatches of 512, one cut at 1996 (a 4-token generation prompt after it).
   const std::vector<int32_t> ends = PlanChunks(2000, std::vector<int32_t>{1996}, 2048, 512);
   ASSERT_EQ(ends, std::vector<int32_t>({512, 1024, 1536, 1996, 2000}));
   // A planned end or 0: the plan as it is.
   EXPECT_EQ(*ResumeChunks(ends, 1024, 2048, 512, kFa), ends);
   EXPECT_EQ(*ResumeChunks(ends, 0, 2048, 512, kFa), ends);
-  // Inside a call with a tile or more before its end: that call re-tiled from p.
+  // Inside the tiled stretch: ubatches from p up to the cut, as few calls as from a call's start.
   EXPECT_EQ(*ResumeChunks(ends, 700, 2048, 512, kFa),
-            std::vector<int32_t>({512, 1024, 1536, 1996, 2000}));
+            std::vector<int32_t>({512, 1212, 1724, 1996, 2000}));
+  EXPECT_EQ(*ResumeChunks(ends, 1000, 2048, 512, kFa),
+            std::vector<int32_t>({512, 1512, 1996, 2000}));
   EXPECT_EQ(*ResumeChunks(ends, 300, 2048, 512, kFa),
-            std::vector<int32_t>({512, 1024, 1536, 1996, 2000}));
-  // Fewer than a tile before the end: the next call is absorbed, every call re-tiled tiled.
-  const std::vector<int32_t> absorbed = *ResumeChunks(ends, 1000, 2048, 512, kFa);
-  EXPECT_EQ(absorbed, std::vector<int32_t>({512, 1448, 1536, 1996, 2000}));
-  for (size_t i = 1; i < absorbed.size() - 1; ++i) {
-    if (absorbed[i - 1] >= 1000) EXPECT_GE(absorbed[i] - absorbed[i - 1], kFa);
-  }
-  // A short planned call would be absorbed into a tiled one: no exact resume.
+            std::vector<int32_t>({812, 1324, 1836, 1996, 2000}));
+  // Every resumed call is tiled.
+  const std::vector<int32_t> resumed = *ResumeChunks(ends, 1500, 2048, 512, kFa);
+  EXPECT_EQ(resumed, std::vector<int32_t>({512, 1024, 1996, 2000}));
+  // Fewer than a tile before the short call, or inside it: no exact resume.
   EXPECT_FALSE(ResumeChunks(ends, 1990, 2048, 512, kFa).has_value());
   EXPECT_FALSE(ResumeChunks(ends, 1998, 2048, 512, kFa).has_value());
-  // Without flash attention two rows are enough.
-  EXPECT_EQ(*ResumeChunks(ends, 1990, 2048, 512, 2), ends);
+  // Without flash attention two rows are enough, and the generation prompt's call is tiled too.
+  EXPECT_EQ(*ResumeChunks(ends, 1990, 2048, 512, 2), std::vector<int32_t>({512, 1024, 1536, 2000}));
+  // A short planned call between cuts ends the stretch.
+  const std::vector<int32_t> cuts = PlanChunks(1400, std::vector<int32_t>{1000, 1030}, 2048, 512);
+  ASSERT_EQ(cuts, std::vector<int32_t>({512, 1000, 1030, 1400}));
+  EXPECT_EQ(*ResumeChunks(cuts, 600, 2048, 512, kFa), std::vector<int32_t>({512, 1000, 1030, 1400}));
+  EXPECT_EQ(*ResumeChunks(cuts, 1100, 2048, 512, kFa), std::vector<int32_t>({512, 1000, 1030, 1400}));
+  EXPECT_FALSE(ResumeChunks(cuts, 1010, 2048, 512, kFa).has_value());
 }
 
 }  // namespace
