@@ -332,7 +332,11 @@ describe('a fleet behind HAProxy', () => {
     await turn(5, 'D');
     const fresh = newSession(N_SESSIONS);
     await turn(0, 'D', [fresh]);
-    assert.equal(fresh.turns[0].cached, 0, 'a new session with Redis down is cold');
+    // Cold but for the chat header every session's prompt starts with (a few tokens, below a
+    // Block), which the server's own tiers hold where Snapshots are captured inside calls.
+    const first = fresh.turns[0];
+    assert.notEqual(first.tier, 'remote', 'nothing comes from Redis while it is down');
+    assert.ok(first.cached < 256, `a new session with Redis down reused ${first.cached} tokens`);
     for (const s of sessions) assert.deepEqual(servedBy(s, 'D'), [home[s.key]]);
     const r = reuse('D');
     assert.ok(r.ratio >= 0.99, `reused ${r.cached} of ${r.reusable} from RAM with Redis down`);
