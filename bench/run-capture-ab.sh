@@ -81,7 +81,8 @@ pair cache ""
     sed -n '3,16p' "$WORK/$label.md" | sed "1s/^/## $label\n\n/"
     echo
   done
-  echo "Run: \`bench/run-capture-ab.sh --shape $SHAPE --arch $ARCH --max-context $MAX_CONTEXT\`"
+  skip=""; [[ "$SKIP_NO_CACHE" == 1 ]] && skip=" --skip-no-cache"
+  echo "Run: \`bench/run-capture-ab.sh --shape $SHAPE --arch $ARCH --max-context $MAX_CONTEXT$skip\`"
   echo "($(date -u +%Y-%m-%d); $THREADS threads, batch $BATCH / ubatch $UBATCH, prefixd"
   echo "$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?')). Shared, noisy machine: compare the two columns of one run."
 } > "$OUT/$NAME.md"
