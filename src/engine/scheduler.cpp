@@ -44,6 +44,7 @@ struct Scheduler::Impl {
   std::unique_ptr<CacheStack> cache;  // set by Setup; off (io() null) with --no-cache
   std::unique_ptr<Drafter> drafter;   // null: no speculation
   Rollback rollback = Rollback::kNone;
+  bool capture_in_call = false;  // Snapshots captured inside calls (CacheStack::capture_in_call)
 
   mutable Mutex mu;
   CondVar cv;
@@ -83,7 +84,6 @@ struct Scheduler::Impl {
   void ForgetHeld(Slot& slot);
   std::vector<int32_t> PlanPrefill(const Prompt& prompt) const;
   int32_t SetCallCaptures(const Slot& slot, int32_t stop);
-  bool capture_in_call = false;  // CacheStack::capture_in_call
   void PrefillStep(Slot& slot);
   void GenerateStep();
   void Accept(Slot& slot, Token t);
@@ -518,8 +518,9 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   slot.run.result.usage.prefill_chunks++;
   slot.run.pos = stop;
   slot.run.job->completion->NoteProgress(stop);
-  // Every point up to here: a Snapshot's points are planned ends (CacheIo::Restore), the
-  // others (Tails of pure attention) are sliced from the rows at publish time.
+  // Every point up to here: a Snapshot at a planned end is read from the sequence, one inside
+  // the call from the call's captures (the first `in_call` of them; the rest are dropped), and
+  // Tails of pure attention are sliced from the rows at publish time.
   CacheIo* io = cache_io();
   for (int32_t i = 0; io && slot.run.next_capture < slot.run.captures.size() &&
                       slot.run.captures[slot.run.next_capture].pos <= stop;
