@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/serve_models.h"
 #include "engine/engine.h"
 #include "engine/engine_flags.h"
 #include "server/auth.h"
@@ -55,6 +56,7 @@ struct ServeArgs {
   bool encrypt_cache = false;
   std::string api_key_file;
   std::string admin_key_file;
+  RouterArgs router;
 };
 
 std::string DefaultCacheDir() {
@@ -269,6 +271,32 @@ int Serve(const ServeArgs& a) {
   return st.ok() ? 0 : Fail(st);
 }
 
+// Router mode: the router takes its address, keys and limits; the rest of the command line
+// goes to every model's server.
+int ServeModels(const ServeArgs& a, int argc, char** argv) {
+  if (!a.engine.model.empty()) {
+    return Fail(Status::InvalidArgument("-m serves one model; --models-dir/--models serve "
+                                        "several: give one or the other"));
+  }
+  if (Status st = CheckRanges(a); !st.ok()) return Fail(st);
+  RouterServeArgs r;
+  r.router = a.router;
+  r.host = a.host;
+  r.port = int(a.port);
+  r.server_name = a.server_name;
+  r.cache_dir = a.engine.cache_dir.empty() ? DefaultCacheDir() : a.engine.cache_dir;
+  r.api_key_file = a.api_key_file;
+  r.admin_key_file = a.admin_key_file;
+  auto max_body = ParseByteSize("--max-body", a.max_body);
+  if (!max_body.ok()) return Fail(max_body.status());
+  r.max_body_bytes = size_t(*max_body);
+  r.max_connections_per_address = size_t(a.max_connections_per_address);
+  r.request_read_timeout_ms = int(a.request_read_timeout_s * 1000);
+  r.child_args = ChildCommonArgs(argc, argv, 2);
+  RaiseDescriptorLimit();
+  return ServeRouter(r);
+}
+
 // --logit-bias, --n-predict and the HTTP limits.
 void DeclareRequestFlags(Flags& flags, ServeArgs& a) {
   flags.String("-l,--logit-bias", &a.logit_bias,
@@ -302,10 +330,31 @@ void DeclareExposureFlags(Flags& flags, ServeArgs& a) {
              "and /v1/requests/recent (off: the position only; it is every tenant's text)");
 }
 
+// --models-dir and --models: several models behind one port (serve_models.h).
+void DeclareRouterFlags(Flags& flags, RouterArgs& r) {
+  flags.String("--models-dir", &r.models_dir,
+               "serve every .gguf in DIR (instead of -m): a request's \"model\" picks one, "
+               "which is loaded on first use in a server process of its own");
+  flags.String("--models", &r.models_file,
+               "a models file (INI, one [id] section a model: model, alias, pinned, ttl, and "
+               "any serve flag for that model); with --models-dir, its sections override");
+  flags.Int("--models-max", &r.models_max,
+            "models loaded at once; loading one more unloads the least recently used idle "
+            "unpinned model; 0: no limit");
+  flags.String("--models-memory", &r.models_memory,
+               "memory the loaded models' servers may hold (resident, measured; e.g. 24G); "
+               "0: no limit");
+  flags.Int("--models-ttl", &r.models_ttl_s,
+            "seconds an idle model stays loaded (a models file's ttl overrides); 0: forever");
+  flags.Int("--models-wait", &r.models_wait_s,
+            "seconds a request waits for its model to load or for room, before a 503");
+}
+
 // Every flag of serve, in the order --help lists them: the engine's between the server's.
 void DeclareServeFlags(Flags& flags, ServeArgs& a) {
   using engine::EngineFlagSet;
   engine::DeclareEngineFlags(flags, a.engine, EngineFlagSet::kModel);
+  DeclareRouterFlags(flags, a.router);
   flags.String("--alias", &a.alias,
                "model id clients use (default: the file name without .gguf); NAME,NAME,...: the "
                "first is the id, every other one is accepted for the same model too; a name with "
@@ -342,6 +391,7 @@ int CmdServe(int argc, char** argv) {
   Flags flags("serve", "Serve a GGUF model over an OpenAI-compatible HTTP API.");
   DeclareServeFlags(flags, a);
   return RunWithFlags(flags, argc, argv, [&] {
+    if (WantsRouter(a.router)) return ServeModels(a, argc, argv);
     if (a.engine.model.empty()) {
       std::fprintf(stderr, "prefixd serve: -m/--model is required\n\n%s", flags.Help().c_str());
       return 2;

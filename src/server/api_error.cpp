@@ -13,11 +13,13 @@ int HttpStatusOf(ErrorKind kind) {
     case ErrorKind::kNotFound:
     case ErrorKind::kModelNotFound: return 404;
     case ErrorKind::kMethodNotAllowed: return 405;
+    case ErrorKind::kConflict: return 409;
     case ErrorKind::kPayloadTooLarge: return 413;
     case ErrorKind::kUnsupportedMediaType: return 415;
     case ErrorKind::kTooManyConnections: return 429;
     case ErrorKind::kOverloaded: return 503;
     case ErrorKind::kInternal: return 500;
+    case ErrorKind::kBadGateway: return 502;
   }
   return 500;
 }
@@ -30,7 +32,8 @@ const char* ErrorTypeOf(ErrorKind kind) {
     case ErrorKind::kModelNotFound: return "not_found_error";
     case ErrorKind::kTooManyConnections: return "rate_limit_error";
     case ErrorKind::kOverloaded: return "overloaded_error";
-    case ErrorKind::kInternal: return "server_error";
+    case ErrorKind::kInternal:
+    case ErrorKind::kBadGateway: return "server_error";
     default: return "invalid_request_error";
   }
 }

@@ -20,11 +20,13 @@ enum class ErrorKind {
   kNotFound,          // 404: no such route
   kModelNotFound,     // 404: the request names a model this server does not serve
   kMethodNotAllowed,  // 405
+  kConflict,          // 409: the target is busy (a model with requests in flight)
   kPayloadTooLarge,   // 413: the body is over --max-body
   kUnsupportedMediaType,  // 415: a POST without Content-Type: application/json (browser_guard.h)
   kTooManyConnections,  // 429 + Retry-After: the client's address has its connections open
   kOverloaded,        // 503 + Retry-After: the request queue is full
   kInternal,          // 500
+  kBadGateway,        // 502: a model's own server (the router's) answered nothing
 };
 
 struct ApiError {

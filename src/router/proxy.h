@@ -1,0 +1,24 @@
+// Forward: one request to a model's server on loopback and its answer back, streamed as it
+// comes (SSE included). The upstream request runs on a thread of its own that feeds the
+// response's chunked content provider; a client that goes away cancels the upstream request,
+// which cancels the model server's generation. The lease is held until the upstream request
+// ends.
+#pragma once
+
+#include <httplib.h>
+
+#include <string>
+
+#include "router/model_pool.h"
+
+namespace prefixd::router {
+
+// REQUIRES: lease holds a loaded model. Sets `res` (502 when the model's server answers
+// nothing). `server_name` replaces the model server's X-Prefixd-Server header.
+void Forward(const httplib::Request& req, httplib::Response& res, ModelPool::Lease lease,
+             const std::string& server_name);
+
+// GETs `path` from the model server at `port` (for /metrics); "" on any failure.
+std::string FetchFromModel(int port, const std::string& path);
+
+}  // namespace prefixd::router

@@ -1,0 +1,359 @@
+#include "router/router.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "router/proxy.h"
+#include "server/connection_guard.h"
+#include "server/http_io.h"
+#include "server/metrics.h"
+#include "server/request_log.h"
+
+namespace prefixd::router {
+
+namespace {
+
+using json = nlohmann::json;
+using server::ApiError;
+using server::ErrorKind;
+
+ApiError ApiErrorOf(const Status& st) {
+  switch (st.code()) {
+    case Status::Code::kNotFound:
+      return {ErrorKind::kModelNotFound, st.message(), "model", "model_not_found"};
+    case Status::Code::kAborted: return {ErrorKind::kConflict, st.message(), "", "model_busy"};
+    case Status::Code::kResourceExhausted:
+      return {ErrorKind::kOverloaded, st.message(), "", "model_no_room"};
+    default: return {ErrorKind::kInternal, st.message(), "", "model_load_failed"};
+  }
+}
+
+json ViewJson(const ModelView& v) {
+  return {{"id", v.id},
+          {"object", "model"},
+          {"owned_by", "prefixd"},
+          {"created", 0},
+          {"aliases", v.aliases},
+          {"path", v.path},
+          {"status", {{"value", ModelStateName(v.state)}}},
+          {"state", ModelStateName(v.state)},
+          {"pinned", v.pinned},
+          {"ttl_s", v.ttl_s},
+          {"in_flight", v.in_flight},
+          {"memory_bytes", v.memory_bytes},
+          {"loads", v.loads},
+          {"idle_ms", v.idle_ms},
+          {"last_error", v.last_error.empty() ? json() : json(v.last_error)}};
+}
+
+// Prometheus families merged from several pages: each family's HELP/TYPE once, then every
+// page's samples of it, in the order families first appear.
+class MetricFamilies {
+ public:
+  void Add(const std::string& page) {
+    std::string family;
+    size_t begin = 0;
+    while (begin < page.size()) {
+      size_t end = page.find('\n', begin);
+      if (end == std::string::npos) end = page.size();
+      const std::string line = page.substr(begin, end - begin);
+      begin = end + 1;
+      if (line.empty()) continue;
+      if (line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0) {
+        family = line.substr(7, line.find(' ', 7) - 7);
+        Family& f = Get(family);
+        if (f.seen_headers.insert(line.substr(2, 4)).second) f.headers += line + "\n";
+        continue;
+      }
+      if (line[0] == '#') continue;
+      const std::string name = line.substr(0, line.find_first_of("{ "));
+      if (family.empty() || name.rfind(family, 0) != 0) family = name;
+      Get(family).samples += line + "\n";
+    }
+  }
+  std::string Render() const {
+    std::string out;
+    for (const std::string& name : order_) {
+      const Family& f = families_.at(name);
+      out += f.headers + f.samples;
+    }
+    return out;
+  }
+
+ private:
+  struct Family {
+    std::set<std::string> seen_headers;
+    std::string headers;
+    std::string samples;
+  };
+  Family& Get(const std::string& name) {
+    auto [it, added] = families_.try_emplace(name);
+    if (added) order_.push_back(name);
+    return it->second;
+  }
+  std::vector<std::string> order_;
+  std::map<std::string, Family> families_;
+};
+
+std::string RouterMetrics(const ModelPool& pool) {
+  const PoolCounters c = pool.counters();
+  std::string out;
+  auto counter = [&](const char* name, const char* help, int64_t v) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name +
+           " " + std::to_string(v) + "\n";
+  };
+  counter("prefixd_router_loads_total", "Model servers started.", c.loads);
+  counter("prefixd_router_load_failures_total", "Model loads that failed.", c.load_failures);
+  counter("prefixd_router_evictions_total", "Models unloaded to make room.", c.evictions);
+  counter("prefixd_router_idle_unloads_total", "Models unloaded after their ttl.", c.idle_unloads);
+  counter("prefixd_router_crashes_total", "Model servers found ended.", c.crashes);
+  out += "# HELP prefixd_router_model_loaded 1 while the model's server runs.\n"
+         "# TYPE prefixd_router_model_loaded gauge\n";
+  std::string memory = "# HELP prefixd_router_model_memory_bytes Resident memory of the model's "
+                       "server, last measured.\n# TYPE prefixd_router_model_memory_bytes gauge\n";
+  std::string flight = "# HELP prefixd_router_model_in_flight Requests forwarded and not ended.\n"
+                       "# TYPE prefixd_router_model_in_flight gauge\n";
+  for (const ModelView& v : pool.List()) {
+    const std::string label = "{model=\"" + v.id + "\"} ";
+    out += "prefixd_router_model_loaded" + label + (v.state == ModelState::kLoaded ? "1" : "0") +
+           "\n";
+    memory += "prefixd_router_model_memory_bytes" + label + std::to_string(v.memory_bytes) + "\n";
+    flight += "prefixd_router_model_in_flight" + label + std::to_string(v.in_flight) + "\n";
+  }
+  return out + memory + flight;
+}
+
+std::string HostName() {
+  char buf[256] = {0};
+  return gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : "localhost";
+}
+
+}  // namespace
+
+std::string LabelMetrics(const std::string& page, const std::string& model) {
+  const std::string label = "model=\"" + model + "\"";
+  std::string out;
+  size_t begin = 0;
+  while (begin < page.size()) {
+    size_t end = page.find('\n', begin);
+    if (end == std::string::npos) end = page.size();
+    std::string line = page.substr(begin, end - begin);
+    begin = end + 1;
+    if (!line.empty() && line[0] != '#') {
+      const size_t brace = line.find('{');
+      const size_t space = line.find(' ');
+      if (brace != std::string::npos && brace < space) {
+        line.insert(brace + 1, line[brace + 1] == '}' ? label : label + ",");
+      } else if (space != std::string::npos) {
+        line.insert(space, "{" + label + "}");
+      }
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+struct ModelRouter::Impl {
+  Impl(ModelPool* p, const server::TenantAuth* a, RouterOptions o)
+      : pool(p), auth(a), options(std::move(o)),
+        http(server::ConnectionLimits{std::chrono::milliseconds(options.request_read_timeout_ms),
+                                      options.max_connections_per_address},
+             &metrics) {}
+
+  ModelPool* const pool;
+  const server::TenantAuth* const auth;
+  RouterOptions options;
+  server::ServerMetrics metrics;  // counts the connection guard's refusals
+  server::ConnectionGuardedServer http;
+  std::atomic<bool> stopping{false};
+  std::thread ticker;
+
+  // A missing or unknown key is a 401 before anything is loaded; admin routes need an admin.
+  bool Authorized(const httplib::Request& req, httplib::Response& res, bool admin_route) const {
+    if (!auth->enabled()) return true;
+    const auto outcome = auth->Check(req.get_header_value("Authorization"),
+                                     req.get_header_value("x-api-key"));
+    if (!outcome.tenant) {
+      server::SendError(res, {ErrorKind::kUnauthorized, "a valid API key is required", "", ""});
+      return false;
+    }
+    if (admin_route && !outcome.tenant->admin) {
+      server::SendError(res, {ErrorKind::kForbidden, "this route needs an admin key", "", ""});
+      return false;
+    }
+    return true;
+  }
+
+  // The model a forwarded request names; "" with `res` set when it names none.
+  std::string ModelOf(const httplib::Request& req, httplib::Response& res) const {
+    if (req.method == "POST" && !req.body.empty()) {
+      const json body = json::parse(req.body, nullptr, false);
+      if (body.is_object() && body.contains("model") && body["model"].is_string()) {
+        return body["model"].get<std::string>();
+      }
+    }
+    if (req.has_param("model")) return req.get_param_value("model");
+    if (req.has_header("X-Prefixd-Model")) return req.get_header_value("X-Prefixd-Model");
+    std::string only;
+    for (const ModelView& v : pool->List()) {
+      if (v.state != ModelState::kLoaded) continue;
+      if (!only.empty()) {
+        only.clear();
+        break;
+      }
+      only = v.id;
+    }
+    if (only.empty()) {
+      server::SendError(res, ApiError::Invalid("name a model: the body's \"model\", ?model=ID "
+                                               "or an X-Prefixd-Model header (GET /v1/models "
+                                               "lists them)",
+                                               "model"));
+    }
+    return only;
+  }
+
+  void ForwardRoute(const httplib::Request& req, httplib::Response& res) {
+    if (!Authorized(req, res, false)) return;
+    const std::string name = ModelOf(req, res);
+    if (name.empty()) return;
+    Result<ModelPool::Lease> lease = pool->Acquire(name);
+    if (!lease.ok()) {
+      server::SendError(res, ApiErrorOf(lease.status()));
+      return;
+    }
+    Forward(req, res, std::move(*lease), options.server_name);
+  }
+
+  void ModelAction(const std::string& id, bool load, httplib::Response& res) {
+    const Status st = load ? pool->Load(id) : pool->Unload(id);
+    if (!st.ok()) {
+      server::SendError(res, ApiErrorOf(st));
+      return;
+    }
+    for (const ModelView& v : pool->List()) {
+      if (v.id == *pool->Resolve(id)) server::SendJson(res, ViewJson(v).dump());
+    }
+  }
+
+  void ListModels(httplib::Response& res) const {
+    json data = json::array();
+    for (const ModelView& v : pool->List()) data.push_back(ViewJson(v));
+    server::SendJson(res, json{{"object", "list"}, {"data", data}}.dump());
+  }
+
+  void Metrics(httplib::Response& res) const {
+    MetricFamilies families;
+    families.Add(RouterMetrics(*pool));
+    for (const ModelView& v : pool->List()) {
+      if (v.state != ModelState::kLoaded) continue;
+      families.Add(LabelMetrics(FetchFromModel(v.port, "/metrics"), v.id));
+    }
+    res.set_content(families.Render(), "text/plain; version=0.0.4");
+  }
+
+  void Routes() {
+    http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+      server::SendJson(res, R"({"status":"ok"})");
+    });
+    for (const char* path : {"/v1/models", "/models"}) {
+      http.Get(path, [this](const httplib::Request& req, httplib::Response& res) {
+        if (Authorized(req, res, false)) ListModels(res);
+      });
+    }
+    http.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+      if (Authorized(req, res, false)) Metrics(res);
+    });
+    http.Post(R"(/v1/models/([^/]+)/(load|unload))",
+              [this](const httplib::Request& req, httplib::Response& res) {
+                if (Authorized(req, res, true)) {
+                  ModelAction(req.matches[1].str(), req.matches[2].str() == "load", res);
+                }
+              });
+    http.Post(R"(/models/(load|unload))", [this](const httplib::Request& req,
+                                                 httplib::Response& res) {
+      if (!Authorized(req, res, true)) return;
+      const json body = json::parse(req.body, nullptr, false);
+      if (!body.is_object() || !body.contains("model") || !body["model"].is_string()) {
+        server::SendError(res, ApiError::Invalid("the body is {\"model\": \"ID\"}", "model"));
+        return;
+      }
+      ModelAction(body["model"].get<std::string>(), req.matches[1].str() == "load", res);
+    });
+    auto forward = [this](const httplib::Request& req, httplib::Response& res) {
+      ForwardRoute(req, res);
+    };
+    http.Get(".*", forward);
+    http.Post(".*", forward);
+    http.Delete(".*", forward);
+    http.Options(".*", forward);
+  }
+
+  void SetUp() {
+    const size_t n = options.n_http_threads;
+    const size_t max = n + options.max_connections_per_address;
+    http.new_task_queue = [n, max] { return new httplib::ThreadPool(n, max); };
+    http.set_payload_max_length(options.max_body_bytes);
+    http.set_read_timeout(60);
+    http.set_write_timeout(60);
+    http.set_keep_alive_timeout(5);
+    http.set_tcp_nodelay(true);
+    http.set_exception_handler(
+        [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+          server::SendError(res, {ErrorKind::kInternal, "internal error", "", ""});
+        });
+    http.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+      if (!res.has_header("X-Prefixd-Server")) res.set_header("X-Prefixd-Server", options.server_name);
+    });
+    Routes();
+  }
+};
+
+ModelRouter::ModelRouter(ModelPool* pool, const server::TenantAuth* auth, RouterOptions options)
+    : impl_(std::make_unique<Impl>(pool, auth, std::move(options))) {
+  impl_->SetUp();
+}
+
+ModelRouter::~ModelRouter() {
+  Stop();
+  if (impl_->ticker.joinable()) impl_->ticker.join();
+}
+
+Result<int> ModelRouter::Bind() {
+  int port = impl_->options.port;
+  if (port == 0) {
+    port = impl_->http.bind_to_any_port(impl_->options.host);
+    if (port <= 0) return Status::IOError("cannot bind " + impl_->options.host);
+  } else if (!impl_->http.bind_to_port(impl_->options.host, port)) {
+    return Status::IOError("cannot bind " + impl_->options.host + ":" + std::to_string(port));
+  }
+  if (impl_->options.server_name.empty()) {
+    impl_->options.server_name = HostName() + ":" + std::to_string(port);
+  }
+  return port;
+}
+
+Status ModelRouter::Serve() {
+  impl_->ticker = std::thread([this] {
+    while (!impl_->stopping) {
+      for (int i = 0; i < 10 && !impl_->stopping; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      impl_->pool->Tick();
+    }
+  });
+  if (!impl_->http.listen_after_bind()) {
+    if (!impl_->stopping) return Status::IOError("the router's listener failed");
+  }
+  return Status::OK();
+}
+
+void ModelRouter::Stop() {
+  impl_->stopping = true;
+  impl_->http.stop();
+}
+
+}  // namespace prefixd::router
