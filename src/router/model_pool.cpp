@@ -324,6 +324,33 @@ void ModelPool::Tick() {
   counters_.idle_unloads += int64_t(idle.size());
   for (size_t v : idle) LogUnload(specs_[v].id, "ttl");
   StopEntries(lock, idle);
+  const std::vector<size_t> over = OverBudgetLocked();
+  counters_.evictions += int64_t(over.size());
+  for (size_t v : over) LogUnload(specs_[v].id, "memory");
+  StopEntries(lock, over);
+}
+
+std::vector<size_t> ModelPool::OverBudgetLocked() const {
+  if (options_.memory_budget == 0) return {};
+  uint64_t total = 0;
+  std::vector<size_t> idle;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    if (e.state != ModelState::kLoaded && e.state != ModelState::kLoading) continue;
+    total += e.state == ModelState::kLoaded ? e.memory_bytes : EstimateLocked(i);
+    if (e.state == ModelState::kLoaded && e.in_flight == 0 && !specs_[i].pinned) {
+      idle.push_back(i);
+    }
+  }
+  std::sort(idle.begin(), idle.end(),
+            [&](size_t a, size_t b) { return entries_[a].last_used < entries_[b].last_used; });
+  std::vector<size_t> victims;
+  for (size_t v : idle) {
+    if (total <= options_.memory_budget) break;
+    victims.push_back(v);
+    total -= entries_[v].memory_bytes;
+  }
+  return victims;
 }
 
 std::vector<ModelView> ModelPool::List() const {

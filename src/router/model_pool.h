@@ -13,6 +13,8 @@
 //    model that cannot fit even alone, or beside the pinned ones, is an error at once.
 //  - A model with a request in flight is never unloaded: Unload() refuses (Aborted),
 //    eviction skips it, the idle timer waits for it.
+//  - Memory grows after a load (a RAM tier fills): Tick() measures, and while the total is over
+//    the budget unloads the least recently used idle unpinned models.
 //  - Idle timeout: a model idle for its ttl (the spec's, else `default_ttl_s`; 0: never) is
 //    unloaded by Tick(). Pinned models are loaded at Start() and never unloaded but by Unload().
 //  - A server that exits by itself (a crash) is noticed at the next Acquire() or Tick(): the
@@ -130,6 +132,9 @@ class ModelPool {
   Result<std::vector<size_t>> Victims(size_t index, bool* wait) const PREFIXD_REQUIRES(mu_);
   void StopEntries(MutexLock& lock, const std::vector<size_t>& victims) PREFIXD_REQUIRES(mu_);
   bool NoticeEndLocked(size_t index) PREFIXD_REQUIRES(mu_);
+  // Idle unpinned models to unload, least recently used first, while the measured total is
+  // over the budget (a model's RAM tier grows after its load).
+  std::vector<size_t> OverBudgetLocked() const PREFIXD_REQUIRES(mu_);
   uint64_t EstimateLocked(size_t index) const PREFIXD_REQUIRES(mu_);
   int TtlOf(size_t index) const;
   size_t IndexOf(const std::string& id) const;

@@ -134,6 +134,12 @@ Result<std::vector<ModelSpec>> ParseModelsFile(const std::string& text, const st
 
 Result<std::vector<ModelSpec>> MergeSpecs(std::vector<ModelSpec> dir_specs,
                                           std::vector<ModelSpec> file) {
+  std::set<std::string> in_file;
+  for (const ModelSpec& f : file) {
+    if (!in_file.insert(f.id).second) {
+      return Status::InvalidArgument("model id " + f.id + ": two sections");
+    }
+  }
   for (ModelSpec& f : file) {
     auto same = std::find_if(dir_specs.begin(), dir_specs.end(),
                              [&](const ModelSpec& d) { return d.id == f.id; });
