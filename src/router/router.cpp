@@ -45,6 +45,7 @@ json ViewJson(const ModelView& v) {
           {"ttl_s", v.ttl_s},
           {"in_flight", v.in_flight},
           {"memory_bytes", v.memory_bytes},
+          {"port", v.port},
           {"loads", v.loads},
           {"idle_ms", v.idle_ms},
           {"last_error", v.last_error.empty() ? json() : json(v.last_error)}};

@@ -37,11 +37,13 @@ export function writeKeys(dir, keys) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-// Starts `prefixd serve -m model` with extra flags; resolves once /health answers.
-export async function startServer({ model, args = [], timeoutMs = 30000 }) {
+// Starts `prefixd serve -m model` with extra flags; resolves once /health answers. With no
+// `model`, `args` name the models (--models-dir: the router). `cacheDir`: a cache dir of the
+// caller's (kept by stop()), else one in the server's temp dir.
+export async function startServer({ model, args = [], timeoutMs = 30000, cacheDir = '' }) {
   const dir = tempDir('serve');
-  const proc = spawn(BIN, ['serve', '-m', model, '--host', '127.0.0.1', '--port', '0',
-    '--cache-dir', join(dir, 'cache'), '--threads', '1', ...args],
+  const proc = spawn(BIN, ['serve', ...(model ? ['-m', model] : []), '--host', '127.0.0.1',
+    '--port', '0', '--cache-dir', cacheDir || join(dir, 'cache'), '--threads', '1', ...args],
   { stdio: ['ignore', 'ignore', 'pipe'] });
   live.add(proc);
   const server = { proc, dir, log: '', port: 0, exited: false };
