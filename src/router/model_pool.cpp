@@ -42,6 +42,7 @@ struct ModelPool::Entry {
   uint64_t memory_bytes = 0;  // last measured; 0: never loaded
   int64_t loads = 0;
   std::string last_error;
+  KeepAlive keep_alive;  // the last request's, if it asked
 };
 
 ModelPool::ModelPool(std::vector<ModelSpec> specs, ModelLauncher* launcher, PoolOptions options)
@@ -82,9 +83,14 @@ size_t ModelPool::IndexOf(const std::string& id) const {
   return specs_.size();
 }
 
-int ModelPool::TtlOf(size_t index) const {
+std::optional<std::chrono::milliseconds> ModelPool::TtlOf(size_t index) const {
+  const KeepAlive& k = entries_[index].keep_alive;
+  if (k.kind == KeepAlive::Kind::kForever) return std::nullopt;
+  if (k.kind == KeepAlive::Kind::kFor) return k.idle;
   const ModelSpec& s = specs_[index];
-  return s.ttl_s >= 0 ? s.ttl_s : options_.default_ttl_s;
+  const int ttl_s = s.ttl_s >= 0 ? s.ttl_s : options_.default_ttl_s;
+  if (ttl_s == 0) return std::nullopt;
+  return std::chrono::milliseconds(int64_t(ttl_s) * 1000);
 }
 
 Result<std::string> ModelPool::Resolve(const std::string& name) const {
@@ -101,7 +107,7 @@ Result<std::string> ModelPool::Resolve(const std::string& name) const {
 
 uint64_t ModelPool::EstimateLocked(size_t index) const {
   const Entry& e = entries_[index];
-  return e.memory_bytes > 0 ? e.memory_bytes : FileBytes(specs_[index].path);
+  return e.memory_bytes > 0 ? e.memory_bytes : FileBytes(specs_[index].path) + overhead_bytes_;
 }
 
 Result<std::vector<size_t>> ModelPool::Victims(size_t index, bool* wait) const {
@@ -206,6 +212,11 @@ Status ModelPool::LoadLocked(MutexLock& lock, size_t index, Clock::time_point de
   e.process = std::move(*proc);
   e.state = ModelState::kLoaded;
   e.memory_bytes = memory;
+  // A server's memory beyond its file, just after its load: the least seen is what a model not
+  // loaded yet is assumed to add to its file's size.
+  const uint64_t file = FileBytes(specs_[index].path);
+  const uint64_t overhead = memory > file ? memory - file : 0;
+  overhead_bytes_ = counters_.loads == 0 ? overhead : std::min(overhead_bytes_, overhead);
   e.last_used = Clock::now();
   e.last_error.clear();
   ++e.loads;
@@ -231,7 +242,7 @@ bool ModelPool::NoticeEndLocked(size_t index) {
   return true;
 }
 
-Result<ModelPool::Lease> ModelPool::Acquire(const std::string& name) {
+Result<ModelPool::Lease> ModelPool::Acquire(const std::string& name, KeepAlive keep_alive) {
   PREFIXD_ASSIGN_OR_RETURN(std::string id, Resolve(name));
   const size_t index = IndexOf(id);
   const Clock::time_point deadline = Clock::now() + options_.wait_limit;
@@ -244,6 +255,7 @@ Result<ModelPool::Lease> ModelPool::Acquire(const std::string& name) {
         if (NoticeEndLocked(index)) continue;
         ++e.in_flight;
         e.last_used = Clock::now();
+        if (keep_alive.kind != KeepAlive::Kind::kAsConfigured) e.keep_alive = keep_alive;
         return Lease(this, index, id, e.process->port());
       case ModelState::kFailed:
         if (waited_for_load) return Status::Internal(e.last_error);
@@ -315,9 +327,8 @@ void ModelPool::Tick() {
     Entry& e = entries_[i];
     if (e.state != ModelState::kLoaded || NoticeEndLocked(i)) continue;
     e.memory_bytes = e.process->MemoryBytes();
-    const int ttl = TtlOf(i);
-    if (!specs_[i].pinned && e.in_flight == 0 && ttl > 0 &&
-        now - e.last_used >= std::chrono::seconds(ttl)) {
+    const std::optional<std::chrono::milliseconds> ttl = TtlOf(i);
+    if (!specs_[i].pinned && e.in_flight == 0 && ttl && now - e.last_used >= *ttl) {
       idle.push_back(i);
     }
   }
@@ -366,7 +377,8 @@ std::vector<ModelView> ModelPool::List() const {
     v.path = s.path;
     v.state = e.state;
     v.pinned = s.pinned;
-    v.ttl_s = TtlOf(i);
+    const std::optional<std::chrono::milliseconds> ttl = TtlOf(i);
+    v.ttl_s = ttl ? int((ttl->count() + 999) / 1000) : -1;
     v.in_flight = e.in_flight;
     v.memory_bytes = e.memory_bytes;
     v.port = e.state == ModelState::kLoaded ? e.process->port() : 0;

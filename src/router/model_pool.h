@@ -7,7 +7,8 @@
 //    while it loads wait for that load, and all of them get its error if it fails. A request
 //    that finds a failed model tries the load again (the file may have been fixed).
 //  - Room: at most `max_loaded` models and `memory_budget` bytes (the loaded servers' resident
-//    memory, measured; a model not yet measured counts its file size). Loading past either
+//    memory, measured; a model not yet measured counts its file size plus the least any
+//    server has held beyond its file just after loading). Loading past either
 //    unloads the least recently used model that is idle (no request in flight) and not
 //    pinned. With no such model the request waits for one, up to `wait_limit`, then 503s. A
 //    model that cannot fit even alone, or beside the pinned ones, is an error at once.
@@ -29,6 +30,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,13 +58,20 @@ struct ModelView {
   std::string path;
   ModelState state = ModelState::kUnloaded;
   bool pinned = false;
-  int ttl_s = 0;
+  int ttl_s = 0;              // -1: forever; as configured or as the last request asked
   int in_flight = 0;
   uint64_t memory_bytes = 0;  // measured while loaded; the last measurement after
   int port = 0;               // while loaded
   int64_t loads = 0;
   int64_t idle_ms = 0;        // since its last request ended (loaded, idle)
   std::string last_error;
+};
+
+// How long a model stays loaded once idle, as a request asks (Ollama's keep_alive, LM Studio's
+// ttl): it replaces the model's ttl until the next request that asks.
+struct KeepAlive {
+  enum class Kind { kAsConfigured, kForever, kFor } kind = Kind::kAsConfigured;
+  std::chrono::milliseconds idle{0};  // kFor: 0 unloads it as soon as it is idle
 };
 
 struct PoolCounters {
@@ -106,7 +115,7 @@ class ModelPool {
   // Loads the model `name` names if needed and holds it. NotFound (unknown name), Internal
   // (its load failed: the message says why), ResourceExhausted (no room within wait_limit, or
   // never: the message says which).
-  Result<Lease> Acquire(const std::string& name);
+  Result<Lease> Acquire(const std::string& name, KeepAlive keep_alive = KeepAlive());
   // Loads it (as Acquire, holding nothing after).
   Status Load(const std::string& name);
   // Unloads it. Aborted while a request holds it; OK when it was not loaded.
@@ -136,7 +145,8 @@ class ModelPool {
   // over the budget (a model's RAM tier grows after its load).
   std::vector<size_t> OverBudgetLocked() const PREFIXD_REQUIRES(mu_);
   uint64_t EstimateLocked(size_t index) const PREFIXD_REQUIRES(mu_);
-  int TtlOf(size_t index) const;
+  // How long the model stays loaded idle; nullopt: forever.
+  std::optional<std::chrono::milliseconds> TtlOf(size_t index) const PREFIXD_REQUIRES(mu_);
   size_t IndexOf(const std::string& id) const;
 
   const PoolOptions options_;
@@ -146,6 +156,7 @@ class ModelPool {
   std::vector<Entry> entries_ PREFIXD_GUARDED_BY(mu_);
   std::vector<ModelSpec> specs_;  // immutable; entries_[i] is specs_[i]
   PoolCounters counters_ PREFIXD_GUARDED_BY(mu_);
+  uint64_t overhead_bytes_ PREFIXD_GUARDED_BY(mu_) = 0;  // see LoadLocked
 };
 
 }  // namespace prefixd::router

@@ -16,14 +16,16 @@ namespace {
 class FakeLauncher : public ModelLauncher {
  public:
   struct Proc : ModelProcess {
-    Proc(FakeLauncher* l, uint64_t m, int p) : launcher(l), memory(m), p(p) { ++l->running; }
+    Proc(FakeLauncher* l, std::string id, int p) : launcher(l), id(std::move(id)), p(p) {
+      ++l->running;
+    }
     ~Proc() override { --launcher->running; }
     int port() const override { return p; }
     bool Alive() override { return !launcher->crashed.load(); }
-    uint64_t MemoryBytes() override { return memory; }
+    uint64_t MemoryBytes() override { return launcher->memory.count(id) ? launcher->memory[id] : 100; }
     std::string ExitText() override { return "killed by signal Killed"; }
     FakeLauncher* launcher;
-    uint64_t memory;
+    std::string id;
     int p;
   };
 
@@ -34,14 +36,14 @@ class FakeLauncher : public ModelLauncher {
     if (spec.id == broken) return Status::Internal("model " + spec.id + " failed to load: bad");
     crashed = false;
     return std::unique_ptr<ModelProcess>(
-        std::make_unique<Proc>(this, memory.count(spec.id) ? memory[spec.id] : 100, next_port++));
+        std::make_unique<Proc>(this, spec.id, next_port++));
   }
 
   std::atomic<int> launches{0};
   std::map<std::string, int> launches_of;  // written under the pool's single launch at a time
   std::atomic<int> running{0};
   std::atomic<bool> crashed{false};
-  std::map<std::string, uint64_t> memory;
+  std::map<std::string, uint64_t> memory;  // what each model's server holds now
   std::string broken;
   int load_ms = 0;
   int next_port = 9000;
@@ -166,11 +168,10 @@ TEST_F(ModelPoolTest, ABusyModelIsNeverUnloadedAndTheNextWaitsForIt) {
 }
 
 TEST_F(ModelPoolTest, TheMemoryBudgetCountsMeasuredBytes) {
+  // The fake files are missing (0 bytes): a model not loaded yet is estimated at the least
+  // any server held beyond its file.
   launcher.memory = {{"a", 600}, {"b", 600}, {"c", 300}, {"huge", 5000}};
   ModelPool pool(Specs({"a", "b", "c", "huge"}), &launcher, PoolOptions{0, 1000, 0});
-  ASSERT_TRUE(pool.Load("a").ok());
-  ASSERT_TRUE(pool.Load("c").ok());  // 900 of 1000
-  ASSERT_TRUE(pool.Load("b").ok());  // b's file is unknown (0 bytes): fits; then measured 600
   auto loaded_bytes = [&] {
     uint64_t total = 0;
     for (const ModelView& v : pool.List()) {
@@ -178,17 +179,24 @@ TEST_F(ModelPoolTest, TheMemoryBudgetCountsMeasuredBytes) {
     }
     return total;
   };
-  EXPECT_EQ(loaded_bytes(), 1500u);
-  pool.Tick();  // over the budget as measured: the least recently used (a) goes
+  ASSERT_TRUE(pool.Load("a").ok());
+  ASSERT_TRUE(pool.Load("c").ok());  // estimated 600 beside a's 600: a makes room
   EXPECT_EQ(StateOf(pool, "a"), ModelState::kUnloaded);
+  ASSERT_TRUE(pool.Load("b").ok());  // estimated 300 now (c's): fits beside c
   EXPECT_EQ(loaded_bytes(), 900u);
-  ASSERT_TRUE(pool.Load("a").ok());  // a counts its measured 600: c and then b make room
-  EXPECT_LE(loaded_bytes(), 1000u);
+  ASSERT_TRUE(pool.Load("a").ok());  // a counts its measured 600: c, then b make room
   EXPECT_EQ(StateOf(pool, "a"), ModelState::kLoaded);
-  Status too_big = pool.Load("huge");  // known after a load: 5000 > 1000
-  EXPECT_TRUE(too_big.ok());           // its file size is unknown, so it loads once...
-  Status again = (pool.Unload("huge"), pool.Load("huge"));
-  EXPECT_EQ(again.code(), Status::Code::kResourceExhausted);  // ...and is refused from then on
+  EXPECT_EQ(loaded_bytes(), 600u);
+  EXPECT_EQ(pool.counters().evictions, 3);
+  launcher.memory["a"] = 1200;  // its RAM tier grew past the budget
+  pool.Tick();
+  EXPECT_EQ(StateOf(pool, "a"), ModelState::kUnloaded);
+  Status first = pool.Load("huge");  // estimated 300: it loads, and is measured at 5000...
+  EXPECT_TRUE(first.ok());
+  pool.Tick();  // ...over the budget: unloaded
+  EXPECT_EQ(StateOf(pool, "huge"), ModelState::kUnloaded);
+  Status again = pool.Load("huge");  // and refused from then on
+  EXPECT_EQ(again.code(), Status::Code::kResourceExhausted);
   EXPECT_NE(again.message().find("more than the models' memory budget"), std::string::npos);
 }
 
@@ -217,6 +225,28 @@ TEST_F(ModelPoolTest, IdleModelsPastTheirTtlAreUnloadedButNotBusyOnes) {
   EXPECT_EQ(StateOf(pool, "a"), ModelState::kUnloaded);
   EXPECT_EQ(StateOf(pool, "b"), ModelState::kLoaded);
   EXPECT_EQ(pool.counters().idle_unloads, 1);
+}
+
+TEST_F(ModelPoolTest, ARequestsKeepAliveReplacesTheTtlUntilTheNextThatAsks) {
+  std::vector<ModelSpec> specs = Specs({"a", "b"});
+  specs[1].ttl_s = 1;
+  ModelPool pool(specs, &launcher, {});
+  {
+    auto lease = pool.Acquire("a", KeepAlive{KeepAlive::Kind::kFor, std::chrono::milliseconds(0)});
+    ASSERT_TRUE(lease.ok());
+    pool.Tick();
+    EXPECT_EQ(StateOf(pool, "a"), ModelState::kLoaded);  // busy
+  }
+  pool.Tick();  // keep_alive 0: unloaded once idle
+  EXPECT_EQ(StateOf(pool, "a"), ModelState::kUnloaded);
+  ASSERT_TRUE(pool.Acquire("b", KeepAlive{KeepAlive::Kind::kForever, {}}).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  pool.Tick();  // its ttl of 1 s is replaced by forever
+  EXPECT_EQ(StateOf(pool, "b"), ModelState::kLoaded);
+  EXPECT_EQ(pool.List()[1].ttl_s, -1);
+  ASSERT_TRUE(pool.Acquire("b").ok());  // a request that does not ask keeps what was asked
+  pool.Tick();
+  EXPECT_EQ(StateOf(pool, "b"), ModelState::kLoaded);
 }
 
 TEST_F(ModelPoolTest, AServerThatEndedIsNoticedAndLoadedAgain) {

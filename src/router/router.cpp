@@ -128,6 +128,49 @@ std::string RouterMetrics(const ModelPool& pool) {
   return out + memory + flight;
 }
 
+// "30s", "5m", "1h", "250ms" or a number of seconds -> milliseconds; false when malformed.
+bool ParseDuration(const json& v, int64_t* ms) {
+  if (v.is_number()) {
+    const double s = v.get<double>();
+    if (!(s > -1e9 && s < 1e9)) return false;
+    *ms = int64_t(s * 1000);
+    return true;
+  }
+  if (!v.is_string()) return false;
+  const std::string text = v.get<std::string>();
+  size_t used = 0;
+  double n = 0;
+  try {
+    n = std::stod(text, &used);
+  } catch (...) {
+    return false;
+  }
+  const std::string unit = text.substr(used);
+  const double scale = unit == "" || unit == "s" ? 1000 : unit == "ms" ? 1 : unit == "m" ? 60000
+                       : unit == "h" ? 3600000 : -1;
+  if (scale < 0 || !(n > -1e9 && n < 1e9)) return false;
+  *ms = int64_t(n * scale);
+  return true;
+}
+
+// A request's keep_alive (Ollama: a duration; negative: forever; 0: unload once idle) or ttl
+// (LM Studio: seconds). False with `error` set when it is malformed.
+bool ParseKeepAlive(const json& body, KeepAlive* out, std::string* error) {
+  for (const char* key : {"keep_alive", "ttl"}) {
+    if (!body.contains(key) || body[key].is_null()) continue;
+    int64_t ms = 0;
+    if (!ParseDuration(body[key], &ms) || (std::string(key) == "ttl" && ms < 0)) {
+      *error = std::string(key) + ": a duration such as 300, \"5m\" or \"1h\" (keep_alive < 0: "
+               "keep the model loaded; 0: unload it once idle)";
+      return false;
+    }
+    out->kind = ms < 0 ? KeepAlive::Kind::kForever : KeepAlive::Kind::kFor;
+    out->idle = std::chrono::milliseconds(ms < 0 ? 0 : ms);
+    return true;
+  }
+  return true;
+}
+
 std::string HostName() {
   char buf[256] = {0};
   return gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : "localhost";
@@ -189,39 +232,67 @@ struct ModelRouter::Impl {
     return true;
   }
 
-  // The model a forwarded request names; "" with `res` set when it names none.
-  std::string ModelOf(const httplib::Request& req, httplib::Response& res) const {
+  // The model a forwarded request names and how long it asks the model to stay; a name ""
+  // with `res` set when it names none (or asks wrongly).
+  struct Target {
+    std::string model;
+    KeepAlive keep_alive;
+  };
+  Target TargetOf(const httplib::Request& req, httplib::Response& res) const {
+    Target t;
     if (req.method == "POST" && !req.body.empty()) {
       const json body = json::parse(req.body, nullptr, false);
-      if (body.is_object() && body.contains("model") && body["model"].is_string()) {
-        return body["model"].get<std::string>();
+      if (body.is_object()) {
+        if (body.contains("model") && body["model"].is_string()) t.model = body["model"];
+        std::string error;
+        if (!ParseKeepAlive(body, &t.keep_alive, &error)) {
+          server::SendError(res, ApiError::Invalid(error, "keep_alive"));
+          return {};
+        }
       }
     }
-    if (req.has_param("model")) return req.get_param_value("model");
-    if (req.has_header("X-Prefixd-Model")) return req.get_header_value("X-Prefixd-Model");
-    std::string only;
-    for (const ModelView& v : pool->List()) {
-      if (v.state != ModelState::kLoaded) continue;
-      if (!only.empty()) {
-        only.clear();
-        break;
-      }
-      only = v.id;
-    }
-    if (only.empty()) {
+    if (t.model.empty()) t.model = ModelOfQuery(req);
+    if (t.model.empty()) t.model = OnlyLoaded();
+    if (t.model.empty()) {
       server::SendError(res, ApiError::Invalid("name a model: the body's \"model\", ?model=ID "
                                                "or an X-Prefixd-Model header (GET /v1/models "
                                                "lists them)",
                                                "model"));
+    }
+    return t;
+  }
+
+  // ?model=, the X-Prefixd-Model header, or the page's own ?model= (its Referer): the web page
+  // opened as /?model=ID asks its API calls of the same model.
+  static std::string ModelOfQuery(const httplib::Request& req) {
+    if (req.has_param("model")) return req.get_param_value("model");
+    if (req.has_header("X-Prefixd-Model")) return req.get_header_value("X-Prefixd-Model");
+    const std::string referer = req.get_header_value("Referer");
+    const size_t q = referer.find_first_of("?&", referer.find("://") + 3);
+    for (size_t at = q; at != std::string::npos; at = referer.find('&', at + 1)) {
+      if (referer.compare(at + 1, 6, "model=") == 0) {
+        const size_t end = referer.find_first_of("&#", at + 7);
+        return httplib::decode_query_component(referer.substr(at + 7, end - at - 7));
+      }
+    }
+    return "";
+  }
+
+  std::string OnlyLoaded() const {
+    std::string only;
+    for (const ModelView& v : pool->List()) {
+      if (v.state != ModelState::kLoaded) continue;
+      if (!only.empty()) return "";
+      only = v.id;
     }
     return only;
   }
 
   void ForwardRoute(const httplib::Request& req, httplib::Response& res) {
     if (!Authorized(req, res, false)) return;
-    const std::string name = ModelOf(req, res);
-    if (name.empty()) return;
-    Result<ModelPool::Lease> lease = pool->Acquire(name);
+    const Target target = TargetOf(req, res);
+    if (target.model.empty()) return;
+    Result<ModelPool::Lease> lease = pool->Acquire(target.model, target.keep_alive);
     if (!lease.ok()) {
       server::SendError(res, ApiErrorOf(lease.status()));
       return;
@@ -265,6 +336,22 @@ struct ModelRouter::Impl {
         if (Authorized(req, res, false)) ListModels(res);
       });
     }
+    http.Get(R"(/v1/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!Authorized(req, res, false)) return;
+      Result<std::string> id = pool->Resolve(req.matches[1].str());
+      if (!id.ok()) return server::SendError(res, ApiErrorOf(id.status()));
+      for (const ModelView& v : pool->List()) {
+        if (v.id == *id) server::SendJson(res, ViewJson(v).dump());
+      }
+    });
+    // The web page is each model's own: / without a model opens the first model's.
+    http.Get("/", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!ModelOfQuery(req).empty()) return ForwardRoute(req, res);
+      const std::vector<ModelView> all = pool->List();
+      std::string id = OnlyLoaded();
+      if (id.empty()) id = all.front().id;
+      res.set_redirect("/?model=" + httplib::encode_query_component(id));
+    });
     http.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
       if (Authorized(req, res, false)) Metrics(res);
     });

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { writeFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { BIN, client, metric, post, startServer, tempDir } from './harness.js';
+import { BIN, client, metric, post, startServer, tempDir, writeKeys } from './harness.js';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -71,6 +71,7 @@ function session(model, topic) {
 
 describe('several models behind one port', () => {
   let dir; let modelsDir;
+  let qwenBytes = 0;  // one tiny qwen35 server's resident memory, as the first test measured
   const running = [];
 
   before(() => {
@@ -117,6 +118,21 @@ describe('several models behind one port', () => {
     assert.equal(m.qwen.loads, 1);
     assert.equal(m.llama.loads, 1);
     assert.ok(m.qwen.memory_bytes > 0 && m.llama.memory_bytes > 0, 'memory is measured');
+    qwenBytes = m.qwen.memory_bytes;
+
+    // The web page is a model's: / opens one, and the page's own calls (their Referer names
+    // its model) reach that model's server.
+    const home = await fetch(`${r.url}/`, { redirect: 'manual' });
+    assert.equal(home.status, 302);
+    assert.match(home.headers.get('location'), /^\/\?model=/);
+    const pageHtml = await fetch(`${r.url}/?model=llama`);
+    assert.equal(pageHtml.status, 200);
+    assert.match(await pageHtml.text(), /<html/i);
+    const ambiguous = await fetch(`${r.url}/v1/cache`);
+    assert.equal(ambiguous.status, 400, 'two models loaded: which one?');
+    const fromPage = await fetch(`${r.url}/v1/cache`, { headers: { Referer: `${r.url}/?model=llama` } });
+    assert.equal(fromPage.status, 200);
+    assert.equal(fromPage.headers.get('x-prefixd-model'), 'llama');
 
     const unknown = await post(r, '/v1/chat/completions',
       { model: 'gpt-9', messages: [{ role: 'user', content: 'x' }] });
@@ -146,27 +162,33 @@ describe('several models behind one port', () => {
     assert.equal(new Set(types).size, types.length, 'one TYPE line per family');
   });
 
-  it('with room for one model they swap, and the swapped-in model restores its prefix from '
-    + 'disk', async (t) => {
-    const r = await router(['--models-max', '1']);
-    const q = session('qwen', 'the tests');
-    const l = session('llama', 'the docs');
-    await q.turn(r, 0);
-    await l.turn(r, 0);  // unloads qwen: its server flushes its disk tier and exits
-    let m = await models(r);
-    assert.equal(m.qwen.state, 'unloaded');
-    const back = await q.turn(r, 1);  // qwen again: a new server process, the same cache dir
-    assert.ok(back.reusable > 30);
-    assert.ok(back.cached >= 0.99 * back.reusable, `${back.cached} of ${back.reusable}`);
-    const recent = await (await fetch(`${r.url}/v1/requests/recent?model=qwen`)).json();
-    assert.equal(recent.requests.at(-1).tier, 'disk');
-    m = await models(r);
-    assert.equal(m.qwen.loads, 2);
-    assert.equal(m.llama.state, 'unloaded');
-    const page = await (await fetch(`${r.url}/metrics`)).text();
-    assert.ok(metric(page, 'prefixd_router_evictions_total') >= 2);
-    t.diagnostic(`swapped back in: ${back.cached} of ${back.reusable} from disk`);
-  });
+  for (const [what, flags] of [
+    ['--models-max 1', () => ['--models-max', '1']],
+    ['a memory budget for one and a half', () => ['--models-memory', String(Math.round(qwenBytes * 1.5))]],
+  ]) {
+    it(`with room for one model (${what}) they swap, and the swapped-in model restores its `
+      + 'prefix from disk', async (t) => {
+      assert.ok(qwenBytes > 0, 'the first test measured a server');
+      const r = await router(flags());
+      const q = session('qwen', 'the tests');
+      const l = session('llama', 'the docs');
+      await q.turn(r, 0);
+      await l.turn(r, 0);  // unloads qwen: its server flushes its disk tier and exits
+      let m = await models(r);
+      assert.equal(m.qwen.state, 'unloaded');
+      const back = await q.turn(r, 1);  // qwen again: a new server process, the same cache dir
+      assert.ok(back.reusable > 30);
+      assert.ok(back.cached >= 0.99 * back.reusable, `${back.cached} of ${back.reusable}`);
+      const recent = await (await fetch(`${r.url}/v1/requests/recent?model=qwen`)).json();
+      assert.equal(recent.requests.at(-1).tier, 'disk');
+      m = await models(r);
+      assert.equal(m.qwen.loads, 2);
+      assert.equal(m.llama.state, 'unloaded');
+      const page = await (await fetch(`${r.url}/metrics`)).text();
+      assert.ok(metric(page, 'prefixd_router_evictions_total') >= 2);
+      t.diagnostic(`swapped back in: ${back.cached} of ${back.reusable} from disk`);
+    });
+  }
 
   it('refuses to unload a model while a stream is in flight, and unloads it after', async () => {
     const r = await router([]);
@@ -196,6 +218,15 @@ describe('several models behind one port', () => {
     const load = await post(r, '/v1/models/llama/load', {});
     assert.equal(load.status, 200);
     assert.equal(load.json.state, 'loaded');
+    // keep_alive (Ollama's) 0: unloaded as soon as the request ends.
+    const once = await post(r, '/v1/chat/completions', { model: 'llama', keep_alive: 0,
+      max_tokens: 2, messages: [{ role: 'user', content: 'one question' }] });
+    assert.equal(once.status, 200);
+    await waitModels(r, (m) => m.llama.state === 'unloaded', 'keep_alive 0 unloads it');
+    const bad = await post(r, '/v1/chat/completions', { model: 'llama', keep_alive: 'soon',
+      messages: [{ role: 'user', content: 'x' }] });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.param, 'keep_alive');
   });
 
   it('kill -9 of the router takes its model servers with it, and a restart reuses every '
@@ -266,4 +297,29 @@ describe('several models behind one port', () => {
       'the idle model goes after its ttl');
     assert.equal((await models(s)).coder.state, 'loaded', 'the pinned one stays');
   });
+
+  it('with API keys, a request without one loads nothing, and load/unload are an admin\'s',
+    async () => {
+      const keysDir = tempDir('router-keys');
+      const adminFile = join(keysDir, 'admin.txt');
+      writeFileSync(adminFile, 'k-admin\n');
+      const r = await router(['--api-key-file', writeKeys(keysDir, ['k-user']),
+        '--admin-key-file', adminFile]);
+      const anon = await post(r, '/v1/chat/completions',
+        { model: 'qwen', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 });
+      assert.equal(anon.status, 401);
+      const listAnon = await fetch(`${r.url}/v1/models`);
+      assert.equal(listAnon.status, 401);
+      const auth = (k) => ({ Authorization: `Bearer ${k}` });
+      const list = await (await fetch(`${r.url}/v1/models`, { headers: auth('k-user') })).json();
+      assert.ok(list.data.every((m) => m.state === 'unloaded'), 'nothing loaded for a stranger');
+      const ok = await post(r, '/v1/chat/completions',
+        { model: 'qwen', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }, auth('k-user'));
+      assert.equal(ok.status, 200, ok.text);
+      const notAdmin = await post(r, '/v1/models/qwen/unload', {}, auth('k-user'));
+      assert.equal(notAdmin.status, 403);
+      const admin = await post(r, '/v1/models/qwen/unload', {}, auth('k-admin'));
+      assert.equal(admin.status, 200, admin.text);
+      rmSync(keysDir, { recursive: true, force: true });
+    });
 });
