@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "router/proxy.h"
+#include "server/api_messages.h"
 #include "server/connection_guard.h"
 #include "server/http_io.h"
 #include "server/metrics.h"
@@ -171,6 +172,15 @@ bool ParseKeepAlive(const json& body, KeepAlive* out, std::string* error) {
   return true;
 }
 
+// Errors in the shape of the API the request spoke: Anthropic's for /v1/messages.
+void SendRouterError(const httplib::Request& req, httplib::Response& res, const ApiError& error) {
+  if (req.path.rfind("/v1/messages", 0) == 0) {
+    server::SendErrorBody(res, error, server::AnthropicErrorBody(error));
+  } else {
+    server::SendError(res, error);
+  }
+}
+
 std::string HostName() {
   char buf[256] = {0};
   return gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : "localhost";
@@ -222,11 +232,11 @@ struct ModelRouter::Impl {
     const auto outcome = auth->Check(req.get_header_value("Authorization"),
                                      req.get_header_value("x-api-key"));
     if (!outcome.tenant) {
-      server::SendError(res, {ErrorKind::kUnauthorized, "a valid API key is required", "", ""});
+      SendRouterError(req, res, server::UnauthorizedError(outcome.failure));
       return false;
     }
     if (admin_route && !outcome.tenant->admin) {
-      server::SendError(res, {ErrorKind::kForbidden, "this route needs an admin key", "", ""});
+      SendRouterError(req, res, server::ForbiddenError(*auth, req.path));
       return false;
     }
     return true;
@@ -246,7 +256,7 @@ struct ModelRouter::Impl {
         if (body.contains("model") && body["model"].is_string()) t.model = body["model"];
         std::string error;
         if (!ParseKeepAlive(body, &t.keep_alive, &error)) {
-          server::SendError(res, ApiError::Invalid(error, "keep_alive"));
+          SendRouterError(req, res, ApiError::Invalid(error, "keep_alive"));
           return {};
         }
       }
@@ -254,7 +264,7 @@ struct ModelRouter::Impl {
     if (t.model.empty()) t.model = ModelOfQuery(req);
     if (t.model.empty()) t.model = OnlyLoaded();
     if (t.model.empty()) {
-      server::SendError(res, ApiError::Invalid("name a model: the body's \"model\", ?model=ID "
+      SendRouterError(req, res, ApiError::Invalid("name a model: the body's \"model\", ?model=ID "
                                                "or an X-Prefixd-Model header (GET /v1/models "
                                                "lists them)",
                                                "model"));
@@ -294,16 +304,17 @@ struct ModelRouter::Impl {
     if (target.model.empty()) return;
     Result<ModelPool::Lease> lease = pool->Acquire(target.model, target.keep_alive);
     if (!lease.ok()) {
-      server::SendError(res, ApiErrorOf(lease.status()));
+      SendRouterError(req, res, ApiErrorOf(lease.status()));
       return;
     }
     Forward(req, res, std::move(*lease), options.server_name);
   }
 
-  void ModelAction(const std::string& id, bool load, httplib::Response& res) {
+  void ModelAction(const httplib::Request& req, const std::string& id, bool load,
+                   httplib::Response& res) {
     const Status st = load ? pool->Load(id) : pool->Unload(id);
     if (!st.ok()) {
-      server::SendError(res, ApiErrorOf(st));
+      SendRouterError(req, res, ApiErrorOf(st));
       return;
     }
     for (const ModelView& v : pool->List()) {
@@ -339,7 +350,7 @@ struct ModelRouter::Impl {
     http.Get(R"(/v1/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
       if (!Authorized(req, res, false)) return;
       Result<std::string> id = pool->Resolve(req.matches[1].str());
-      if (!id.ok()) return server::SendError(res, ApiErrorOf(id.status()));
+      if (!id.ok()) return SendRouterError(req, res, ApiErrorOf(id.status()));
       for (const ModelView& v : pool->List()) {
         if (v.id == *id) server::SendJson(res, ViewJson(v).dump());
       }
@@ -358,7 +369,7 @@ struct ModelRouter::Impl {
     http.Post(R"(/v1/models/([^/]+)/(load|unload))",
               [this](const httplib::Request& req, httplib::Response& res) {
                 if (Authorized(req, res, true)) {
-                  ModelAction(req.matches[1].str(), req.matches[2].str() == "load", res);
+                  ModelAction(req, req.matches[1].str(), req.matches[2].str() == "load", res);
                 }
               });
     http.Post(R"(/models/(load|unload))", [this](const httplib::Request& req,
@@ -366,10 +377,10 @@ struct ModelRouter::Impl {
       if (!Authorized(req, res, true)) return;
       const json body = json::parse(req.body, nullptr, false);
       if (!body.is_object() || !body.contains("model") || !body["model"].is_string()) {
-        server::SendError(res, ApiError::Invalid("the body is {\"model\": \"ID\"}", "model"));
+        SendRouterError(req, res, ApiError::Invalid("the body is {\"model\": \"ID\"}", "model"));
         return;
       }
-      ModelAction(body["model"].get<std::string>(), req.matches[1].str() == "load", res);
+      ModelAction(req, body["model"].get<std::string>(), req.matches[1].str() == "load", res);
     });
     auto forward = [this](const httplib::Request& req, httplib::Response& res) {
       ForwardRoute(req, res);
@@ -390,8 +401,8 @@ struct ModelRouter::Impl {
     http.set_keep_alive_timeout(5);
     http.set_tcp_nodelay(true);
     http.set_exception_handler(
-        [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-          server::SendError(res, {ErrorKind::kInternal, "internal error", "", ""});
+        [](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
+          SendRouterError(req, res, {ErrorKind::kInternal, "internal error", "", ""});
         });
     http.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
       if (!res.has_header("X-Prefixd-Server")) res.set_header("X-Prefixd-Server", options.server_name);

@@ -1,5 +1,7 @@
 #include "server/auth.h"
 
+#include "server/api_error.h"
+
 #include <sys/random.h>
 #include <sys/stat.h>
 
@@ -137,5 +139,28 @@ TenantAuth::Outcome TenantAuth::Check(const std::string& authorization,
   if (found == nullptr) return {std::nullopt, AuthFailure::kUnknownKey};
   return {found->tenant};
 }
+
+ApiError UnauthorizedError(AuthFailure failure) {
+  std::string message =
+      failure == AuthFailure::kConflicting
+          ? "the \"Authorization\" and \"x-api-key\" headers name different API keys; send one"
+          : "Incorrect or missing API key: send \"Authorization: Bearer <key>\" or "
+            "\"x-api-key: <key>\"";
+  return {ErrorKind::kUnauthorized, message, "", "invalid_api_key"};
+}
+
+ApiError ForbiddenError(const TenantAuth& auth, const std::string& path) {
+  if (!auth.has_admin_keys()) {
+    return {ErrorKind::kForbidden,
+            path + " is an admin route and admin routes are off: start prefixd serve with "
+                   "--admin-key-file FILE and call it with a key from that file",
+            "", "admin_routes_disabled"};
+  }
+  return {ErrorKind::kForbidden,
+          path + " is an admin route: this API key may not call it (use a key from "
+                 "--admin-key-file)",
+          "", "admin_key_required"};
+}
+
 
 }  // namespace prefixd::server

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "server/api_error.h"
 #include "util/env.h"
 #include "util/hash.h"
 #include "util/status.h"
@@ -105,5 +106,10 @@ std::optional<std::string> PresentedKey(const std::string& authorization,
 
 // Reads <dir>/server-secret, creating it with fresh random bytes when missing.
 Result<std::string> LoadOrCreateServerSecret(Env* env, const std::string& dir);
+
+// The 401 for a request without a valid key, and the 403 for an admin route called without an
+// admin key (or while admin routes are off), as every front of prefixd answers them.
+ApiError UnauthorizedError(AuthFailure failure);
+ApiError ForbiddenError(const TenantAuth& auth, const std::string& path);
 
 }  // namespace prefixd::server

@@ -55,28 +55,6 @@ struct HttpServer::Impl {
 
 namespace {
 
-ApiError Unauthorized(AuthFailure failure) {
-  std::string message =
-      failure == AuthFailure::kConflicting
-          ? "the \"Authorization\" and \"x-api-key\" headers name different API keys; send one"
-          : "Incorrect or missing API key: send \"Authorization: Bearer <key>\" or "
-            "\"x-api-key: <key>\"";
-  return {ErrorKind::kUnauthorized, message, "", "invalid_api_key"};
-}
-
-ApiError Forbidden(const TenantAuth& auth, const std::string& path) {
-  if (!auth.has_admin_keys()) {
-    return {ErrorKind::kForbidden,
-            path + " is an admin route and admin routes are off: start prefixd serve with "
-                   "--admin-key-file FILE and call it with a key from that file",
-            "", "admin_routes_disabled"};
-  }
-  return {ErrorKind::kForbidden,
-          path + " is an admin route: this API key may not call it (use a key from "
-                 "--admin-key-file)",
-          "", "admin_key_required"};
-}
-
 }  // namespace
 
 // The browser checks (browser_guard.h), authentication (401) and rights (403), before any
@@ -114,11 +92,11 @@ httplib::Server::HandlerResponse HttpServer::Impl::PreRoute(const httplib::Reque
   TenantAuth::Outcome auth =
       ctx.auth->Check(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
   if (!auth.tenant) {
-    SendError(res, Unauthorized(auth.failure));
+    SendError(res, UnauthorizedError(auth.failure));
     return httplib::Server::HandlerResponse::Handled;
   }
   if (!auth.tenant->admin && IsAdminRoute(req.method, req.path)) {
-    SendError(res, Forbidden(*ctx.auth, req.path));
+    SendError(res, ForbiddenError(*ctx.auth, req.path));
     return httplib::Server::HandlerResponse::Handled;
   }
   return httplib::Server::HandlerResponse::Unhandled;

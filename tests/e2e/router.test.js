@@ -308,6 +308,7 @@ describe('several models behind one port', () => {
       const anon = await post(r, '/v1/chat/completions',
         { model: 'qwen', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 });
       assert.equal(anon.status, 401);
+      assert.equal(anon.json.error.code, 'invalid_api_key');
       const listAnon = await fetch(`${r.url}/v1/models`);
       assert.equal(listAnon.status, 401);
       const auth = (k) => ({ Authorization: `Bearer ${k}` });
@@ -318,6 +319,7 @@ describe('several models behind one port', () => {
       assert.equal(ok.status, 200, ok.text);
       const notAdmin = await post(r, '/v1/models/qwen/unload', {}, auth('k-user'));
       assert.equal(notAdmin.status, 403);
+      assert.equal(notAdmin.json.error.code, 'admin_key_required');
       const admin = await post(r, '/v1/models/qwen/unload', {}, auth('k-admin'));
       assert.equal(admin.status, 200, admin.text);
       rmSync(keysDir, { recursive: true, force: true });
