@@ -17,6 +17,15 @@ uint64_t FileBytes(const std::string& path) {
 
 std::string MiB(uint64_t bytes) { return std::to_string((bytes + (1u << 19)) >> 20) + " MiB"; }
 
+// `ids` ordered by `when` (least recent first): the eviction order.
+template <typename TimePoint>
+std::vector<size_t> OldestFirst(std::vector<std::pair<TimePoint, size_t>> by_time) {
+  std::sort(by_time.begin(), by_time.end());
+  std::vector<size_t> out;
+  for (const auto& [when, index] : by_time) out.push_back(index);
+  return out;
+}
+
 void LogUnload(const std::string& id, const char* reason) {
   server::WriteLogLine(server::LogLine("model_unloaded").Add("model", id).Add("reason", reason));
 }
@@ -49,14 +58,26 @@ ModelPool::ModelPool(std::vector<ModelSpec> specs, ModelLauncher* launcher, Pool
     : options_(options), launcher_(launcher), entries_(specs.size()), specs_(std::move(specs)) {}
 
 ModelPool::~ModelPool() {
-  std::vector<std::unique_ptr<ModelProcess>> running;
-  {
-    MutexLock lock(&mu_);
-    for (Entry& e : entries_) {
-      if (e.process) running.push_back(std::move(e.process));
-    }
+  StopAll();
+  // Forwarding threads still hold leases until their upstream requests end, which the stops
+  // bring about: wait for them (bounded), so that no Release() outlives the pool.
+  MutexLock lock(&mu_);
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    int held = 0;
+    for (const Entry& e : entries_) held += e.in_flight;
+    if (held == 0 || !cv_.WaitUntil(lock, deadline)) break;
   }
-  running.clear();  // each stops its server (in turn: a flush each)
+}
+
+void ModelPool::StopAll() {
+  MutexLock lock(&mu_);
+  stopped_ = true;
+  std::vector<size_t> running;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i].state == ModelState::kLoaded) running.push_back(i);
+  }
+  StopEntries(running);  // each server flushes its disk tier and exits, in turn
 }
 
 ModelPool::Lease::Lease(Lease&& other) noexcept { *this = std::move(other); }
@@ -120,7 +141,7 @@ Result<std::vector<size_t>> ModelPool::Victims(size_t index, bool* wait) const {
   }
   size_t count = 0, pinned_count = 0;
   uint64_t bytes = 0, pinned_bytes = 0;
-  std::vector<size_t> idle;
+  std::vector<std::pair<Clock::time_point, size_t>> idle;
   for (size_t i = 0; i < entries_.size(); ++i) {
     const Entry& e = entries_[i];
     if (i == index || (e.state != ModelState::kLoaded && e.state != ModelState::kLoading &&
@@ -134,7 +155,7 @@ Result<std::vector<size_t>> ModelPool::Victims(size_t index, bool* wait) const {
       ++pinned_count;
       pinned_bytes += m;
     } else if (e.state == ModelState::kLoaded && e.in_flight == 0) {
-      idle.push_back(i);
+      idle.emplace_back(e.last_used, i);
     }
   }
   auto over = [&](size_t c, uint64_t b) {
@@ -145,10 +166,8 @@ Result<std::vector<size_t>> ModelPool::Victims(size_t index, bool* wait) const {
     return Status::ResourceExhausted("no room for model " + specs_[index].id +
                                      " beside the pinned models");
   }
-  std::sort(idle.begin(), idle.end(),
-            [&](size_t a, size_t b) { return entries_[a].last_used < entries_[b].last_used; });
   std::vector<size_t> victims;
-  for (size_t v : idle) {
+  for (size_t v : OldestFirst(std::move(idle))) {
     if (!over(count, bytes)) break;
     victims.push_back(v);
     --count;
@@ -161,16 +180,16 @@ Result<std::vector<size_t>> ModelPool::Victims(size_t index, bool* wait) const {
   return victims;
 }
 
-void ModelPool::StopEntries(MutexLock& lock, const std::vector<size_t>& victims) {
+void ModelPool::StopEntries(const std::vector<size_t>& victims) {
   if (victims.empty()) return;
   std::vector<std::unique_ptr<ModelProcess>> stopping;
   for (size_t v : victims) {
     entries_[v].state = ModelState::kUnloading;
     stopping.push_back(std::move(entries_[v].process));
   }
-  lock.Unlock();
+  mu_.unlock();  // the caller's `lock` holds it again when this returns
   stopping.clear();  // SIGTERM each: its server flushes its disk tier and exits
-  lock.Lock();
+  mu_.lock();
   for (size_t v : victims) entries_[v].state = ModelState::kUnloaded;
   cv_.notify_all();
 }
@@ -192,13 +211,13 @@ Status ModelPool::LoadLocked(MutexLock& lock, size_t index, Clock::time_point de
   e.state = ModelState::kLoading;
   counters_.evictions += int64_t(victims.size());
   for (size_t v : victims) LogUnload(specs_[v].id, "room");
-  StopEntries(lock, victims);
-  lock.Unlock();
+  StopEntries(victims);
+  mu_.unlock();
   const Clock::time_point start = Clock::now();
   Result<std::unique_ptr<ModelProcess>> proc = launcher_->Launch(specs_[index]);
   const uint64_t memory = proc.ok() ? (*proc)->MemoryBytes() : 0;
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-  lock.Lock();
+  mu_.lock();
   cv_.notify_all();
   if (!proc.ok()) {
     e.state = ModelState::kFailed;
@@ -249,6 +268,7 @@ Result<ModelPool::Lease> ModelPool::Acquire(const std::string& name, KeepAlive k
   MutexLock lock(&mu_);
   bool waited_for_load = false;
   for (;;) {
+    if (stopped_) return Status::ResourceExhausted("the server is stopping");
     Entry& e = entries_[index];
     switch (e.state) {
       case ModelState::kLoaded:
@@ -297,7 +317,7 @@ Status ModelPool::Unload(const std::string& name) {
                                       " request(s) in flight; unload it once they end");
   }
   LogUnload(id, "request");
-  StopEntries(lock, {index});
+  StopEntries({index});
   return Status::OK();
 }
 
@@ -334,29 +354,27 @@ void ModelPool::Tick() {
   }
   counters_.idle_unloads += int64_t(idle.size());
   for (size_t v : idle) LogUnload(specs_[v].id, "ttl");
-  StopEntries(lock, idle);
+  StopEntries(idle);
   const std::vector<size_t> over = OverBudgetLocked();
   counters_.evictions += int64_t(over.size());
   for (size_t v : over) LogUnload(specs_[v].id, "memory");
-  StopEntries(lock, over);
+  StopEntries(over);
 }
 
 std::vector<size_t> ModelPool::OverBudgetLocked() const {
   if (options_.memory_budget == 0) return {};
   uint64_t total = 0;
-  std::vector<size_t> idle;
+  std::vector<std::pair<Clock::time_point, size_t>> idle;
   for (size_t i = 0; i < entries_.size(); ++i) {
     const Entry& e = entries_[i];
     if (e.state != ModelState::kLoaded && e.state != ModelState::kLoading) continue;
     total += e.state == ModelState::kLoaded ? e.memory_bytes : EstimateLocked(i);
     if (e.state == ModelState::kLoaded && e.in_flight == 0 && !specs_[i].pinned) {
-      idle.push_back(i);
+      idle.emplace_back(e.last_used, i);
     }
   }
-  std::sort(idle.begin(), idle.end(),
-            [&](size_t a, size_t b) { return entries_[a].last_used < entries_[b].last_used; });
   std::vector<size_t> victims;
-  for (size_t v : idle) {
+  for (size_t v : OldestFirst(std::move(idle))) {
     if (total <= options_.memory_budget) break;
     victims.push_back(v);
     total -= entries_[v].memory_bytes;

@@ -86,7 +86,7 @@ class ModelPool {
  public:
   // REQUIRES: launcher outlives the pool; specs as MergeSpecs() returns them.
   ModelPool(std::vector<ModelSpec> specs, ModelLauncher* launcher, PoolOptions options);
-  // Stops every server.
+  // Stops every server (StopAll) and waits, bounded, for the leases still held.
   ~ModelPool();
 
   // A request's hold on a loaded model: the model is not unloaded while one exists.
@@ -120,6 +120,9 @@ class ModelPool {
   Status Load(const std::string& name);
   // Unloads it. Aborted while a request holds it; OK when it was not loaded.
   Status Unload(const std::string& name);
+  // Stops every model's server (each flushes its disk tier first) and loads nothing more: the
+  // server is stopping. Requests in flight end as their servers do.
+  void StopAll();
   // Loads the pinned models (in order; a failure is logged and leaves the model failed).
   void Start();
   // Unloads idle models past their ttl, notices ended servers, measures memory. Call every
@@ -139,7 +142,8 @@ class ModelPool {
   // The models to unload so that `index` fits; an error when it never can; an empty list with
   // `wait` set when it can once requests end.
   Result<std::vector<size_t>> Victims(size_t index, bool* wait) const PREFIXD_REQUIRES(mu_);
-  void StopEntries(MutexLock& lock, const std::vector<size_t>& victims) PREFIXD_REQUIRES(mu_);
+  // Stops the victims' servers, letting mu_ go while they stop.
+  void StopEntries(const std::vector<size_t>& victims) PREFIXD_REQUIRES(mu_);
   bool NoticeEndLocked(size_t index) PREFIXD_REQUIRES(mu_);
   // Idle unpinned models to unload, least recently used first, while the measured total is
   // over the budget (a model's RAM tier grows after its load).
@@ -157,6 +161,7 @@ class ModelPool {
   std::vector<ModelSpec> specs_;  // immutable; entries_[i] is specs_[i]
   PoolCounters counters_ PREFIXD_GUARDED_BY(mu_);
   uint64_t overhead_bytes_ PREFIXD_GUARDED_BY(mu_) = 0;  // see LoadLocked
+  bool stopped_ PREFIXD_GUARDED_BY(mu_) = false;        // StopAll() was called
 };
 
 }  // namespace prefixd::router

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -189,6 +190,9 @@ class ChildProcess : public ModelProcess {
     if (!ReapLocked(WNOHANG)) return;
     kill(pid_, SIGTERM);
     const Clock::time_point kill_at = Clock::now() + grace_;
+    // A swap waits for this exit: poll finely first (a small model's server exits in
+    // milliseconds), then less often.
+    std::chrono::microseconds pause(500);
     while (ReapLocked(WNOHANG)) {
       if (Clock::now() >= kill_at) {
         kill(pid_, SIGKILL);
@@ -196,7 +200,8 @@ class ChildProcess : public ModelProcess {
         break;
       }
       lock.Unlock();
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      std::this_thread::sleep_for(pause);
+      pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(20));
       lock.Lock();
     }
   }

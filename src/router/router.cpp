@@ -404,6 +404,14 @@ struct ModelRouter::Impl {
         [](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
           SendRouterError(req, res, {ErrorKind::kInternal, "internal error", "", ""});
         });
+    // The router's own refusals get a line (a forwarded request's line is its model server's).
+    http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+      if (res.status < 400 || res.has_header("X-Prefixd-Model")) return;
+      server::WriteLogLine(server::LogLine("request")
+                               .Add("method", req.method)
+                               .Add("path", req.path)
+                               .Add("status", (long long)res.status));
+    });
     http.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
       if (!res.has_header("X-Prefixd-Server")) res.set_header("X-Prefixd-Server", options.server_name);
     });
@@ -453,6 +461,9 @@ Status ModelRouter::Serve() {
 void ModelRouter::Stop() {
   impl_->stopping = true;
   impl_->http.stop();
+  // Streams in flight end as their model servers stop (cancelling generation at the next
+  // token, as `serve -m` does on SIGTERM), so the connection threads can finish.
+  impl_->pool->StopAll();
 }
 
 }  // namespace prefixd::router
