@@ -237,7 +237,6 @@ Status ModelPool::LoadLocked(MutexLock& lock, size_t index, Clock::time_point de
   const uint64_t overhead = memory > file ? memory - file : 0;
   overhead_bytes_ = counters_.loads == 0 ? overhead : std::min(overhead_bytes_, overhead);
   e.last_used = Clock::now();
-  e.last_error.clear();
   ++e.loads;
   ++counters_.loads;
   server::WriteLogLine(server::LogLine("model_loaded")

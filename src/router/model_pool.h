@@ -64,7 +64,7 @@ struct ModelView {
   int port = 0;               // while loaded
   int64_t loads = 0;
   int64_t idle_ms = 0;        // since its last request ended (loaded, idle)
-  std::string last_error;
+  std::string last_error;     // the last failed load or server end, kept after later loads
 };
 
 // How long a model stays loaded once idle, as a request asks (Ollama's keep_alive, LM Studio's

@@ -324,4 +324,27 @@ describe('several models behind one port', () => {
       assert.equal(admin.status, 200, admin.text);
       rmSync(keysDir, { recursive: true, force: true });
     });
+
+  it('a model server that dies is that model\'s failure alone: it loads again on its next '
+    + 'request', async () => {
+    const r = await router([]);
+    const ask = (model) => client(r).chat.completions.create(
+      { model, messages: [{ role: 'user', content: 'are you there?' }], max_tokens: 2 });
+    await ask('qwen');
+    await ask('llama');
+    const { port } = (await models(r)).qwen;
+    // The qwen server's pid, from the port it listens on (ss -ltnp), then kill -9 it.
+    const ss = execFileSync('ss', ['-ltnpH', `sport = :${port}`], { encoding: 'utf8' });
+    const pid = Number(/pid=(\d+)/.exec(ss)[1]);
+    process.kill(pid, 'SIGKILL');
+    await ask('llama');  // the other model is untouched
+    const again = await ask('qwen');  // noticed, loaded again
+    assert.equal(again.choices.length, 1);
+    const m = await models(r);
+    assert.equal(m.qwen.loads, 2);
+    assert.match(m.qwen.last_error ?? '', /killed|SIGKILL|signal/i);
+    assert.equal(m.llama.loads, 1);
+    const page = await (await fetch(`${r.url}/metrics`)).text();
+    assert.equal(metric(page, 'prefixd_router_crashes_total'), 1);
+  });
 });
