@@ -1,6 +1,10 @@
 #include "cache/types.h"
 
+#include "util/buffer_pool.h"
+
 namespace prefixd::cache {
+
+Payload::~Payload() { BufferPool::Shared().Give(std::move(bytes)); }
 
 const char* MissReasonName(MissReason reason) {
   switch (reason) {

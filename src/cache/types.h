@@ -23,6 +23,12 @@ using ChainHash = prefixd::Digest;
 
 struct Payload {
   std::vector<uint8_t> bytes;
+  Payload() = default;
+  Payload(const Payload&) = delete;
+  Payload& operator=(const Payload&) = delete;
+  // A large buffer goes back to the process's BufferPool: the next payload read or taken
+  // reuses its pages (util/buffer_pool.h).
+  ~Payload();
 };
 using PayloadRef = std::shared_ptr<const Payload>;
 

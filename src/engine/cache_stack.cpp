@@ -15,12 +15,16 @@
 #include "store/disk_store.h"
 #include "store/redis_store.h"
 #include "store/sealed_store.h"
+#include "util/buffer_pool.h"
 #include "util/env.h"
 #include "util/log.h"
 
 namespace prefixd::engine {
 
 namespace {
+
+// The most the process keeps of freed payload buffers for reuse (util/buffer_pool.h).
+constexpr uint64_t kBufferPoolMax = uint64_t(1) << 30;
 
 RemoteTierStats RemoteStatsOf(const store::RedisStoreStats& r) {
   RemoteTierStats s;
@@ -163,6 +167,8 @@ Status CacheStack::Build(const Model& model, Context& ctx, const ContextOptions&
   co.has_rows = io.has_rows;
   co.needs_snapshot = io.needs_snapshot;
   ram_ = std::make_unique<cache::PrefixCache>(co);
+  // What the RAM tier evicts is kept for the next payloads, up to a quarter of its budget.
+  BufferPool::Shared().RaiseLimit(std::min<uint64_t>(options_.ram_budget_bytes / 4, kBufferPoolMax));
   PREFIXD_RETURN_IF_ERROR(OpenLowerTiers());
   cache::TieredCache::Lower lower{disk_.get(), remote_.get()};
   if (options_.record_key) {

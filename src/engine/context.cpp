@@ -8,6 +8,7 @@
 
 #include "engine/cell_layout.h"
 #include "engine/state_gather.h"
+#include "util/buffer_pool.h"
 #include "llama.h"
 
 namespace prefixd::engine {
@@ -202,8 +203,10 @@ Result<std::vector<uint8_t>> WriteState(llama_context* ctx, const Model& model, 
                                         llama_state_seq_flags flags, int32_t p0, int32_t p1,
                                         std::vector<uint8_t>* layout) {
   const bool ranged = p0 >= 0;
-  std::vector<uint8_t> bytes(ranged ? llama_state_seq_get_size_range(ctx, seq, flags, p0, p1)
-                                    : llama_state_seq_get_size_ext(ctx, seq, flags));
+  // From the pool: a capture's bytes often go where an evicted payload's were.
+  std::vector<uint8_t> bytes = BufferPool::Shared().Take(
+      ranged ? llama_state_seq_get_size_range(ctx, seq, flags, p0, p1)
+             : llama_state_seq_get_size_ext(ctx, seq, flags));
   if (layout) layout->clear();
   size_t n = 0;
   {

@@ -1,18 +1,20 @@
 #include "store/disk_store.h"
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <set>
 #include <thread>
 
 #include "store/index_log.h"
+#include "util/buffer_pool.h"
 #include "util/coding.h"
+#include "util/memcopy.h"
 #include "util/log.h"
 #include "util/mutex.h"
 
@@ -46,22 +48,6 @@ int FanoutIndex(const std::string& name) {
   return v;
 }
 
-// Reserves n bytes for `v` (empty). A large buffer is fresh memory: its pages are made present
-// in one madvise call, not one page fault per 4 KiB page as the bytes are appended (on the
-// shared VM a fault costs more than reading the page's bytes).
-void ReservePopulated(std::vector<uint8_t>* v, size_t n) {
-  v->reserve(n);
-#ifdef MADV_POPULATE_WRITE
-  constexpr size_t kPopulateFrom = size_t(1) << 20;
-  if (n < kPopulateFrom) return;
-  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = (uintptr_t(v->data()) + page - 1) & ~(page - 1);
-  const uintptr_t end = (uintptr_t(v->data()) + n) & ~(page - 1);
-  // Best effort: an older kernel says EINVAL and the pages fault in as they are written.
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
-#endif
-}
-
 // Reads and verifies the front of a record file of `file_bytes` bytes.
 Result<DecodedFront> ReadFront(const RandomAccessFile& file, uint64_t file_bytes) {
   std::vector<uint8_t> front(kPrefixBytes);
@@ -74,10 +60,10 @@ Result<DecodedFront> ReadFront(const RandomAccessFile& file, uint64_t file_bytes
   return DecodeRecordFront(front, file_bytes);
 }
 
-// Reads a payload of `n` bytes and its 4-byte checksum trailer at `offset` and appends the
-// payload to `out` (empty), verifying the checksum in the same pass: a slice at a time into a
-// small buffer that stays in the CPU cache, checked there, then appended. Nothing zero-fills
-// `out` first (every pass over fresh memory costs as much as the read).
+// Reads a payload of `n` bytes and its 4-byte checksum trailer at `offset` into `out` (empty),
+// verifying the checksum in the same pass: a slice at a time into a small buffer that stays in
+// the CPU cache, checked there, then copied out. Nothing zero-fills `out` first (every pass
+// over fresh memory costs as much as the read).
 Status ReadVerifiedPayload(const RandomAccessFile& file, uint64_t offset, uint64_t n,
                            std::vector<uint8_t>* out) {
   constexpr size_t kSlice = size_t(256) << 10;
@@ -87,14 +73,21 @@ Status ReadVerifiedPayload(const RandomAccessFile& file, uint64_t offset, uint64
   uint32_t crc = Crc32c(len, sizeof len);
   uint8_t trailer[4];
   size_t trailer_got = 0;
-  ReservePopulated(out, size_t(n));
+  // A kept buffer's pages are already there: the slices are copied into place. Else fresh
+  // memory, its pages populated at once, the slices appended.
+  const bool kept = BufferPool::Shared().TakeKept(size_t(n), out);
+  if (!kept) ReservePopulated(out, size_t(n));
   for (uint64_t done = 0; done < n + 4;) {
     const size_t want = size_t(std::min<uint64_t>(kSlice, n + 4 - done));
     PREFIXD_ASSIGN_OR_RETURN(size_t got, file.Read(offset + done, want, slice.data()));
     if (got != want) return Status::Corruption("truncated payload");
     const size_t body = size_t(std::min<uint64_t>(got, n > done ? n - done : 0));
     crc = Crc32cExtend(crc, slice.data(), body);
-    out->insert(out->end(), slice.data(), slice.data() + body);
+    if (kept) {
+      std::memcpy(out->data() + done, slice.data(), body);
+    } else {
+      out->insert(out->end(), slice.data(), slice.data() + body);
+    }
     for (size_t i = body; i < got; ++i) trailer[trailer_got++] = slice[i];
     done += got;
   }

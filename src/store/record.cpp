@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "util/coding.h"
-#include "util/memcopy.h"
+#include "util/buffer_pool.h"
 
 namespace prefixd::store {
 
@@ -207,7 +207,7 @@ Result<Record> DecodeRecordStream(uint64_t length,
   if (!read(front.data() + kPrefixBytes, h + 12)) return Status::IOError("record: read failed");
   PREFIXD_ASSIGN_OR_RETURN(DecodedFront decoded, DecodeRecordFront(front, length));
   Record rec{std::move(decoded.meta), {}};
-  ResizeForOverwrite(rec.payload, rec.meta.payload_bytes);
+  rec.payload = BufferPool::Shared().Take(rec.meta.payload_bytes);
   uint8_t trailer[4];
   if (!read(rec.payload.data(), rec.payload.size()) || !read(trailer, sizeof trailer)) {
     return Status::IOError("record: read failed");

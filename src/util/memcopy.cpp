@@ -5,6 +5,7 @@
 
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 #if defined(__x86_64__)
@@ -42,16 +43,21 @@ void CopyStreaming(void* dst_v, const void* src_v, size_t n) {
 #endif
 }
 
-void ResizeForOverwrite(std::vector<uint8_t>& buf, size_t n) {
-  constexpr uintptr_t kHuge = 2u << 20;
-  buf.reserve(n);
-#if defined(__linux__)
-  if (n >= 2 * kHuge) {
-    const uintptr_t begin = (reinterpret_cast<uintptr_t>(buf.data()) + kHuge - 1) & ~(kHuge - 1);
-    const uintptr_t end = (reinterpret_cast<uintptr_t>(buf.data()) + n) & ~(kHuge - 1);
-    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-  }
+void ReservePopulated(std::vector<uint8_t>* v, size_t n) {
+  v->reserve(n);
+#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+  constexpr size_t kPopulateFrom = size_t(1) << 20;
+  if (n < kPopulateFrom) return;
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (uintptr_t(v->data()) + page - 1) & ~(page - 1);
+  const uintptr_t end = (uintptr_t(v->data()) + n) & ~(page - 1);
+  // Best effort: an older kernel says EINVAL and the pages fault in as they are written.
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
 #endif
+}
+
+void ResizeForOverwrite(std::vector<uint8_t>& buf, size_t n) {
+  ReservePopulated(&buf, n);
   buf.resize(n);
 }
 

@@ -14,13 +14,15 @@ namespace prefixd {
 
 void CopyStreaming(void* dst, const void* src, size_t n);
 
-// Resizes an empty `buf` to `n` bytes that are about to be overwritten whole (a payload read
-// from a socket or a file). Fresh memory of megabytes costs a page fault per 4 KiB page on its
-// first touch, more than the read into it; here the allocation is asked for transparent huge
-// pages (madvise, before anything touches it) over the 2 MiB-aligned part it spans, which
-// faults once per 2 MiB (a 6 MB payload: two thirds of it).
-// The bytes are zero, as resize() leaves them. Best effort: without huge pages, a plain resize.
-// REQUIRES: buf.empty().
+// Reserves `n` bytes for an empty `v` that are about to be written whole (a payload read from
+// a socket or a file). Fresh memory of megabytes costs a page fault per 4 KiB page on its
+// first touch, more than the read into it: from 1 MiB up the pages are made present in one
+// madvise(MADV_POPULATE_WRITE) call instead. Transparent huge pages were tried and measured
+// worse for fresh memory on a VM (bench/results/shared-tier-restore-*.txt): a huge page's
+// first touch cost ~5x its 512 small pages' there. Memory a restore reuses comes from the
+// BufferPool (util/buffer_pool.h), already present. Best effort on older kernels.
+void ReservePopulated(std::vector<uint8_t>* v, size_t n);
+// ReservePopulated, then resize(): `n` zero bytes.
 void ResizeForOverwrite(std::vector<uint8_t>& buf, size_t n);
 
 }  // namespace prefixd

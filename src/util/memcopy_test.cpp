@@ -29,8 +29,8 @@ TEST(CopyStreaming, EqualsMemcpyAtEverySizeAndAlignment) {
   }
 }
 
-// The buffer is sized and zeroed as resize() leaves it, at sizes below, at and above the huge
-// page the allocation is advised for.
+// The buffer is sized and zeroed as resize() leaves it, at sizes below and above the 1 MiB from
+// which its pages are populated at once.
 TEST(ResizeForOverwrite, SizesAndZeroesAsResize) {
   for (size_t n : {0ul, 1ul, 4096ul, (4ul << 20) - 1, 4ul << 20, (6ul << 20) + 3}) {
     std::vector<uint8_t> buf;

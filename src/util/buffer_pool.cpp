@@ -1,0 +1,82 @@
+#include "util/buffer_pool.h"
+
+#include <utility>
+
+#include "util/memcopy.h"
+
+namespace prefixd {
+
+BufferPool& BufferPool::Shared() {
+  static BufferPool* pool = new BufferPool(0);  // never destroyed: payloads outlive statics
+  return *pool;
+}
+
+BufferPool::BufferPool(uint64_t limit) : limit_(limit) { stats_.limit = limit; }
+
+void BufferPool::RaiseLimit(uint64_t limit) {
+  MutexLock lock(&mu_);
+  if (limit > limit_) limit_ = stats_.limit = limit;
+}
+
+std::vector<uint8_t> BufferPool::Take(size_t n) {
+  std::vector<uint8_t> out;
+  if (!TakeKept(n, &out)) ResizeForOverwrite(out, n);
+  return out;
+}
+
+bool BufferPool::TakeKept(size_t n, std::vector<uint8_t>* out) {
+  if (n < kMinBytes) return false;
+  {
+    MutexLock lock(&mu_);
+    stats_.takes++;
+    // The best fit: the shortest kept buffer that holds n without wasting over a quarter.
+    auto best = kept_.end();
+    for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+      if (it->size() < n || it->size() > n + n / 4) continue;
+      if (best == kept_.end() || it->size() < best->size()) best = it;
+    }
+    if (best == kept_.end()) return false;
+    *out = std::move(*best);
+    kept_.erase(best);
+    stats_.kept_bytes -= out->size();
+    stats_.reused++;
+  }
+  out->resize(n);  // a shrink: no byte is written
+  return true;
+}
+
+void BufferPool::Give(std::vector<uint8_t>&& buf) {
+  std::vector<uint8_t> take = std::move(buf);
+  buf.clear();
+  if (take.size() < kMinBytes) return;
+  std::deque<std::vector<uint8_t>> freed;  // freed after the lock is let go
+  {
+    MutexLock lock(&mu_);
+    if (take.size() > limit_) {
+      stats_.dropped++;
+    } else {
+      while (stats_.kept_bytes + take.size() > limit_) {
+        stats_.kept_bytes -= kept_.front().size();
+        freed.push_back(std::move(kept_.front()));
+        kept_.pop_front();
+        stats_.dropped++;
+      }
+      stats_.kept_bytes += take.size();
+      kept_.push_back(std::move(take));
+    }
+  }
+}
+
+void BufferPool::Clear() {
+  std::deque<std::vector<uint8_t>> freed;  // freed after the lock is let go
+  MutexLock lock(&mu_);
+  freed.swap(kept_);
+  stats_.kept_bytes = 0;
+}
+
+BufferPoolStats BufferPool::GetStats() const {
+  MutexLock lock(&mu_);
+  return stats_;
+}
+
+}  // namespace prefixd

@@ -1,0 +1,65 @@
+// BufferPool: large byte buffers kept for reuse inside the process instead of going back to
+// the kernel. A payload of megabytes read into fresh memory pays for its pages before its
+// bytes: the kernel zeroes every page on its first touch (and on a VM whose freed memory the
+// host takes back, backs it again), which measured more than the read itself: 76% of a
+// shared-tier restore's time was clear_page (bench/results/shared-tier-restore-*.txt,
+// docs/bench.md). The RAM tier frees payloads as it evicts and takes new ones as it restores
+// and captures, so a buffer freed by one is, most of the time, the size the next one needs.
+//
+// Only buffers of at least kMinBytes are kept; at most `limit` bytes of them, the oldest given
+// back dropped first. A taken buffer's bytes are whatever its last owner left (a fresh one's
+// are zero): callers overwrite it whole.
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "util/mutex.h"
+
+namespace prefixd {
+
+struct BufferPoolStats {
+  uint64_t limit = 0;       // bytes the pool may keep
+  uint64_t kept_bytes = 0;  // bytes it keeps now
+  uint64_t takes = 0;       // Take calls of at least kMinBytes
+  uint64_t reused = 0;      // of those, served by a kept buffer
+  uint64_t dropped = 0;     // buffers given back and not kept (no room)
+};
+
+class BufferPool {
+ public:
+  static constexpr size_t kMinBytes = size_t(1) << 20;
+
+  // The process's pool (limit 0 until SetLimit: keeps nothing).
+  static BufferPool& Shared();
+  explicit BufferPool(uint64_t limit = 0);
+
+  // Raises the limit to `limit` bytes when it is lower: several engines in one process share
+  // the pool, the largest asking wins.
+  void RaiseLimit(uint64_t limit);
+  // A buffer of exactly `n` bytes: a kept one at least `n` and at most n + n / 4 bytes long,
+  // shrunk to `n` (its bytes left as they were), else a fresh one (zeroed, allocated as
+  // ResizeForOverwrite does).
+  std::vector<uint8_t> Take(size_t n);
+  // The kept half of Take: true with `*out` (empty before) a kept buffer shrunk to `n`; false,
+  // leaving it empty, when none fits (the caller allocates as it likes).
+  bool TakeKept(size_t n, std::vector<uint8_t>* out);
+  // Keeps `buf` for a later Take when it is large enough and there is room (dropping the oldest
+  // kept buffers for it); frees it otherwise. Leaves `buf` empty.
+  void Give(std::vector<uint8_t>&& buf);
+  // Frees every kept buffer.
+  void Clear();
+  BufferPoolStats GetStats() const;
+
+ private:
+  mutable Mutex mu_;
+  uint64_t limit_ PREFIXD_GUARDED_BY(mu_);
+  std::deque<std::vector<uint8_t>> kept_ PREFIXD_GUARDED_BY(mu_);  // oldest first
+  BufferPoolStats stats_ PREFIXD_GUARDED_BY(mu_);
+};
+
+}  // namespace prefixd

@@ -1,0 +1,103 @@
+#include "util/buffer_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace prefixd {
+namespace {
+
+constexpr size_t kMiB = size_t(1) << 20;
+
+std::vector<uint8_t> Filled(size_t n, uint8_t v) { return std::vector<uint8_t>(n, v); }
+
+TEST(BufferPoolTest, AFreshBufferIsZeroedAndSized) {
+  BufferPool pool(16 * kMiB);
+  std::vector<uint8_t> b = pool.Take(3 * kMiB + 5);
+  ASSERT_EQ(b.size(), 3 * kMiB + 5);
+  size_t nonzero = 0;
+  for (uint8_t x : b) nonzero += x != 0;
+  EXPECT_EQ(nonzero, 0u);
+  EXPECT_EQ(pool.GetStats().takes, 1u);
+  EXPECT_EQ(pool.GetStats().reused, 0u);
+}
+
+// A buffer given back serves the next Take of its size or a little less, with the bytes its
+// last owner left: no page of it is touched again.
+TEST(BufferPoolTest, AGivenBufferIsTakenAgainAsItWasLeft) {
+  BufferPool pool(16 * kMiB);
+  std::vector<uint8_t> b = Filled(4 * kMiB, 7);
+  const uint8_t* where = b.data();
+  pool.Give(std::move(b));
+  EXPECT_TRUE(b.empty());
+  EXPECT_EQ(pool.GetStats().kept_bytes, 4 * kMiB);
+  std::vector<uint8_t> again = pool.Take(4 * kMiB - 100);
+  EXPECT_EQ(again.data(), where);
+  ASSERT_EQ(again.size(), 4 * kMiB - 100);
+  EXPECT_EQ(again.front(), 7);
+  EXPECT_EQ(again.back(), 7);
+  EXPECT_EQ(pool.GetStats().reused, 1u);
+  EXPECT_EQ(pool.GetStats().kept_bytes, 0u);
+}
+
+// Shortest fit within a quarter: a much larger buffer is not spent on a small request, and a
+// shorter one never serves a longer one.
+TEST(BufferPoolTest, TakesTheShortestBufferWithinAQuarter) {
+  BufferPool pool(64 * kMiB);
+  std::vector<uint8_t> big = Filled(8 * kMiB, 1), mid = Filled(5 * kMiB, 2), small = Filled(2 * kMiB, 3);
+  pool.Give(std::move(big));
+  pool.Give(std::move(mid));
+  pool.Give(std::move(small));
+  EXPECT_EQ(pool.Take(3 * kMiB).front(), 0) << "no kept buffer is within a quarter of 3 MiB";
+  EXPECT_EQ(pool.Take(4 * kMiB + kMiB / 2).front(), 2);
+  EXPECT_EQ(pool.Take(7 * kMiB).front(), 1);
+  EXPECT_EQ(pool.Take(2 * kMiB).front(), 3);
+  EXPECT_EQ(pool.GetStats().reused, 3u);
+}
+
+// At most `limit` bytes: the oldest kept buffers go first; one larger than the limit, a small
+// one, or any with limit 0 is freed, not kept.
+TEST(BufferPoolTest, KeepsAtMostTheLimitDroppingTheOldest) {
+  BufferPool pool(5 * kMiB / 2);
+  for (uint8_t v : {1, 2, 3}) pool.Give(Filled(kMiB, v));
+  EXPECT_EQ(pool.GetStats().kept_bytes, 2 * kMiB);
+  EXPECT_EQ(pool.GetStats().dropped, 1u);
+  EXPECT_EQ(pool.Take(kMiB).front(), 2);
+  EXPECT_EQ(pool.Take(kMiB).front(), 3);
+  EXPECT_EQ(pool.Take(kMiB).front(), 0);
+
+  pool.Give(Filled(3 * kMiB, 9));
+  pool.Give(Filled(kMiB - 1, 9));
+  EXPECT_EQ(pool.GetStats().kept_bytes, 0u);
+
+  BufferPool off(0);
+  off.Give(Filled(kMiB, 1));
+  EXPECT_EQ(off.GetStats().kept_bytes, 0u);
+  off.RaiseLimit(2 * kMiB);
+  off.RaiseLimit(kMiB);  // never lowered
+  EXPECT_EQ(off.GetStats().limit, 2 * kMiB);
+}
+
+TEST(BufferPoolTest, ManyThreadsTakeAndGive) {
+  BufferPool pool(32 * kMiB);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&pool, t] {
+      for (int i = 0; i < 200; ++i) {
+        std::vector<uint8_t> b = pool.Take(kMiB + size_t((i + t) % 3) * 4096);
+        b[0] = uint8_t(t);
+        pool.Give(std::move(b));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const BufferPoolStats s = pool.GetStats();
+  EXPECT_EQ(s.takes, 800u);
+  EXPECT_GT(s.reused, 0u);
+  EXPECT_LE(s.kept_bytes, 32 * kMiB);
+}
+
+}  // namespace
+}  // namespace prefixd
