@@ -76,20 +76,28 @@ if [[ "$SKIP_RESTORE" == 0 ]]; then
       --threads "$THREADS" --work-dir "$WORK/disk-bench" --remote-cache "redis://127.0.0.1:$redis_port"
   } | tee "$OUT/shared-tier-restore-qwen35-$SHAPE.txt"
   # The issue's other yardstick, in the same run: redis-benchmark's GET (one client) of values the
-  # size of a rows record, against the restore's GB/s (records read and set into the sequence).
+  # size of a rows record, against the restore's GB/s (records read and set into the sequence):
+  # the restart's (buffers kept by the Engines before it, as a running server keeps what its RAM
+  # tier evicted) and the one into fresh memory (a server's first restore). redis-benchmark runs
+  # 5 times and the best counts: the machine is shared, and the best is the harder yardstick.
   restore_txt="$OUT/shared-tier-restore-qwen35-$SHAPE.txt"
   value="$(awk '/^ *\.rows/ {print $4; exit}' "$restore_txt")"
   restore_gbs="$(awk '/^ +[0-9]+ +[0-9]+ +[0-9]+ .*\|/ {print $8}' "$restore_txt" | sort -g |
     awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')"
+  fresh_gbs="$(awk '/into fresh memory \(no kept buffers\): [0-9.]+ GB\/s/ {print $(NF-1)}' "$restore_txt")"
   if [[ -n "$value" && -n "$restore_gbs" ]]; then
     refs=()
-    for _ in 1 2 3; do
+    for _ in 1 2 3 4 5; do
       refs+=("$(redis-benchmark -p "$redis_port" -t set,get -d "$value" -n 40 -c 1 2>/dev/null |
         awk -v b="$value" '/throughput summary/ {rps=$3} END {printf "%.3f", rps * b / 1e9}')")
     done
-    ref="$(printf '%s\n' "${refs[@]}" | sort -g | sed -n 2p)"
-    python3 -c "print(f'restore from the shared tier {$restore_gbs} GB/s / redis-benchmark GET of $value-byte values {$ref} GB/s (median of 3): {$restore_gbs / $ref:.2f} (target >= 0.5)')" |
+    ref="$(printf '%s\n' "${refs[@]}" | sort -g | tail -n 1)"
+    python3 -c "print(f'restore from the shared tier {$restore_gbs} GB/s / redis-benchmark GET of $value-byte values {$ref} GB/s (best of 5: ${refs[*]}): {$restore_gbs / $ref:.2f} (target >= 0.5)')" |
       tee -a "$restore_txt"
+    if [[ -n "$fresh_gbs" ]]; then
+      python3 -c "print(f'into fresh memory (no kept buffers): {$fresh_gbs} GB/s / {$ref} GB/s: {$fresh_gbs / $ref:.2f}')" |
+        tee -a "$restore_txt"
+    fi
   fi
 fi
 

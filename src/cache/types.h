@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "util/hash.h"
@@ -33,6 +34,11 @@ struct Payload {
 using PayloadRef = std::shared_ptr<const Payload>;
 
 inline size_t PayloadBytes(const PayloadRef& p) { return p ? p->bytes.size() : 0; }
+inline PayloadRef MakePayload(std::vector<uint8_t> bytes) {
+  auto p = std::make_shared<Payload>();
+  p->bytes = std::move(bytes);
+  return p;
+}
 
 // Why a Snapshot was taken. Every kind above kBlockBoundary has a higher retention value:
 // the retention policy thins kBlockBoundary Snapshots first and never drops the others before

@@ -17,11 +17,7 @@ using cache::PayloadRef;
 
 using cache::SnapshotKind;
 
-PayloadRef MakePayload(std::vector<uint8_t> bytes) {
-  auto p = std::make_shared<cache::Payload>();
-  p->bytes = std::move(bytes);
-  return p;
-}
+using cache::MakePayload;
 
 CacheMiss MissOf(const cache::PrefixCache::Match& m) {
   return m.n_tokens > 0 ? CacheMiss::kNotMissed : m.reason;

@@ -9,9 +9,11 @@
 #include "engine/cache_io.h"
 #include "engine/chunking_memo.h"
 #include "engine/codec_probe.h"
+#include "engine/draft_history.h"
 #include "engine/mtp_sidecar.h"
 #include "engine/prefill.h"
 #include "engine/prefix_views.h"
+#include "engine/speculation.h"
 #include "store/disk_store.h"
 #include "store/redis_store.h"
 #include "store/sealed_store.h"
@@ -219,6 +221,9 @@ void CacheStack::Prefetch(Job& job) const {
   const Digest domain = DomainOf(job.request.tenant_salt);
   job.prefetch = engine::Prefetch(*tiers_, domain, tokens, tokens.size() - 1, open_disk_);
   if (prefetch_mtp_) tiers_->Promote(MtpSidecar::DomainOf(domain), tokens, tokens.size() - 1);
+  if (prefetch_draft_) {
+    tiers_->Promote(DraftHistory::DomainOf(*prefetch_draft_, domain), tokens, tokens.size() - 1);
+  }
   job.prefetch_ms = MillisSince(t0);
 }
 
@@ -239,7 +244,35 @@ void CacheStack::NoteForegroundBusy(bool busy) {
 void CacheStack::ReleaseIo() {
   if (io_) io_->AttachMtpSidecar(nullptr);
   sidecar_.reset();
+  if (draft_history_user_ != nullptr) draft_history_user_->AttachDraftHistory(nullptr);
+  draft_history_user_ = nullptr;
+  draft_history_.reset();
   io_.reset();
+}
+
+Status CacheStack::AttachDraftHistory(Drafter& drafter) {
+  Context* draft = drafter.draft_context();
+  if (!io_ || draft == nullptr) return Status::OK();
+  PREFIXD_ASSIGN_OR_RETURN(
+      DomainFingerprints fp,
+      ComputeFingerprints(draft->model(), draft->options(), options_, StateMode::kSliced));
+  Sha256 id;
+  id.Update(fp.model.data(), fp.model.size());
+  id.Update(fp.layout.data(), fp.layout.size());
+  const Digest draft_id = id.Finish();
+  Result<std::unique_ptr<DraftHistory>> h =
+      DraftHistory::Create(*draft, draft_id, *tiers_, options_.block_size, /*probe_seq=*/0);
+  if (h.status().code() == Status::Code::kNotSupported) {
+    Logf(LogLevel::kInfo, "draft model history not cached: %s", h.status().message().c_str());
+    return Status::OK();
+  }
+  if (!h.ok()) return h.status();
+  draft_history_ = std::move(h).value();
+  draft_history_user_ = &drafter;
+  drafter.AttachDraftHistory(draft_history_.get());
+  prefetch_draft_ = draft_id;
+  Logf(LogLevel::kInfo, "draft model history cached beside the prompt's");
+  return Status::OK();
 }
 
 Status CacheStack::AttachMtpSidecar(Drafter& drafter) {

@@ -41,6 +41,7 @@ namespace prefixd::engine {
 class CacheIo;
 struct StateShape;
 class Drafter;
+class DraftHistory;
 class MtpSidecar;
 
 // The boundary Snapshots' spacing, which is also a grid of prefill cuts: the batch rounded
@@ -87,6 +88,10 @@ class CacheStack {
   // Prefetch reads it too. Logs and leaves it out where the sidecar cannot be (the cache off,
   // or a target whose entries carry no Snapshot). Runs on the thread that uses the context.
   Status AttachMtpSidecar(Drafter& drafter);
+  // With a draft model: its history is cached beside the target's (DraftHistory). Logs and
+  // leaves it out where it cannot be (the cache off, a draft memory that keeps a window).
+  // Runs on the thread that uses the contexts.
+  Status AttachDraftHistory(Drafter& drafter);
   // Frees CacheIo (and the sidecar), on the thread that used the context.
   void ReleaseIo();
 
@@ -128,8 +133,11 @@ class CacheStack {
   std::unique_ptr<cache::TieredCache> tiers_;
   std::unique_ptr<CacheIo> io_;
   std::unique_ptr<MtpSidecar> sidecar_;  // null: no MTP head, or its history is not cached
+  std::unique_ptr<DraftHistory> draft_history_;  // null: no draft model, or not cached
+  Drafter* draft_history_user_ = nullptr;         // the Drafter it is attached to
   // Set once before the first request (read by Prefetch on other threads; never cleared).
   bool prefetch_mtp_ = false;
+  std::optional<Digest> prefetch_draft_;  // the draft model's id (DraftHistory::DomainOf)
 };
 
 }  // namespace prefixd::engine

@@ -18,11 +18,7 @@ using cache::PayloadRef;
 // A carry payload: magic, row width, the row (floats, little-endian).
 constexpr uint32_t kCarryMagic = 0x4D545043;  // "CPTM"
 
-PayloadRef MakePayload(std::vector<uint8_t> bytes) {
-  auto p = std::make_shared<cache::Payload>();
-  p->bytes = std::move(bytes);
-  return p;
-}
+using cache::MakePayload;
 
 std::vector<uint8_t> EncodeCarry(const std::vector<float>& h) {
   std::vector<uint8_t> out(8 + h.size() * sizeof(float));
@@ -69,17 +65,6 @@ Result<StateShape> ProbeHeadShape(Context& head, const StateFormat& format, int3
   if (!state.ok()) return state.status();
   PREFIXD_ASSIGN_OR_RETURN(ParsedState parsed, ParseState(*state, format));
   return StateShapeOf(parsed);
-}
-
-// Whether the state's rows are exactly positions [p0, p1), in order.
-bool HoldsFrom(const ParsedState& state, int32_t p0, int32_t p1) {
-  if (!state.has_rows) return false;
-  for (const KvStream& s : state.kv.streams) {
-    if (s.cells.empty()) continue;
-    return s.cells.size() == size_t(p1 - p0) && s.cells.front().pos == p0 &&
-           s.cells.back().pos == p1 - 1;
-  }
-  return false;
 }
 
 }  // namespace
@@ -131,7 +116,7 @@ Status MtpSidecar::Publish(int32_t seq, const Digest& domain, std::span<const To
   if (first * B >= n || head_.SeqPosMax(seq) < n - 1) return Status::OK();
   PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> state, head_.GetStateRange(seq, first * B, n));
   PREFIXD_ASSIGN_OR_RETURN(ParsedState parsed, ParseState(state, format_));
-  if (!HoldsFrom(parsed, first * B, n)) return Status::OK();  // the head started later
+  if (!HoldsRowsExactly(parsed, first * B, n)) return Status::OK();  // the head started later
   const Digest d = DomainOf(domain);
   std::vector<PayloadRef> rows;
   for (int32_t k = first; (k + 1) * B <= n; ++k) {

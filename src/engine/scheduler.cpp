@@ -212,6 +212,7 @@ Status Scheduler::Impl::SetUpSpeculation() {
        drafter->n_max(), RollbackName(rollback),
        ctx->n_rs_seq() > 0 ? " (per-token recurrent states)" : "");
   if (drafter->mtp_head() != nullptr) PREFIXD_RETURN_IF_ERROR(cache->AttachMtpSidecar(*drafter));
+  if (drafter->draft_context() != nullptr) PREFIXD_RETURN_IF_ERROR(cache->AttachDraftHistory(*drafter));
   MutexLock lock(&mu);
   stats.speculation = types;
   stats.spec_rollback = RollbackName(rollback);
@@ -687,6 +688,11 @@ void Scheduler::Impl::DraftAll() {
     return;
   }
   for (Slot* s : drafting) Guarded(*s, [&] { KeepDraft(*s); });
+  if (drafter->draft_context() != nullptr) {
+    MutexLock lock(&mu);
+    stats.draft_prefill_tokens = drafter->draft_prefill_tokens();
+    stats.draft_restored_tokens = drafter->draft_restored_tokens();
+  }
 }
 
 // The most tokens the slot's next draft may have: 0 without speculation, for a request that

@@ -4,10 +4,12 @@
 
 #include "common.h"
 #include "engine/context.h"
+#include "engine/draft_history.h"
 #include "engine/model/model.h"
 #include "llama.h"
 #include "speculative.h"
 #include "util/flags.h"
+#include "util/log.h"
 
 namespace prefixd::engine {
 
@@ -259,6 +261,10 @@ Status Drafter::AttachDraftModel(Context& target, const ContextOptions& copt) {
   return Status::OK();
 }
 
+uint64_t Drafter::draft_restored_tokens() const {
+  return draft_history_ != nullptr ? draft_history_->restored_tokens() : 0;
+}
+
 bool Drafter::SyncDraftSequence(int32_t seq, const std::vector<Token>& history) {
   std::vector<Token>& held = draft_tokens_[size_t(seq)];
   size_t keep = CommonPrefix(held, history);
@@ -266,7 +272,12 @@ bool Drafter::SyncDraftSequence(int32_t seq, const std::vector<Token>& history) 
     draft_ctx_->SeqClear(seq);
     keep = 0;
   }
-  held.resize(keep);
+  const Pool* pool = seq_pool_[size_t(seq)];
+  if (draft_history_ != nullptr && pool != nullptr) {
+    // The tiers may hold more of the history than the sequence: set it, decode the rest.
+    keep = size_t(draft_history_->Restore(seq, pool->domain, history, int32_t(keep)));
+  }
+  held.assign(history.begin(), history.begin() + ptrdiff_t(keep));
   const size_t step = draft_ctx_->n_batch();
   for (size_t at = keep; at < history.size(); at += step) {
     const size_t n = std::min(step, history.size() - at);
@@ -277,6 +288,11 @@ bool Drafter::SyncDraftSequence(int32_t seq, const std::vector<Token>& history) 
       return false;
     }
     held.insert(held.end(), chunk.begin(), chunk.end());
+    draft_prefill_tokens_ += n;
+  }
+  if (draft_history_ != nullptr && pool != nullptr && keep < history.size()) {
+    Status st = draft_history_->Publish(seq, pool->domain, history, int32_t(keep));
+    if (!st.ok()) Logf(LogLevel::kWarning, "draft model history not cached: %s", st.ToString().c_str());
   }
   return true;
 }

@@ -24,6 +24,7 @@ struct llama_context;
 namespace prefixd::engine {
 
 class Context;
+class DraftHistory;
 class Model;
 struct ContextOptions;
 
@@ -79,6 +80,16 @@ class Drafter {
   // NotSupported when the model has no NextN layers. The target must outlive the Drafter.
   Status AttachMtpHead(Context& target, const ContextOptions& copt);
   bool needs_mtp_head() const;
+  // The draft model's context (null without one), and the cache of its history: a sync of a
+  // draft sequence sets what the tiers hold of its history before decoding the rest, and
+  // publishes what it decoded (DraftHistory). REQUIRES: history outlives the Drafter, or is
+  // detached (nullptr) first.
+  Context* draft_context() const { return draft_ctx_.get(); }
+  void AttachDraftHistory(DraftHistory* history) { draft_history_ = history; }
+  // History tokens the draft model decoded to catch its sequences up with the target's.
+  uint64_t draft_prefill_tokens() const { return draft_prefill_tokens_; }
+  // History tokens the draft's sequences got from the cache instead (DraftHistory).
+  uint64_t draft_restored_tokens() const;
   // The MTP head's context (null without one) and its carry for `seq`: the target's hidden row
   // the head pairs with the sequence's next token. With the head's KV rows, what a cached
   // prefix keeps of the head (MtpSidecar); false when there is no head or (set) the row's
@@ -128,6 +139,8 @@ class Drafter {
   std::unique_ptr<Model> draft_model_;
   std::unique_ptr<Context> draft_ctx_;
   std::vector<std::vector<Token>> draft_tokens_;
+  DraftHistory* draft_history_ = nullptr;
+  uint64_t draft_prefill_tokens_ = 0;
   llama_context* target_ctx_ = nullptr;
   // The MTP head's context and the observer on the target that keeps it in step.
   std::unique_ptr<Context> mtp_ctx_;

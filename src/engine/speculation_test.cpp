@@ -8,12 +8,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
 #include <thread>
 
 #include "common.h"
+#include "cache/domain_registry.h"
 #include "engine/context.h"
 #include "engine/engine.h"
 #include "engine/mtp_sidecar.h"
@@ -629,34 +631,31 @@ TEST(SpeculationTest, MtpHeadHistoryIsRestoredWithTheCachedPrefix) {
   EXPECT_EQ(again->usage.mtp_restored_tokens, again->usage.cached_tokens);
 }
 
-// Flips a payload byte of every disk record of the MTP head's Snapshots (the carries): the
-// records of domain DomainOf(X) where X is a domain of the directory too (docs/disk-format.md:
-// the header's length at 8, the domain at 12 + 64, the payload at 24 + H). Returns how many.
-int CorruptMtpCarries(const std::string& dir) {
+// Flips a payload byte of every disk record of kind `ext` (".snap", ".rows") whose domain
+// `is_sidecar` picks, given the domains of the directory's records (docs/disk-format.md: the
+// header's length at 8, the domain at 12 + 64, the payload at 24 + H). Returns how many.
+int CorruptSidecarRecords(const std::string& dir, const std::string& ext,
+                          const std::function<bool(const Digest& d, const std::set<Digest>& all)>& is_sidecar) {
   std::map<std::filesystem::path, Digest> domain_of;
   std::set<Digest> domains;
   for (const auto& e : std::filesystem::recursive_directory_iterator(dir + "/records")) {
-    if (!e.is_regular_file() || e.path().extension() != ".snap") continue;
+    if (!e.is_regular_file()) continue;
     std::ifstream f(e.path(), std::ios::binary);
     std::vector<char> head(12 + 96);
     if (!f.read(head.data(), std::streamsize(head.size()))) continue;
     Digest d;
     std::memcpy(d.data(), head.data() + 12 + 64, d.size());
-    domain_of[e.path()] = d;
     domains.insert(d);
+    if (e.path().extension() == ext) domain_of[e.path()] = d;
   }
   int corrupted = 0;
   for (const auto& entry : domain_of) {
-    const Digest& d = entry.second;
-    const bool head_record = std::any_of(domains.begin(), domains.end(), [&](const Digest& x) {
-      return MtpSidecar::DomainOf(x) == d;
-    });
-    if (!head_record) continue;
+    if (!is_sidecar(entry.second, domains)) continue;
     std::fstream f(entry.first, std::ios::binary | std::ios::in | std::ios::out);
     uint32_t h = 0;
     f.seekg(8);
     f.read(reinterpret_cast<char*>(&h), 4);
-    const std::streamoff at = std::streamoff(24 + h + 12);  // inside the carry's row
+    const std::streamoff at = std::streamoff(24 + h + 12);  // inside the payload
     f.seekg(at);
     char c = 0;
     f.read(&c, 1);
@@ -666,6 +665,14 @@ int CorruptMtpCarries(const std::string& dir) {
     corrupted += f.good() ? 1 : 0;
   }
   return corrupted;
+}
+
+// The MTP head's Snapshots (its carries): the records of domain DomainOf(X) where X is a domain
+// of the directory too.
+int CorruptMtpCarries(const std::string& dir) {
+  return CorruptSidecarRecords(dir, ".snap", [](const Digest& d, const std::set<Digest>& all) {
+    return std::any_of(all.begin(), all.end(), [&](const Digest& x) { return MtpSidecar::DomainOf(x) == d; });
+  });
 }
 
 // Faults: the head's records on disk fail their checksums. The next request restores the
@@ -683,6 +690,109 @@ TEST(SpeculationTest, MtpHeadHistoryThatFailsItsChecksumIsAMiss) {
   EXPECT_EQ(warm->usage.cached_tokens, 512);
   EXPECT_EQ(warm->usage.mtp_restored_tokens, 0);
   EXPECT_TRUE(SameUpToNearTie(*warm, *want));
+}
+
+// llama's test model drafting (--model-draft) for `target`'s, the cache on (RAM, and disk in
+// `cache_dir`) or off (`cache_dir` null).
+std::unique_ptr<Engine> MakeDraftCacheEngine(const std::string* cache_dir,
+                                             const std::string& target = "llama") {
+  EngineOptions o;
+  o.model_path = ModelPath(target);
+  o.cache_enabled = cache_dir != nullptr;
+  if (cache_dir) o.cache_dir = *cache_dir;
+  o.n_ctx_per_slot = 1024;
+  o.n_batch = 256;
+  o.n_ubatch = 256;
+  o.n_threads = 2;
+  o.ram_budget_bytes = 256ull << 20;
+  o.spec.types = {SpecType::kDraft};
+  o.spec.draft_model_path = ModelPath("llama");
+  o.spec.draft_n_max = 4;
+  auto e = Engine::Create(o);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
+// A 512-token prompt served with a draft model into a fresh cache folder, the server stopped.
+// Returns the folder and that prompt with `more` tokens after it.
+Served ServeWithDraftAndStop(const std::string& name, uint32_t seed, size_t more,
+                             const std::string& target = "llama") {
+  Served s;
+  s.dir = testing::RemoveAtExit(
+      (std::filesystem::temp_directory_path() / (name + target + std::to_string(getpid()))).string());
+  const std::vector<Token> first = ByteTokens(512, seed);
+  auto a = MakeDraftCacheEngine(&s.dir, target);
+  EXPECT_TRUE(a);
+  if (!a) return s;
+  auto r = a->Complete(TokenRequest(first, 8));
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  const EngineStats st = a->GetStats();
+  EXPECT_GE(st.draft_prefill_tokens, 512u) << "the draft model did not read the prompt";
+  EXPECT_EQ(st.draft_restored_tokens, 0u);
+  s.next = first;
+  const std::vector<Token> tail = ByteTokens(more, seed + 1);
+  s.next.insert(s.next.end(), tail.begin(), tail.end());
+  return s;
+}
+
+// The draft model's history is part of a cached prefix (DraftHistory): a prompt of 512 tokens,
+// a restart on the same cache dir, then that prompt with 100 more. The draft's sequence gets
+// its first 512 tokens from the disk tier (counted: the draft model decodes only the rest), and
+// drafts exactly what a server without the cache drafts (the digest of every drafted token),
+// with the same output. On llama (rows alone restore a prefix) and qwen35 (a hybrid: the
+// cache needs a Snapshot at every restore point, so the draft's history carries a marker).
+class DraftHistoryTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DraftHistoryTest, IsRestoredWithTheCachedPrefix) {
+  const auto [dir, second] = ServeWithDraftAndStop("prefixd-draft-cache-", 31, 100, GetParam());
+  auto b = MakeDraftCacheEngine(&dir, GetParam());
+  auto cold = MakeDraftCacheEngine(nullptr, GetParam());
+  ASSERT_TRUE(b && cold);
+  auto warm = b->Complete(TokenRequest(second, 48));
+  auto want = cold->Complete(TokenRequest(second, 48));
+  ASSERT_TRUE(warm.ok() && want.ok());
+  const EngineStats ws = b->GetStats(), cs = cold->GetStats();
+  std::printf("[ spec ] draft model history: cached %d, draft restored %llu, draft prefilled %llu "
+              "(cold %llu), drafted %d / %d\n",
+              warm->usage.cached_tokens, (unsigned long long)ws.draft_restored_tokens,
+              (unsigned long long)ws.draft_prefill_tokens,
+              (unsigned long long)cs.draft_prefill_tokens, warm->usage.draft_tokens,
+              want->usage.draft_tokens);
+  EXPECT_EQ(warm->usage.cached_tokens, 512);
+  EXPECT_EQ(ws.draft_restored_tokens, 512u);
+  EXPECT_LE(ws.draft_prefill_tokens, second.size() - 512 + 48);
+  EXPECT_GE(cs.draft_prefill_tokens, second.size());
+  EXPECT_EQ(cs.draft_restored_tokens, 0u);
+  EXPECT_TRUE(SameUpToNearTie(*warm, *want));
+  ASSERT_GT(want->usage.draft_tokens, 0);
+  EXPECT_EQ(warm->usage.draft_digest, want->usage.draft_digest)
+      << "the restored draft model drafts otherwise than one that read the whole prompt";
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, DraftHistoryTest, ::testing::Values("llama", "qwen35"));
+
+// Faults: the draft's rows on disk fail their checksums. The next request restores the
+// target's prefix as before and the draft's history not at all: the draft model decodes the
+// whole history, and the answer is a cold run's.
+TEST(SpeculationTest, DraftModelHistoryThatFailsItsChecksumIsAMiss) {
+  const auto [dir, second] = ServeWithDraftAndStop("prefixd-draft-fault-", 41, 60);
+  std::set<Digest> targets;  // the target's domains: the ones the cache dir remembers
+  for (const cache::DomainInfo& d : cache::ListDomains(dir)) targets.insert(d.domain);
+  ASSERT_FALSE(targets.empty());
+  const int corrupted = CorruptSidecarRecords(
+      dir, ".rows", [&](const Digest& d, const std::set<Digest>&) { return !targets.count(d); });
+  ASSERT_GT(corrupted, 0) << "no draft model rows on disk";
+  auto b = MakeDraftCacheEngine(&dir);
+  auto cold = MakeDraftCacheEngine(nullptr);
+  ASSERT_TRUE(b && cold);
+  auto warm = b->Complete(TokenRequest(second, 32));
+  auto want = cold->Complete(TokenRequest(second, 32));
+  ASSERT_TRUE(warm.ok() && want.ok()) << warm.status().ToString();
+  EXPECT_GE(warm->usage.cached_tokens, 256);  // the target's own records are untouched
+  EXPECT_EQ(b->GetStats().draft_restored_tokens, 0u);
+  EXPECT_GE(b->GetStats().draft_prefill_tokens, second.size());
+  EXPECT_TRUE(SameUpToNearTie(*warm, *want));
+  EXPECT_EQ(warm->usage.draft_digest, want->usage.draft_digest);
 }
 
 // A model without NextN layers cannot serve draft-mtp: the engine does not start, and says why.

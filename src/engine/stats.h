@@ -85,6 +85,10 @@ struct EngineStats {
   uint64_t draft_tokens = 0;    // drafted and verified
   uint64_t draft_accepted = 0;  // of which the target took
   uint64_t draft_steps = 0;
+  // With a draft model: history tokens it decoded to catch up with the target's sequences, and
+  // those its sequences got from the cache instead (DraftHistory).
+  uint64_t draft_prefill_tokens = 0;
+  uint64_t draft_restored_tokens = 0;
   uint64_t hits_slot = 0;  // the slot held the prefix: 0 bytes restored
   uint64_t hits_ram = 0;
   uint64_t hits_disk = 0;

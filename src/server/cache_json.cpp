@@ -16,6 +16,8 @@ nlohmann::json CacheCountersJson(const engine::EngineStats& s) {
           {"speculation_rollback", s.spec_rollback},
           {"draft_tokens", s.draft_tokens},
           {"draft_accepted", s.draft_accepted},
+          {"draft_prefill_tokens", s.draft_prefill_tokens},
+          {"draft_restored_tokens", s.draft_restored_tokens},
           {"hits", {{"slot", s.hits_slot}, {"ram", s.hits_ram}, {"disk", s.hits_disk}}},
           {"restored_bytes", s.restored_bytes},
           {"misses", s.misses},

@@ -92,6 +92,12 @@ void RenderEngine(const engine::EngineStats& s, std::string* out) {
           out);
   Counter("prefixd_draft_steps_total", "Verification steps of speculative decoding.",
           s.draft_steps, out);
+  Counter("prefixd_draft_prefill_tokens_total",
+          "History tokens the draft model decoded to catch up with the model's sequences.",
+          s.draft_prefill_tokens, out);
+  Counter("prefixd_draft_restored_tokens_total",
+          "History tokens the draft model's sequences got from the cache instead.",
+          s.draft_restored_tokens, out);
   ByLabel("prefixd_cache_hits_total", "counter", "Completions that restored a prefix, by tier.",
           "tier",
           {{"slot", s.hits_slot}, {"ram", s.hits_ram}, {"disk", s.hits_disk},

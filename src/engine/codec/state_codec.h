@@ -182,6 +182,9 @@ Result<StateShape> StateShapeOf(const ParsedState& state);
 // a whole state (base 0) or a ranged one (Context::GetStateRange, base = its p0); otherwise
 // InvalidArgument / NotSupported naming what is wrong.
 Result<std::vector<uint8_t>> EncodeRows(const ParsedState& state, int32_t p0, int32_t p1);
+// Whether the state's rows are exactly positions [p0, p1), in order (a ranged read of a
+// sequence that holds them all, not one that started later).
+bool HoldsRowsExactly(const ParsedState& state, int32_t p0, int32_t p1);
 
 // The header of a rows payload, checked against the payload's size.
 struct RowsInfo {

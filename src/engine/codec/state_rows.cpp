@@ -251,6 +251,16 @@ void PutRowData(const ParsedState& ps, const std::vector<RowStream>& secs, int64
 
 }  // namespace
 
+bool HoldsRowsExactly(const ParsedState& state, int32_t p0, int32_t p1) {
+  if (!state.has_rows) return false;
+  for (const KvStream& s : state.kv.streams) {
+    if (s.cells.empty()) continue;
+    return s.cells.size() == size_t(p1 - p0) && s.cells.front().pos == p0 &&
+           s.cells.back().pos == p1 - 1;
+  }
+  return false;
+}
+
 Result<std::vector<uint8_t>> EncodeRows(const ParsedState& ps, int32_t p0, int32_t p1) {
   if (!ps.has_rows) return Status::NotSupported("rows: the state has no attention rows");
   PREFIXD_ASSIGN_OR_RETURN(uint32_t stream, OnlyStream(ps.kv, "rows: state"));
