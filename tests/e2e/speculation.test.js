@@ -5,13 +5,15 @@
 // in the middle of a speculating answer with its published prefix intact, and refuses the
 // per-request keys that only the server's start-up can set; and with --spec-type draft-mtp
 // (the model's own MTP head) it answers as the model without its head, restarts included, and
-// the head's history comes back from the cache with the prompt's.
+// the head's history comes back from the cache with the prompt's; with --model-draft the draft
+// model's history comes back from the shared tier on another server.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  client, diskSettled, makeModel, metric, metrics, post, remoteSettled, startRedis, startServer, tempDir,
+  BIN, client, diskSettled, makeModel, metric, metrics, post, remoteSettled, startRedis, startServer, tempDir,
 } from './harness.js';
 
 const SYSTEM = 'You are a coding agent. Tools: read(path), write(path, text), run(cmd). '
@@ -210,5 +212,53 @@ describe('speculative decoding (draft-mtp) through the server', () => {
     const warm = await killMidAnswerThenResume(mtpModel,
       ['--spec-type', 'draft-mtp', '--cache-dir', join(dir, 'cache-kill')], plain);
     assert.equal(warm.timings.mtp_cache_n, warm.usage.prompt_tokens_details.cached_tokens);
+  });
+});
+
+// A draft model (--model-draft: an attention model of the same vocabulary): its own history is
+// cached with the prompt, so a session that moves to another server does not run its prompt
+// through the draft model again.
+describe('a draft model', () => {
+  let dir; let model; let draft; let plain;
+
+  before(async () => {
+    dir = tempDir('spec-draft');
+    model = makeModel(dir);
+    draft = join(dir, 'draft.gguf');
+    execFileSync(BIN, ['make-test-model', '--arch', 'llama', '--shape', 'tiny', '--seed', '2',
+      '--out', draft], { stdio: ['ignore', 'ignore', 'inherit'] });
+    plain = await startServer({ model, args: ['--no-cache'] });
+  });
+  after(async () => {
+    await plain.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('restores its history from the shared tier on another server', async () => {
+    const redis = await startRedis();
+    const shared = ['--spec-type', 'draft', '--model-draft', draft, '--remote-cache', redis.url];
+    const servers = [];
+    try {
+      const a = await startServer({ model, args: [...shared, '--cache-dir', join(dir, 'shared-a')] });
+      servers.push(a);
+      const b = await startServer({ model, args: [...shared, '--cache-dir', join(dir, 'shared-b')] });
+      servers.push(b);
+      const r1 = await ask(client(a), turn1, { max_tokens: 12 });
+      assert.ok(await remoteSettled(a) > 0, 'nothing reached the shared tier');
+      const answer = r1.choices[0].message.content;
+      const warm = await ask(client(b), turn2(answer));
+      assertSameUpToNearTie(warm, await ask(client(plain), turn2(answer)));
+      assert.ok(warm.timings.draft_n > 0, JSON.stringify(warm.timings));
+      const page = await metrics(b);
+      const restored = metric(page, 'prefixd_draft_restored_tokens_total');
+      const prefilled = metric(page, 'prefixd_draft_prefill_tokens_total');
+      // The draft's history up to the last whole Block of the first turn came from Redis; the
+      // draft model decoded only the rest.
+      assert.ok(restored >= 256, `draft restored ${restored}, prefilled ${prefilled}`);
+      assert.ok(prefilled < warm.usage.prompt_tokens, `draft prefilled ${prefilled} of ${warm.usage.prompt_tokens}`);
+    } finally {
+      for (const s of servers) await s.stop();
+      await redis.stop();
+    }
   });
 });
