@@ -547,11 +547,12 @@ TEST(MtpSidecarTest, HistoryRoundTripsBitForBit) {
   EXPECT_EQ(head.SeqPosMax(1), -1);
 }
 
-// The MTP-head test model with draft-mtp and the cache on (RAM, and disk in `cache_dir`), or
-// the cache off (`cache_dir` null).
-std::unique_ptr<Engine> MakeMtpCacheEngine(const std::string* cache_dir) {
+// `model` speculating with `spec`, the cache on (RAM, and disk in `cache_dir`) or off
+// (`cache_dir` null).
+std::unique_ptr<Engine> MakeSpecCacheEngine(const std::string& model, const SpecOptions& spec,
+                                            const std::string* cache_dir) {
   EngineOptions o;
-  o.model_path = MtpModelPath();
+  o.model_path = model;
   o.cache_enabled = cache_dir != nullptr;
   if (cache_dir) o.cache_dir = *cache_dir;
   o.n_ctx_per_slot = 1024;
@@ -559,11 +560,18 @@ std::unique_ptr<Engine> MakeMtpCacheEngine(const std::string* cache_dir) {
   o.n_ubatch = 256;
   o.n_threads = 2;
   o.ram_budget_bytes = 256ull << 20;
-  o.spec.types = {SpecType::kDraftMtp};
-  o.spec.draft_n_max = 4;
+  o.spec = spec;
   auto e = Engine::Create(o);
   EXPECT_TRUE(e.ok()) << e.status().ToString();
   return e.ok() ? std::move(e).value() : nullptr;
+}
+
+// The MTP-head test model with draft-mtp.
+std::unique_ptr<Engine> MakeMtpCacheEngine(const std::string* cache_dir) {
+  SpecOptions s;
+  s.types = {SpecType::kDraftMtp};
+  s.draft_n_max = 4;
+  return MakeSpecCacheEngine(MtpModelPath(), s, cache_dir);
 }
 
 CompletionRequest TokenRequest(std::vector<Token> tokens, int max_tokens) {
@@ -582,21 +590,33 @@ struct Served {
   std::string dir;
   std::vector<Token> next;
 };
-Served ServeAndStop(const std::string& name, uint32_t seed, size_t more) {
+// `make` makes the server (its cache dir given); `check` looks at it after the prompt.
+using EngineMaker = std::function<std::unique_ptr<Engine>(const std::string* cache_dir)>;
+using ServedCheck = std::function<void(Engine& e, const CompletionResult& r)>;
+
+Served ServeAndStop(const std::string& name, uint32_t seed, size_t more, const EngineMaker& make,
+                    const ServedCheck& check) {
   Served s;
   s.dir = testing::RemoveAtExit(
       (std::filesystem::temp_directory_path() / (name + std::to_string(getpid()))).string());
   const std::vector<Token> first = ByteTokens(512, seed);
-  auto a = MakeMtpCacheEngine(&s.dir);
+  auto a = make(&s.dir);
   EXPECT_TRUE(a);
   if (!a) return s;
   auto r = a->Complete(TokenRequest(first, 8));
   EXPECT_TRUE(r.ok()) << r.status().ToString();
-  if (r.ok()) EXPECT_EQ(r->usage.mtp_restored_tokens, 0);
+  if (r.ok()) check(*a, *r);
   s.next = first;
   const std::vector<Token> tail = ByteTokens(more, seed + 1);
   s.next.insert(s.next.end(), tail.begin(), tail.end());
   return s;
+}
+
+// With the MTP head: nothing of the head restored on the first prompt.
+Served ServeAndStop(const std::string& name, uint32_t seed, size_t more) {
+  return ServeAndStop(name, seed, more, MakeMtpCacheEngine, [](Engine&, const CompletionResult& r) {
+    EXPECT_EQ(r.usage.mtp_restored_tokens, 0);
+  });
 }
 
 // The MTP head's history is part of a cached prefix (MtpSidecar): a prompt of 512 tokens, then
@@ -692,47 +712,26 @@ TEST(SpeculationTest, MtpHeadHistoryThatFailsItsChecksumIsAMiss) {
   EXPECT_TRUE(SameUpToNearTie(*warm, *want));
 }
 
-// llama's test model drafting (--model-draft) for `target`'s, the cache on (RAM, and disk in
-// `cache_dir`) or off (`cache_dir` null).
+// llama's test model drafting (--model-draft) for `target`'s.
 std::unique_ptr<Engine> MakeDraftCacheEngine(const std::string* cache_dir,
                                              const std::string& target = "llama") {
-  EngineOptions o;
-  o.model_path = ModelPath(target);
-  o.cache_enabled = cache_dir != nullptr;
-  if (cache_dir) o.cache_dir = *cache_dir;
-  o.n_ctx_per_slot = 1024;
-  o.n_batch = 256;
-  o.n_ubatch = 256;
-  o.n_threads = 2;
-  o.ram_budget_bytes = 256ull << 20;
-  o.spec.types = {SpecType::kDraft};
-  o.spec.draft_model_path = ModelPath("llama");
-  o.spec.draft_n_max = 4;
-  auto e = Engine::Create(o);
-  EXPECT_TRUE(e.ok()) << e.status().ToString();
-  return e.ok() ? std::move(e).value() : nullptr;
+  SpecOptions s;
+  s.types = {SpecType::kDraft};
+  s.draft_model_path = ModelPath("llama");
+  s.draft_n_max = 4;
+  return MakeSpecCacheEngine(ModelPath(target), s, cache_dir);
 }
 
 // A 512-token prompt served with a draft model into a fresh cache folder, the server stopped.
 // Returns the folder and that prompt with `more` tokens after it.
 Served ServeWithDraftAndStop(const std::string& name, uint32_t seed, size_t more,
                              const std::string& target = "llama") {
-  Served s;
-  s.dir = testing::RemoveAtExit(
-      (std::filesystem::temp_directory_path() / (name + target + std::to_string(getpid()))).string());
-  const std::vector<Token> first = ByteTokens(512, seed);
-  auto a = MakeDraftCacheEngine(&s.dir, target);
-  EXPECT_TRUE(a);
-  if (!a) return s;
-  auto r = a->Complete(TokenRequest(first, 8));
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  const EngineStats st = a->GetStats();
-  EXPECT_GE(st.draft_prefill_tokens, 512u) << "the draft model did not read the prompt";
-  EXPECT_EQ(st.draft_restored_tokens, 0u);
-  s.next = first;
-  const std::vector<Token> tail = ByteTokens(more, seed + 1);
-  s.next.insert(s.next.end(), tail.begin(), tail.end());
-  return s;
+  auto make = [&target](const std::string* dir) { return MakeDraftCacheEngine(dir, target); };
+  return ServeAndStop(name + target, seed, more, make, [](Engine& e, const CompletionResult&) {
+    const EngineStats st = e.GetStats();
+    EXPECT_GE(st.draft_prefill_tokens, 512u) << "the draft model did not read the prompt";
+    EXPECT_EQ(st.draft_restored_tokens, 0u);
+  });
 }
 
 // The draft model's history is part of a cached prefix (DraftHistory): a prompt of 512 tokens,
