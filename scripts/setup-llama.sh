@@ -123,7 +123,8 @@ if ! tree_has_first "$n_patches" || ! grep -q llama_state_seq_get_data_range "$s
    ! grep -q common_speculative_set_mtp_carry "$src/common/speculative.h" ||
    ! grep -q "prefixd patch: only the tile's rows" "$src/ggml/src/ggml-cpu/ops.cpp" ||
    ! grep -q ggml_backend_rpc_server_lost "$src/ggml/src/ggml-rpc/ggml-rpc.cpp" ||
-   ! grep -q llama_rs_capture_set "$src/include/llama.h"; then
+   ! grep -q llama_rs_capture_set "$src/include/llama.h" ||
+   ! grep -q "prefixd patch: every format tolerates it" "$src/common/chat-auto-parser-generator.cpp"; then
   echo "setup-llama: the patches in $PATCH_DIR do not apply to llama.cpp $LLAMA_COMMIT" >&2
   exit 1
 fi

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "engine/chat/chat_template.h"
@@ -294,7 +295,7 @@ std::unique_ptr<Engine> MakeEngine(const std::string& template_name) {
   EngineOptions o;
   o.model_path = TinyModelPath();
   o.block_size = 16;
-  o.n_ctx_per_slot = 2048;
+  o.n_ctx_per_slot = 4096;
   o.n_batch = o.n_ubatch = 256;
   o.n_threads = 1;
   o.ram_budget_bytes = 256ull << 20;
@@ -354,16 +355,37 @@ TEST(ChatEngineTest, RequiredToolChoiceYieldsAParsedCall) {
   EXPECT_TRUE(args["metric"].is_boolean()) << args.dump();
 }
 
-// A forced tool call is a call, with no bias: on each pinned template agents meet that has a
-// tool format, tool_choice required and a named function, thinking on (where the template
-// opens a reasoning block, the call follows its end) and off, the tiny model's reply parses
-// into one call of the schema. The sampler decodes the template's call marker as the reply's
-// start (GrammarSpec::forced_call); the grammar writes the rest.
+// A forced tool call is a call, with no bias, on every pinned template that has a tool format:
+// tool_choice required and a named function, thinking on (where the template opens a reasoning
+// block, the call follows its end) and off, the tiny model's reply parses into one call of the
+// schema. The sampler decodes the template's call header (GrammarSpec::forced_call) as the
+// reply's start; the grammar writes the rest.
 struct ForcedCase {
-  const char* tmpl;
+  std::string tmpl;
   bool named;
   bool thinking;
 };
+
+// Pinned templates with no tool format (common renders tools into none of them, so no grammar
+// can hold a call): a forced call is a 400 naming the template.
+const std::set<std::string>& NoToolFormat() {
+  static const std::set<std::string> names = {
+      "HuggingFaceTB-SmolLM3-3B", "deepseek-ai-DeepSeek-R1-Distill-Llama-8B",
+      "google-gemma-2-2b-it", "ibm-granite-granite-3.3-2B-Instruct", "llama-cpp-rwkv-world",
+      "microsoft-Phi-3.5-mini-instruct"};
+  return names;
+}
+
+// Templates whose pinned grammar does not hold a call's arguments to the tool's schema, so a
+// random model writes arguments that never end or do not validate (docs/architecture.md,
+// "Forced tool calls", lists why for each). Not in the table until their grammar does.
+const std::set<std::string>& ArgumentsNotHeld() {
+  static const std::set<std::string> names = {
+      "Apriel-1.6-15b-Thinker-fixed", "Kimi-K3", "LFM2-8B-A1B", "LFM2.5-8B-A1B",
+      "LFM2.5-Instruct", "google-gemma-4-31B-it", "google-gemma-4-31B-it-interleaved",
+      "muse-glimmer", "openbmb-MiniCPM5-1B"};
+  return names;
+}
 
 class ForcedCallTest : public ::testing::TestWithParam<ForcedCase> {};
 
@@ -392,26 +414,37 @@ TEST_P(ForcedCallTest, ReplyIsAParsedCall) {
   const CompletionResult& r = *done;
   ChatMessage m = ParseChatOutput(p->output, r.text);
   std::printf("[ forced ] %s named=%d thinking=%d: %zu call(s), finish %s, %d tokens\n",
-              c.tmpl, c.named, c.thinking,
+              c.tmpl.c_str(), c.named, c.thinking,
               m.tool_calls.size(), FinishReasonName(r.finish_reason), r.usage.completion_tokens);
-  ASSERT_GE(m.tool_calls.size(), 1u) << "marker '" << p->output.grammar.forced_call << "': " << r.text.substr(0, 300);
   const GrammarSpec& g = p->output.grammar;
-  if (c.thinking && !g.thinking_start.empty() &&
-      g.generation_prompt.find(g.thinking_start) != std::string::npos) {
-    EXPECT_FALSE(m.reasoning_content.empty()) << "the call did not follow a reasoning block";
+  ASSERT_EQ(m.tool_calls.size(), 1u) << "header '" << g.forced_call << "': " << r.text.substr(0, 400);
+  const size_t open = g.thinking_start.empty() ? std::string::npos
+                                               : g.generation_prompt.rfind(g.thinking_start);
+  bool opened = c.thinking && open != std::string::npos;
+  for (const std::string& end : g.thinking_end) {
+    if (opened && !end.empty() && g.generation_prompt.find(end, open) != std::string::npos) opened = false;
   }
+  if (opened) EXPECT_FALSE(m.reasoning_content.empty()) << "the call did not follow a reasoning block";
   EXPECT_EQ(m.tool_calls[0].name, "forecast");
-  json args = json::parse(m.tool_calls[0].arguments);
+  json args = json::parse(m.tool_calls[0].arguments, nullptr, false);
+  ASSERT_TRUE(args.is_object()) << m.tool_calls[0].arguments;
   EXPECT_TRUE(args["days"].is_number_integer()) << args.dump();
   EXPECT_TRUE(args["metric"].is_boolean()) << args.dump();
 }
 
+// Every pinned template with a tool format. The five templates agents meet most run every
+// combination; the rest run required with thinking off and a named function with thinking on.
 std::vector<ForcedCase> ForcedCases() {
+  const std::set<std::string> full = {"Qwen3.5-4B", "Qwen3-Coder",
+                                      "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+                                      "ibm-granite-granite-4.0", "deepseek-ai-DeepSeek-V3.2"};
   std::vector<ForcedCase> out;
-  for (const char* t : {"Qwen3.5-4B", "Qwen3-Coder", "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
-                        "ibm-granite-granite-4.0", "deepseek-ai-DeepSeek-V3.2"}) {
+  for (const std::string& t : PinnedTemplateNames()) {
+    if (NoToolFormat().count(t) != 0 || ArgumentsNotHeld().count(t) != 0) continue;
     for (bool named : {false, true}) {
-      for (bool thinking : {false, true}) out.push_back({t, named, thinking});
+      for (bool thinking : {false, true}) {
+        if (full.count(t) != 0 || named == thinking) out.push_back({t, named, thinking});
+      }
     }
   }
   return out;
@@ -426,6 +459,44 @@ std::string ForcedName(const ::testing::TestParamInfo<ForcedCase>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Templates, ForcedCallTest, ::testing::ValuesIn(ForcedCases()), ForcedName);
+
+// The tagged formats' grammars (GLM-4.7, Spark, Ling, ...) let a call end with whitespace
+// before its close tag; the pinned parser refused such a call as text (patch 0010).
+TEST(ChatOutputParseTest, ACallEndingInWhitespaceBeforeItsCloseTagParses) {
+  auto e = MakeEngine("GLM-4.7-Flash");
+  ChatRenderOptions o;
+  o.tools_json = kForecastTools;
+  o.tool_choice = ToolChoice::kRequired;
+  o.enable_thinking = false;
+  auto p = e->PrepareChat(kUserAsks, o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  for (const char* sep : {"", "\n", " \n"}) {
+    const std::string text = std::string("<tool_call>forecast<arg_key>days</arg_key><arg_value>3") +
+                             "</arg_value>" + sep + "<arg_key>metric</arg_key><arg_value>true" +
+                             "</arg_value>" + sep + "</tool_call>";
+    ChatMessage m = ParseChatOutput(p->output, text);
+    ASSERT_EQ(m.tool_calls.size(), 1u) << "separator '" << sep << "': " << m.content;
+    EXPECT_EQ(json::parse(m.tool_calls[0].arguments), json::parse(R"({"days":3,"metric":true})"));
+  }
+}
+
+// A template with no tool format cannot honour a forced call: a clear error naming the
+// template, never text where the client was promised a call.
+TEST(ForcedCallRefusedTest, ATemplateWithoutAToolFormatIsAnErrorNamingIt) {
+  for (const std::string& t : NoToolFormat()) {
+    auto e = MakeEngine(t);
+    ChatRenderOptions o;
+    o.tools_json = kForecastTools;
+    o.tool_choice = ToolChoice::kRequired;
+    auto p = e->PrepareChat(kUserAsks, o);
+    ASSERT_FALSE(p.ok()) << t;
+    EXPECT_EQ(p.status().code(), Status::Code::kInvalidArgument) << t;
+    EXPECT_NE(p.status().message().find("no tool-call format"), std::string::npos) << p.status().ToString();
+    EXPECT_NE(p.status().message().find(t), std::string::npos) << p.status().ToString();
+    o.tool_choice = ToolChoice::kAuto;
+    EXPECT_TRUE(e->PrepareChat(kUserAsks, o).ok()) << t << ": auto still renders";
+  }
+}
 
 // A reasoning budget holds without tools or a grammar: with a budget of 2 tokens the block's end
 // tag is forced after 2 and the reply goes on as content, where without one the model reasons

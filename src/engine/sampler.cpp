@@ -1,6 +1,7 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <exception>
 
@@ -141,6 +142,50 @@ Result<std::unique_ptr<Sampler>> Sampler::Create(const Model& model,
   return out;
 }
 
+namespace {
+
+// Whether the grammar takes `t` next (as common's rejection check: a single candidate).
+bool GrammarTakes(llama_sampler* grammar, Token t) {
+  llama_token_data d{t, 1.0f, 0.0f};
+  llama_token_data_array one{&d, 1, -1, false};
+  llama_sampler_apply(grammar, &one);
+  return d.logit != -INFINITY;
+}
+
+// The longest start of `forced` the grammar accepts after the generation prompt (as common
+// feeds it) and `before` (a reasoning block's end tag, the block itself taken as empty). The
+// call header comes from renders of the template, which a grammar may write differently
+// (spacing, an id's shape): the model writes the rest under the grammar.
+std::vector<Token> AcceptedStart(const Model& model, const GrammarSpec& g,
+                                 const std::vector<Token>& before, std::vector<Token> forced) {
+  llama_sampler* grammar = llama_sampler_init_grammar(model.vocab(), g.gbnf.c_str(), "root");
+  if (grammar == nullptr) return {};
+  size_t taken = 0;
+  try {
+    std::vector<Token> prefill = model.Tokenize(g.generation_prompt, true, false);
+    if (!prefill.empty() && !g.generation_prompt.empty()) {
+      const std::string piece = model.TokenPiece(prefill.front());
+      // Some tokenizers add a space before the first special token (common skips it too).
+      if (!piece.empty() && std::isspace(static_cast<unsigned char>(piece[0])) &&
+          !std::isspace(static_cast<unsigned char>(g.generation_prompt[0]))) {
+        prefill.erase(prefill.begin());
+      }
+    }
+    for (Token t : prefill) llama_sampler_accept(grammar, t);
+    for (Token t : before) llama_sampler_accept(grammar, t);
+    for (; taken < forced.size() && GrammarTakes(grammar, forced[taken]); ++taken) {
+      llama_sampler_accept(grammar, forced[taken]);
+    }
+  } catch (const std::exception&) {
+    taken = 0;
+  }
+  llama_sampler_free(grammar);
+  forced.resize(taken);
+  return forced;
+}
+
+}  // namespace
+
 // The reasoning block is open when the generation prompt opened it last and did not close it.
 Sampler::ForcedCall Sampler::PlanForcedCall(const Model& model, const GrammarSpec& g) {
   ForcedCall f;
@@ -158,6 +203,8 @@ Sampler::ForcedCall Sampler::PlanForcedCall(const Model& model, const GrammarSpe
     }
     if (f.after.empty()) return ForcedCall{};  // an open block with no known end: never forced
   }
+  f.tokens = AcceptedStart(model, g, f.after.empty() ? std::vector<Token>{} : f.after.front(),
+                           std::move(f.tokens));
   f.started = f.after.empty();
   return f;
 }

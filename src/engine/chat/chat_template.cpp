@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "chat.h"
+#include "engine/chat/pinned_assets.h"
 #include "json.h"
 #include "util/parallel.h"
 
@@ -13,6 +14,7 @@ namespace prefixd::engine {
 
 struct ChatTemplate::Impl {
   common_chat_templates_ptr templates;
+  std::string source;  // as given (common rewrites a few templates' sources it fixes)
   Digest fingerprint{};
 };
 
@@ -50,6 +52,7 @@ Result<std::unique_ptr<ChatTemplate>> ChatTemplate::Create(const Model& model,
     return Status::InvalidArgument(std::string("chat template: ") + e.what());
   }
   if (!impl->templates) return Status::InvalidArgument("chat template: cannot be parsed");
+  impl->source = override_template.empty() ? model.ChatTemplate() : override_template;
   Sha256 h;
   for (const char* variant : {"", "tool_use"}) {
     const std::string source = common_chat_templates_source(impl->templates.get(), variant);
@@ -231,17 +234,75 @@ static std::string CallMarker(const common_chat_templates* t, const common_chat_
   return "";
 }
 
+static size_t CommonPrefix(const std::string& a, const std::string& b) {
+  const size_t n = std::min(a.size(), b.size());
+  return size_t(std::mismatch(a.begin(), a.begin() + long(n), b.begin()).first - a.begin());
+}
+
+// How the template writes a call up to its arguments: the text two renders of one assistant
+// call share after the generation prompt (calls of two tools when the model must choose the
+// name, else two argument objects of the one tool), from the call marker where the template has
+// one. Templates whose generators start calls by a pattern (Llama 3.x JSON, Harmony) have no
+// marker: their header starts where the generation prompt ends. Ids are 9 letters and digits,
+// the one shape every template accepts (Mistral's insist). The sampler decodes only the part
+// the grammar accepts; the marker alone when the renders do not line up.
+static std::string CallHeader(const common_chat_templates* t, const common_chat_templates_inputs& in,
+                              const std::string& marker) {
+  common_chat_templates_inputs probe = in;
+  probe.messages.assign(1, common_chat_msg{});
+  probe.messages[0].role = "user";
+  probe.messages[0].content = "call";
+  probe.add_generation_prompt = true;
+  Result<common_chat_params> asked = ApplyFull(t, probe);
+  if (!asked.ok() || probe.tools.empty()) return marker;
+  auto render_call = [&](const std::string& name, const std::string& args) -> Result<std::string> {
+    common_chat_templates_inputs c = probe;
+    c.add_generation_prompt = false;
+    common_chat_msg m;
+    m.role = "assistant";
+    m.tool_calls.push_back({name, args, "a1b2c3d4e"});
+    c.messages.push_back(m);
+    PREFIXD_ASSIGN_OR_RETURN(common_chat_params r, ApplyFull(t, c));
+    return std::move(r.prompt);
+  };
+  const std::string& first = probe.tools.front().name;
+  Result<std::string> a = render_call(first, "{\"a\": 1}");
+  Result<std::string> b = probe.tools.size() > 1 ? render_call(probe.tools[1].name, "{\"a\": 1}")
+                                                 : render_call(first, "{}");
+  if (!a.ok() || !b.ok()) return marker;
+  const size_t shared = CommonPrefix(*a, *b);
+  const std::string& gen = asked->prompt;
+  size_t from = CommonPrefix(gen, *a);
+  if (!marker.empty()) {
+    from = a->find(marker, from);
+  } else if (from < gen.size()) {
+    return marker;
+  }
+  if (from == std::string::npos || from >= shared) return marker;
+  return a->substr(from, shared - from);
+}
+
+// The template as a user can look it up: the pinned template(s) it is, or what it is not.
+static std::string TemplateName(const std::string& source) {
+  const std::vector<std::string> names = PinnedTemplatesMatching(source);
+  if (names.empty()) return "this model's chat template (none of the pinned templates)";
+  std::string out = "chat template " + names.front();
+  for (size_t i = 1; i < names.size(); ++i) out += " (also " + names[i] + ")";
+  return out;
+}
+
 // A forced call (required, or a named function) must come out as one: the template must have
-// a tool format (a grammar for its calls), and the reply starts at its marker.
-static Status ForceCall(const common_chat_templates* t, const common_chat_templates_inputs& in,
-                        OutputFormat* out) {
+// a tool format (a grammar for its calls), and the reply starts at its call header.
+static Status ForceCall(const common_chat_templates* t, const std::string& source,
+                        const common_chat_templates_inputs& in, OutputFormat* out) {
   if (in.tools.empty() || in.tool_choice != COMMON_CHAT_TOOL_CHOICE_REQUIRED) return Status::OK();
   if (out->grammar.empty()) {
     return Status::InvalidArgument(
-        "this model's chat template has no tool-call format: a forced tool call (tool_choice "
-        "required, a named function, any or tool) cannot be honoured");
+        TemplateName(source) + " has no tool-call format: a forced tool call (tool_choice required, "
+        "a named function, any or tool) cannot be honoured; use tool_choice auto, or serve the "
+        "model with --chat-template set to a template that has one");
   }
-  out->grammar.forced_call = CallMarker(t, in);
+  out->grammar.forced_call = CallHeader(t, in, CallMarker(t, in));
   return Status::OK();
 }
 
@@ -253,7 +314,7 @@ Result<ChatRender> ChatTemplate::RenderWithOutput(const ParsedChat& chat) const 
   const std::string& name = chat.options().tool_name;
   if (name.empty()) {
     out.output = ToOutput(full, in, &out.preserved_tokens);
-    PREFIXD_RETURN_IF_ERROR(ForceCall(impl_->templates.get(), in, &out.output));
+    PREFIXD_RETURN_IF_ERROR(ForceCall(impl_->templates.get(), impl_->source, in, &out.output));
     return out;
   }
   // The prompt shows every tool (as the conversation's other turns do); the reply is held to
@@ -261,7 +322,7 @@ Result<ChatRender> ChatTemplate::RenderWithOutput(const ParsedChat& chat) const 
   PREFIXD_ASSIGN_OR_RETURN(common_chat_templates_inputs only, OnlyTool(in, name));
   PREFIXD_ASSIGN_OR_RETURN(common_chat_params one, ApplyFull(impl_->templates.get(), only));
   out.output = ToOutput(one, only, &out.preserved_tokens);
-  PREFIXD_RETURN_IF_ERROR(ForceCall(impl_->templates.get(), only, &out.output));
+  PREFIXD_RETURN_IF_ERROR(ForceCall(impl_->templates.get(), impl_->source, only, &out.output));
   return out;
 }
 

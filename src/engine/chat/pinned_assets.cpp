@@ -87,4 +87,13 @@ Result<std::string> LoadTemplateSource(const std::string& name_or_file) {
   return ss.str();
 }
 
+std::vector<std::string> PinnedTemplatesMatching(const std::string& source) {
+  std::vector<std::string> out;
+  for (const std::string& name : PinnedTemplateNames()) {
+    Result<std::string> s = LoadTemplateSource(name);
+    if (s.ok() && *s == source) out.push_back(name);
+  }
+  return out;
+}
+
 }  // namespace prefixd::engine

@@ -25,6 +25,9 @@ Result<std::string> ResolveVocabPath(const std::string& name_or_file);
 
 // Every template NAME (file name without .jinja), sorted.
 std::vector<std::string> PinnedTemplateNames();
+// The NAMEs of the pinned templates whose source is exactly `source` (some are shipped twice
+// under two names), sorted; empty when none is.
+std::vector<std::string> PinnedTemplatesMatching(const std::string& source);
 // Every vocab NAME ("qwen35", "llama-bpe", ...), sorted.
 std::vector<std::string> PinnedVocabNames();
 
