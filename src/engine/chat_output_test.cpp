@@ -460,6 +460,38 @@ std::string ForcedName(const ::testing::TestParamInfo<ForcedCase>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Templates, ForcedCallTest, ::testing::ValuesIn(ForcedCases()), ForcedName);
 
+// parallel_tool_calls: false admits exactly one call, true several. A bias on <tool_call> (one
+// token in the test vocabulary) makes the random model start another call wherever the grammar
+// lets it: after the first, only the parallel grammar does.
+TEST(ChatEngineTest, ParallelToolCallsAdmitsSeveralCallsAndOtherwiseOne) {
+  auto e = MakeEngine("Qwen3.5-4B");
+  const std::vector<Token> start = e->Tokenize("<tool_call>");
+  ASSERT_EQ(start.size(), 1u);
+  auto calls = [&](bool parallel) {
+    ChatRenderOptions o;
+    o.tools_json = kForecastTools;
+    o.tool_choice = ToolChoice::kRequired;
+    o.enable_thinking = false;
+    o.parallel_tool_calls = parallel;
+    auto p = e->PrepareChat(kUserAsks, o);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    CompletionResult r = Generate(*e, *p, 400, {{start[0], 100.0f}});
+    ChatMessage m = ParseChatOutput(p->output, r.text);
+    // The calls before the last are whole (the last may be cut by max_tokens).
+    const size_t whole = std::max<size_t>(m.tool_calls.size(), 2) - 1;
+    for (size_t i = 0; i < whole && i < m.tool_calls.size(); ++i) {
+      EXPECT_EQ(m.tool_calls[i].name, "forecast");
+      json args = json::parse(m.tool_calls[i].arguments, nullptr, false);
+      EXPECT_TRUE(args.is_object() && args["days"].is_number_integer()) << m.tool_calls[i].arguments;
+    }
+    return std::make_pair(m.tool_calls.size(), r.finish_reason);
+  };
+  const auto one = calls(false);
+  EXPECT_EQ(one.first, 1u);
+  EXPECT_EQ(one.second, FinishReason::kStop);
+  EXPECT_GE(calls(true).first, 2u);
+}
+
 // The tagged formats' grammars (GLM-4.7, Spark, Ling, ...) let a call end with whitespace
 // before its close tag; the pinned parser refused such a call as text (patch 0010).
 TEST(ChatOutputParseTest, ACallEndingInWhitespaceBeforeItsCloseTagParses) {
