@@ -376,14 +376,14 @@ const std::set<std::string>& NoToolFormat() {
   return names;
 }
 
-// Templates whose pinned grammar does not hold a call's arguments to the tool's schema, so a
-// random model writes arguments that never end or do not validate (docs/architecture.md,
-// "Forced tool calls", lists why for each). Not in the table until their grammar does.
-const std::set<std::string>& ArgumentsNotHeld() {
-  static const std::set<std::string> names = {
-      "Apriel-1.6-15b-Thinker-fixed", "Kimi-K3", "LFM2-8B-A1B", "LFM2.5-8B-A1B",
-      "LFM2.5-Instruct", "google-gemma-4-31B-it", "google-gemma-4-31B-it-interleaved",
-      "muse-glimmer", "openbmb-MiniCPM5-1B"};
+// Templates whose pinned grammar still lets a random model write a call that never ends: not in
+// the table until it does (docs/architecture.md, "Forced tool calls", says why for each).
+// Apriel 1.6 opens its reasoning in the generation prompt; the reply's end tag comes out cut
+// ("FINAL RESPONSE]" without "[BEGIN "), so the call never starts (not yet understood). Kimi K3
+// takes every argument as text up to its end tag, and each argument's type attribute as free
+// text, so the random model's first argument never ends.
+const std::set<std::string>& CallsNotHeld() {
+  static const std::set<std::string> names = {"Apriel-1.6-15b-Thinker-fixed", "Kimi-K3"};
   return names;
 }
 
@@ -413,10 +413,11 @@ TEST_P(ForcedCallTest, ReplyIsAParsedCall) {
   ASSERT_TRUE(done.ok()) << done.status().ToString();
   const CompletionResult& r = *done;
   ChatMessage m = ParseChatOutput(p->output, r.text);
-  std::printf("[ forced ] %s named=%d thinking=%d: %zu call(s), finish %s, %d tokens\n",
-              c.tmpl.c_str(), c.named, c.thinking,
-              m.tool_calls.size(), FinishReasonName(r.finish_reason), r.usage.completion_tokens);
   const GrammarSpec& g = p->output.grammar;
+  std::printf("[ forced ] %s named=%d thinking=%d: %zu call(s), finish %s, %d tokens, header %s\n",
+              c.tmpl.c_str(), c.named, c.thinking, m.tool_calls.size(),
+              FinishReasonName(r.finish_reason), r.usage.completion_tokens,
+              json(g.forced_call).dump().c_str());
   ASSERT_EQ(m.tool_calls.size(), 1u) << "header '" << g.forced_call << "': " << r.text.substr(0, 400);
   const size_t open = g.thinking_start.empty() ? std::string::npos
                                                : g.generation_prompt.rfind(g.thinking_start);
@@ -440,7 +441,7 @@ std::vector<ForcedCase> ForcedCases() {
                                       "ibm-granite-granite-4.0", "deepseek-ai-DeepSeek-V3.2"};
   std::vector<ForcedCase> out;
   for (const std::string& t : PinnedTemplateNames()) {
-    if (NoToolFormat().count(t) != 0 || ArgumentsNotHeld().count(t) != 0) continue;
+    if (NoToolFormat().count(t) != 0 || CallsNotHeld().count(t) != 0) continue;
     for (bool named : {false, true}) {
       for (bool thinking : {false, true}) {
         if (full.count(t) != 0 || named == thinking) out.push_back({t, named, thinking});
