@@ -170,6 +170,13 @@ const char* kForecastTools = R"([{"type":"function","function":{"name":"forecast
   "parameters":{"type":"object","properties":{"days":{"type":"integer"},
   "metric":{"type":"boolean"}},"required":["days","metric"]}}}])";
 
+// The forecast tool and a second one: with several tools a forced call must choose the name.
+const char* kTwoTools = R"([{"type":"function","function":{"name":"forecast",
+  "parameters":{"type":"object","properties":{"days":{"type":"integer"},
+  "metric":{"type":"boolean"}},"required":["days","metric"]}}},
+  {"type":"function","function":{"name":"clock","parameters":{"type":"object",
+  "properties":{"utc":{"type":"boolean"}},"required":["utc"]}}}])";
+
 std::unique_ptr<ChatTemplate> PinnedTemplate(const Model& model, const std::string& name) {
   auto source = LoadTemplateSource(name);
   EXPECT_TRUE(source.ok()) << source.status().ToString();
@@ -356,9 +363,9 @@ TEST(ChatEngineTest, RequiredToolChoiceYieldsAParsedCall) {
 }
 
 // A forced tool call is a call, with no bias, on every pinned template that has a tool format:
-// tool_choice required and a named function, thinking on (where the template opens a reasoning
-// block, the call follows its end) and off, the tiny model's reply parses into one call of the
-// schema. The sampler decodes the template's call header (GrammarSpec::forced_call) as the
+// two tools, tool_choice required (the model chooses which) and a named function, thinking on
+// (where the template opens a reasoning block, the call follows its end) and off, the tiny
+// model's reply parses into one call of that tool's schema. The sampler decodes the template's call header (GrammarSpec::forced_call) as the
 // reply's start; the grammar writes the rest.
 struct ForcedCase {
   std::string tmpl;
@@ -393,7 +400,7 @@ TEST_P(ForcedCallTest, ReplyIsAParsedCall) {
   const ForcedCase& c = GetParam();
   auto e = MakeEngine(c.tmpl);
   ChatRenderOptions o;
-  o.tools_json = kForecastTools;
+  o.tools_json = kTwoTools;
   o.tool_choice = ToolChoice::kRequired;
   if (c.named) o.tool_name = "forecast";
   o.enable_thinking = c.thinking;
@@ -426,11 +433,17 @@ TEST_P(ForcedCallTest, ReplyIsAParsedCall) {
     if (opened && !end.empty() && g.generation_prompt.find(end, open) != std::string::npos) opened = false;
   }
   if (opened) EXPECT_FALSE(m.reasoning_content.empty()) << "the call did not follow a reasoning block";
-  EXPECT_EQ(m.tool_calls[0].name, "forecast");
-  json args = json::parse(m.tool_calls[0].arguments, nullptr, false);
-  ASSERT_TRUE(args.is_object()) << m.tool_calls[0].arguments;
-  EXPECT_TRUE(args["days"].is_number_integer()) << args.dump();
-  EXPECT_TRUE(args["metric"].is_boolean()) << args.dump();
+  const ChatToolCall& call = m.tool_calls[0];
+  if (c.named) EXPECT_EQ(call.name, "forecast");
+  json args = json::parse(call.arguments, nullptr, false);
+  ASSERT_TRUE(args.is_object()) << call.arguments;
+  if (call.name == "clock") {
+    EXPECT_TRUE(args["utc"].is_boolean()) << args.dump();
+  } else {
+    EXPECT_EQ(call.name, "forecast");
+    EXPECT_TRUE(args["days"].is_number_integer()) << args.dump();
+    EXPECT_TRUE(args["metric"].is_boolean()) << args.dump();
+  }
 }
 
 // Every pinned template with a tool format. The five templates agents meet most run every

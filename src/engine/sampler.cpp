@@ -189,7 +189,7 @@ std::vector<Token> AcceptedStart(const Model& model, const GrammarSpec& g,
 // The reasoning block is open when the generation prompt opened it last and did not close it.
 Sampler::ForcedCall Sampler::PlanForcedCall(const Model& model, const GrammarSpec& g) {
   ForcedCall f;
-  if (g.forced_call.empty() || g.lazy) return f;
+  if ((g.forced_call.empty() && g.forced_call_rests.empty()) || g.lazy) return f;
   f.tokens = model.Tokenize(g.forced_call, true, false);
   const size_t open = g.thinking_start.empty() ? std::string::npos
                                                : g.generation_prompt.rfind(g.thinking_start);
@@ -203,8 +203,17 @@ Sampler::ForcedCall Sampler::PlanForcedCall(const Model& model, const GrammarSpe
     }
     if (f.after.empty()) return ForcedCall{};  // an open block with no known end: never forced
   }
-  f.tokens = AcceptedStart(model, g, f.after.empty() ? std::vector<Token>{} : f.after.front(),
-                           std::move(f.tokens));
+  const std::vector<Token> before = f.after.empty() ? std::vector<Token>{} : f.after.front();
+  f.tokens = AcceptedStart(model, g, before, std::move(f.tokens));
+  if (model.Detokenize(f.tokens) == g.forced_call) {
+    for (const std::string& rest : g.forced_call_rests) {
+      std::vector<Token> whole = f.tokens;
+      const std::vector<Token> own = model.Tokenize(rest, true, false);
+      whole.insert(whole.end(), own.begin(), own.end());
+      whole = AcceptedStart(model, g, before, std::move(whole));
+      if (whole.size() > f.tokens.size()) f.rests.emplace_back(whole.begin() + long(f.tokens.size()), whole.end());
+    }
+  }
   f.started = f.after.empty();
   return f;
 }
@@ -215,7 +224,8 @@ Token Sampler::NextForced() {
 }
 
 void Sampler::NoteSampled(Token t) {
-  if (forced_.started || forced_.after.empty()) return;
+  if (forced_.started) return;
+  if (forced_.after.empty()) return;
   size_t longest = 0;
   for (const auto& a : forced_.after) longest = std::max(longest, a.size());
   forced_.recent.push_back(t);
@@ -226,6 +236,39 @@ void Sampler::NoteSampled(Token t) {
       forced_.started = true;
     }
   }
+}
+
+// Once the header every tool shares is out, the model chooses the tool: the next token is one
+// that goes on some tool's rest (the model's logits decide among them; one candidate is decoded
+// as it is), until the tokens so far fit one rest, whose remainder is then decoded. Empty when
+// no choice is due.
+std::vector<Token> Sampler::NextChoices() const {
+  std::vector<Token> out;
+  if (!forced_.started || forced_.next < forced_.tokens.size()) return out;
+  const std::vector<Token>& so_far = forced_.chosen;
+  for (const std::vector<Token>& r : forced_.rests) {
+    if (r.size() > so_far.size() && std::equal(so_far.begin(), so_far.end(), r.begin()) &&
+        std::find(out.begin(), out.end(), r[so_far.size()]) == out.end()) {
+      out.push_back(r[so_far.size()]);
+    }
+  }
+  return out;
+}
+
+Token Sampler::SampleChoice(llama_context* ctx, int32_t idx, const std::vector<Token>& choices) {
+  Token t = choices.front();
+  if (choices.size() > 1) {
+    float* logits = llama_get_logits_ith(ctx, idx);
+    std::vector<float> kept(choices.size());
+    for (size_t i = 0; i < choices.size(); ++i) kept[i] = logits[choices[i]];
+    std::fill(logits, logits + n_vocab_, -INFINITY);
+    for (size_t i = 0; i < choices.size(); ++i) logits[choices[i]] = kept[i];
+    t = common_sampler_sample(sampler_, ctx, idx);
+  }
+  common_sampler_accept(sampler_, t, /*is_generated=*/true);
+  forced_.chosen.push_back(t);
+  if (NextChoices().empty()) forced_.rests.clear();  // the tool's whole rest is out
+  return t;
 }
 
 Sampler::~Sampler() {
@@ -245,6 +288,9 @@ Result<Token> Sampler::Sample(llama_context* ctx, int32_t idx) {
     if (const Token forced = NextForced(); forced >= 0) {
       common_sampler_accept(sampler_, forced, /*is_generated=*/true);
       return forced;
+    }
+    if (const std::vector<Token> choices = NextChoices(); !choices.empty()) {
+      return SampleChoice(ctx, idx, choices);
     }
     const Token t = common_sampler_sample(sampler_, ctx, idx);
     common_sampler_accept(sampler_, t, /*is_generated=*/true);

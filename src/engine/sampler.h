@@ -71,8 +71,8 @@ class Sampler {
   // last) and accepts it (the grammar and the penalties see it). Never throws: what common's
   // sampler throws (a grammar with no way on, as when it has ended and the end-of-generation
   // tokens are masked) is an Aborted status naming it; the sampler is then spent.
-  // With GrammarSpec::forced_call, the marker's tokens come out instead of samples (accepted
-  // by the grammar like any sample) once no reasoning block is open.
+  // With GrammarSpec::forced_call, the call header's tokens come out instead of samples
+  // (accepted by the grammar like any sample) once no reasoning block is open.
   Result<Token> Sample(llama_context* ctx, int32_t idx);
   bool has_grammar() const { return has_grammar_; }
 
@@ -80,19 +80,26 @@ class Sampler {
   Sampler(common_sampler* s, int n_vocab, bool has_grammar)
       : sampler_(s), n_vocab_(n_vocab), has_grammar_(has_grammar) {}
   // The forced call's tokens and when they start: `after` empty, at once; else after the
-  // sampled tokens end with one of its sequences (the reasoning block's end tags).
+  // sampled tokens end with one of its sequences (the reasoning block's end tags). Then, with
+  // several tools, `rests` (GrammarSpec::forced_call_rests, tokenized, as far as the grammar
+  // accepts each): the model chooses among their next tokens until one rest is left, and that
+  // one's remaining tokens are decoded.
   struct ForcedCall {
     std::vector<Token> tokens;
     std::vector<std::vector<Token>> after;
     std::vector<Token> recent;  // the last sampled tokens, as long as the longest of `after`
     size_t next = 0;            // tokens[next] goes out next once started
     bool started = false;
+    std::vector<std::vector<Token>> rests;
+    std::vector<Token> chosen;  // the tokens out since `tokens`, all on some rest
   };
   static ForcedCall PlanForcedCall(const Model& model, const GrammarSpec& g);
   // The next forced token, or -1 while none is due; NoteSampled starts the forcing when the
   // sampled tokens end with one of `after`.
   Token NextForced();
   void NoteSampled(Token t);
+  std::vector<Token> NextChoices() const;
+  Token SampleChoice(llama_context* ctx, int32_t idx, const std::vector<Token>& choices);
   common_sampler* sampler_;  // null for plain greedy: the argmax, without a pass through
                              // common's chain (which softmaxes the whole vocabulary per token)
   int n_vocab_;

@@ -44,11 +44,16 @@ struct GrammarSpec {
   // reasoning-budget sampler, with no budget). Empty when the template does not think.
   std::string thinking_start;
   std::vector<std::string> thinking_end;
-  // A forced tool call (tool_choice required, a named function, Anthropic's any / tool): the
-  // template's call marker, which the sampler decodes as the reply's next tokens once no
-  // reasoning block is open (at once, or after the block's end tag), so the reply is a call
-  // and not text before one that never comes. Empty: the grammar alone decides.
+  // A forced tool call (tool_choice required, a named function, Anthropic's any / tool): how the
+  // template writes a call up to where the model chooses (the call header every tool shares),
+  // which the sampler decodes as the reply's next tokens once no reasoning block is open (at
+  // once, or after the block's end tag), so the reply is a call and not text before one that
+  // never comes. Empty: the grammar alone decides.
   std::string forced_call;
+  // With several tools, each tool's header after forced_call (its name, and what the template
+  // writes between the name and the arguments): once the model's text after forced_call fits
+  // only one of them, the sampler decodes the rest of that one.
+  std::vector<std::string> forced_call_rests;
   bool empty() const { return kind == GrammarKind::kNone || gbnf.empty(); }
 };
 

@@ -282,6 +282,28 @@ static std::string CallHeader(const common_chat_templates* t, const common_chat_
   return a->substr(from, shared - from);
 }
 
+// The forced call's start: with one tool its whole header; with several, the header they all
+// share, and each one's rest (its name and what follows it). Each tool's header comes from
+// renders with that tool alone, which write its call as the full tool list does.
+static void SetCallStart(const common_chat_templates* t, const common_chat_templates_inputs& in,
+                         const std::string& marker, GrammarSpec* g) {
+  constexpr size_t kMostTools = 64;  // two small renders a tool; more fall back to the shared part
+  if (in.tools.size() <= 1 || in.tools.size() > kMostTools) {
+    g->forced_call = CallHeader(t, in, marker);
+    return;
+  }
+  std::vector<std::string> headers;
+  for (const common_chat_tool& tool : in.tools) {
+    common_chat_templates_inputs one = in;
+    one.tools.assign(1, tool);
+    headers.push_back(CallHeader(t, one, marker));
+  }
+  size_t shared = headers.front().size();
+  for (const std::string& h : headers) shared = std::min(shared, CommonPrefix(headers.front(), h));
+  g->forced_call = headers.front().substr(0, shared);
+  for (const std::string& h : headers) g->forced_call_rests.push_back(h.substr(shared));
+}
+
 // The template as a user can look it up: the pinned template(s) it is, or what it is not.
 static std::string TemplateName(const std::string& source) {
   const std::vector<std::string> names = PinnedTemplatesMatching(source);
@@ -302,7 +324,7 @@ static Status ForceCall(const common_chat_templates* t, const std::string& sourc
         "a named function, any or tool) cannot be honoured; use tool_choice auto, or serve the "
         "model with --chat-template set to a template that has one");
   }
-  out->grammar.forced_call = CallHeader(t, in, CallMarker(t, in));
+  SetCallStart(t, in, CallMarker(t, in), &out->grammar);
   return Status::OK();
 }
 
