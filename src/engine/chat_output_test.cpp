@@ -383,14 +383,12 @@ const std::set<std::string>& NoToolFormat() {
   return names;
 }
 
-// Templates whose pinned grammar still lets a random model write a call that never ends: not in
-// the table until it does (docs/architecture.md, "Forced tool calls", says why for each).
-// Apriel 1.6 opens its reasoning in the generation prompt; the reply's end tag comes out cut
-// ("FINAL RESPONSE]" without "[BEGIN "), so the call never starts (not yet understood). Kimi K3
-// takes every argument as text up to its end tag, and each argument's type attribute as free
-// text, so the random model's first argument never ends.
+// Templates on which a forced call does not come out yet: not in the table until it does
+// (docs/architecture.md, "Forced tool calls"). Apriel 1.6 opens its reasoning in the generation
+// prompt; with its grammar the reply starts "FINAL RESPONSE]" without the "[BEGIN " of its end
+// tag, so the call header never follows it (not yet understood).
 const std::set<std::string>& CallsNotHeld() {
-  static const std::set<std::string> names = {"Apriel-1.6-15b-Thinker-fixed", "Kimi-K3"};
+  static const std::set<std::string> names = {"Apriel-1.6-15b-Thinker-fixed"};
   return names;
 }
 
