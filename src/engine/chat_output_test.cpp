@@ -383,15 +383,6 @@ const std::set<std::string>& NoToolFormat() {
   return names;
 }
 
-// Templates on which a forced call does not come out yet: not in the table until it does
-// (docs/architecture.md, "Forced tool calls"). Apriel 1.6 opens its reasoning in the generation
-// prompt; with its grammar the reply starts "FINAL RESPONSE]" without the "[BEGIN " of its end
-// tag, so the call header never follows it (not yet understood).
-const std::set<std::string>& CallsNotHeld() {
-  static const std::set<std::string> names = {"Apriel-1.6-15b-Thinker-fixed"};
-  return names;
-}
-
 class ForcedCallTest : public ::testing::TestWithParam<ForcedCase> {};
 
 TEST_P(ForcedCallTest, ReplyIsAParsedCall) {
@@ -452,7 +443,7 @@ std::vector<ForcedCase> ForcedCases() {
                                       "ibm-granite-granite-4.0", "deepseek-ai-DeepSeek-V3.2"};
   std::vector<ForcedCase> out;
   for (const std::string& t : PinnedTemplateNames()) {
-    if (NoToolFormat().count(t) != 0 || CallsNotHeld().count(t) != 0) continue;
+    if (NoToolFormat().count(t) != 0) continue;
     for (bool named : {false, true}) {
       for (bool thinking : {false, true}) {
         if (full.count(t) != 0 || named == thinking) out.push_back({t, named, thinking});
@@ -568,6 +559,31 @@ TEST(ChatEngineTest, ReasoningBudgetEndsTheBlockWithoutAGrammar) {
   EXPECT_FALSE(bounded.content.empty()) << "the reasoning did not end at its budget";
   EXPECT_LT(bounded.reasoning_content.size(), unbounded.reasoning_content.size())
       << "'" << bounded.reasoning_content << "' vs '" << unbounded.reasoning_content << "'";
+}
+
+// A reasoning budget is what the model writes: Apriel's generation prompt opens the block and
+// writes ten tokens into it ("Here are my reasoning steps:\n"), which common counted against the
+// budget, so a budget of 8 ran out inside the prompt and the end tag came out from its middle
+// ("FINAL RESPONSE]").
+TEST(ChatEngineTest, AReasoningBudgetCountsOnlyWhatTheModelWrites) {
+  auto e = MakeEngine("Apriel-1.6-15b-Thinker-fixed");
+  auto p = e->PrepareChat(kUserAsks, ChatRenderOptions{});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->output.grammar.thinking_end.size(), 1u);
+  const std::string& end = p->output.grammar.thinking_end.front();
+  CompletionRequest r;
+  r.prompt = *p;
+  r.max_tokens = 40;
+  r.sampling.ignore_eos = true;
+  r.sampling.reasoning_budget = 8;
+  r.sampling.grammar = p->output.grammar;
+  auto done = e->Complete(std::move(r));
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  ASSERT_NE(done->text.find(end), std::string::npos) << "'" << end << "' not in: " << done->text;
+  // The end tag's tokens follow exactly 8 tokens of the model's own.
+  const std::vector<Token> tag = e->Tokenize(end);
+  ASSERT_GE(done->tokens.size(), 8 + tag.size());
+  EXPECT_TRUE(std::equal(tag.begin(), tag.end(), done->tokens.begin() + 8)) << done->text;
 }
 
 TEST(ChatEngineTest, WithoutAToolChoiceTheGrammarIsLazy) {

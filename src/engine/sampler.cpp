@@ -39,8 +39,37 @@ common_grammar_type ToCommon(GrammarKind k) {
   return COMMON_GRAMMAR_TYPE_NONE;
 }
 
+// The generation prompt's tokens as common feeds them to the grammar and the reasoning budget
+// (some tokenizers add a space before the first special token; common skips it).
+std::vector<Token> PrefillTokens(const Model& model, const std::string& generation_prompt) {
+  std::vector<Token> out = model.Tokenize(generation_prompt, true, false);
+  if (!out.empty() && !generation_prompt.empty()) {
+    const std::string piece = model.TokenPiece(out.front());
+    if (!piece.empty() && std::isspace(static_cast<unsigned char>(piece[0])) &&
+        !std::isspace(static_cast<unsigned char>(generation_prompt[0]))) {
+      out.erase(out.begin());
+    }
+  }
+  return out;
+}
+
+// How many of `prefill`'s tokens follow the last whole `start` in it (0 without one).
+size_t TokensAfterLast(const std::vector<Token>& prefill, const std::vector<Token>& start) {
+  if (start.empty() || prefill.size() < start.size()) return 0;
+  for (size_t end = prefill.size(); end >= start.size(); --end) {
+    if (std::equal(start.begin(), start.end(), prefill.begin() + long(end - start.size()))) {
+      return prefill.size() - end;
+    }
+  }
+  return 0;
+}
+
 // As llama-server: the thinking tags make common add its reasoning-budget sampler (with no
-// budget), which keeps a lazy grammar from starting inside the thinking block.
+// budget), which keeps a lazy grammar from starting inside the thinking block. Common counts the
+// generation prompt's tokens after the start tag against the budget (Apriel's opens the block
+// with "Here are my reasoning steps:\n", ten tokens: a budget of 8 ran out inside the prompt and
+// forced its end tag from the middle, "FINAL RESPONSE]"); a budget is what the model writes, so
+// those tokens are added to it.
 void SetThinking(const Model& model, const GrammarSpec& g, int budget, common_params_sampling& p) {
   if (g.thinking_start.empty() || g.thinking_end.empty()) return;
   p.reasoning_budget_start = model.Tokenize(g.thinking_start, true, false);
@@ -48,7 +77,9 @@ void SetThinking(const Model& model, const GrammarSpec& g, int budget, common_pa
     if (!tag.empty()) p.reasoning_budget_end.push_back(model.Tokenize(tag, true, false));
   }
   if (!p.reasoning_budget_end.empty()) p.reasoning_budget_forced = p.reasoning_budget_end.front();
-  p.reasoning_budget_tokens = budget;
+  const size_t in_prompt =
+      TokensAfterLast(PrefillTokens(model, g.generation_prompt), p.reasoning_budget_start);
+  p.reasoning_budget_tokens = budget < 0 ? budget : budget + int(in_prompt);
   p.generation_prompt = g.generation_prompt;  // where the block opened: inside it from the start
 }
 
@@ -162,16 +193,7 @@ std::vector<Token> AcceptedStart(const Model& model, const GrammarSpec& g,
   if (grammar == nullptr) return {};
   size_t taken = 0;
   try {
-    std::vector<Token> prefill = model.Tokenize(g.generation_prompt, true, false);
-    if (!prefill.empty() && !g.generation_prompt.empty()) {
-      const std::string piece = model.TokenPiece(prefill.front());
-      // Some tokenizers add a space before the first special token (common skips it too).
-      if (!piece.empty() && std::isspace(static_cast<unsigned char>(piece[0])) &&
-          !std::isspace(static_cast<unsigned char>(g.generation_prompt[0]))) {
-        prefill.erase(prefill.begin());
-      }
-    }
-    for (Token t : prefill) llama_sampler_accept(grammar, t);
+    for (Token t : PrefillTokens(model, g.generation_prompt)) llama_sampler_accept(grammar, t);
     for (Token t : before) llama_sampler_accept(grammar, t);
     for (; taken < forced.size() && GrammarTakes(grammar, forced[taken]); ++taken) {
       llama_sampler_accept(grammar, forced[taken]);
