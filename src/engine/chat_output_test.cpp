@@ -177,6 +177,15 @@ const char* kTwoTools = R"([{"type":"function","function":{"name":"forecast",
   {"type":"function","function":{"name":"clock","parameters":{"type":"object",
   "properties":{"utc":{"type":"boolean"}},"required":["utc"]}}}])";
 
+// tool_choice required over the forecast tool, thinking off.
+ChatRenderOptions RequiredForecast() {
+  ChatRenderOptions o;
+  o.tools_json = kForecastTools;
+  o.tool_choice = ToolChoice::kRequired;
+  o.enable_thinking = false;
+  return o;
+}
+
 std::unique_ptr<ChatTemplate> PinnedTemplate(const Model& model, const std::string& name) {
   auto source = LoadTemplateSource(name);
   EXPECT_TRUE(source.ok()) << source.status().ToString();
@@ -342,11 +351,7 @@ TEST(ChatEngineTest, BadTemplateNameFailsAtStart) {
 // it start one, and from there the grammar writes a well-formed call of the schema.
 TEST(ChatEngineTest, RequiredToolChoiceYieldsAParsedCall) {
   auto e = MakeEngine("Qwen3.5-4B");
-  ChatRenderOptions o;
-  o.tools_json = kForecastTools;
-  o.tool_choice = ToolChoice::kRequired;
-  o.enable_thinking = false;
-  auto p = e->PrepareChat(kUserAsks, o);
+  auto p = e->PrepareChat(kUserAsks, RequiredForecast());
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   ASSERT_FALSE(p->output.grammar.empty());
   EXPECT_FALSE(p->output.grammar.lazy);
@@ -471,10 +476,7 @@ TEST(ChatEngineTest, ParallelToolCallsAdmitsSeveralCallsAndOtherwiseOne) {
   const std::vector<Token> start = e->Tokenize("<tool_call>");
   ASSERT_EQ(start.size(), 1u);
   auto calls = [&](bool parallel) {
-    ChatRenderOptions o;
-    o.tools_json = kForecastTools;
-    o.tool_choice = ToolChoice::kRequired;
-    o.enable_thinking = false;
+    ChatRenderOptions o = RequiredForecast();
     o.parallel_tool_calls = parallel;
     auto p = e->PrepareChat(kUserAsks, o);
     EXPECT_TRUE(p.ok()) << p.status().ToString();
@@ -499,11 +501,7 @@ TEST(ChatEngineTest, ParallelToolCallsAdmitsSeveralCallsAndOtherwiseOne) {
 // before its close tag; the pinned parser refused such a call as text (patch 0010).
 TEST(ChatOutputParseTest, ACallEndingInWhitespaceBeforeItsCloseTagParses) {
   auto e = MakeEngine("GLM-4.7-Flash");
-  ChatRenderOptions o;
-  o.tools_json = kForecastTools;
-  o.tool_choice = ToolChoice::kRequired;
-  o.enable_thinking = false;
-  auto p = e->PrepareChat(kUserAsks, o);
+  auto p = e->PrepareChat(kUserAsks, RequiredForecast());
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   for (const char* sep : {"", "\n", " \n"}) {
     const std::string text = std::string("<tool_call>forecast<arg_key>days</arg_key><arg_value>3") +
@@ -641,10 +639,7 @@ TEST(ChatEngineTest, JsonSchemaReplyParses) {
 // The assistant's tool call and the tool's result, sent back, restore the turn before them.
 TEST(ChatEngineTest, ToolCallTurnRestoresFromTheCache) {
   auto e = MakeEngine("Qwen3.5-4B");
-  ChatRenderOptions o;
-  o.tools_json = kForecastTools;
-  o.tool_choice = ToolChoice::kRequired;
-  o.enable_thinking = false;
+  ChatRenderOptions o = RequiredForecast();
   const std::string system = std::string(R"({"role":"system","content":")") +
                              std::string(300, 'x') + R"("})";
   const std::string first = "[" + system + R"(,{"role":"user","content":"Weather in Paris?"}])";
