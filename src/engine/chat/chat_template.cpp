@@ -247,23 +247,24 @@ static size_t CommonPrefix(const std::string& a, const std::string& b) {
 // the one shape every template accepts (Mistral's insist). The sampler decodes only the part
 // the grammar accepts; the marker alone when the renders do not line up.
 static std::string CallHeader(const common_chat_templates* t, const common_chat_templates_inputs& in,
-                              const std::string& marker) {
+                              const std::string& marker, const std::string& generation_prompt) {
+  if (in.tools.empty()) return marker;
+  // Prompt-only renders (one template pass each, no parser): a forced request with many tools
+  // makes three per tool. The stand-in asked with the request's generation prompt is `asked`.
   common_chat_templates_inputs probe = in;
   probe.messages.assign(1, common_chat_msg{});
   probe.messages[0].role = "user";
   probe.messages[0].content = "call";
-  probe.add_generation_prompt = true;
-  Result<common_chat_params> asked = ApplyFull(t, probe);
-  if (!asked.ok() || probe.tools.empty()) return marker;
+  probe.add_generation_prompt = false;
+  Result<std::string> asked = ApplyPromptOnly(t, probe);
+  if (!asked.ok()) return marker;
   auto render_call = [&](const std::string& name, const std::string& args) -> Result<std::string> {
     common_chat_templates_inputs c = probe;
-    c.add_generation_prompt = false;
     common_chat_msg m;
     m.role = "assistant";
     m.tool_calls.push_back({name, args, "a1b2c3d4e"});
     c.messages.push_back(m);
-    PREFIXD_ASSIGN_OR_RETURN(common_chat_params r, ApplyFull(t, c));
-    return std::move(r.prompt);
+    return ApplyPromptOnly(t, c);
   };
   const std::string& first = probe.tools.front().name;
   Result<std::string> a = render_call(first, "{\"a\": 1}");
@@ -271,7 +272,7 @@ static std::string CallHeader(const common_chat_templates* t, const common_chat_
                                                  : render_call(first, "{}");
   if (!a.ok() || !b.ok()) return marker;
   const size_t shared = CommonPrefix(*a, *b);
-  const std::string& gen = asked->prompt;
+  const std::string gen = *asked + generation_prompt;
   size_t from = CommonPrefix(gen, *a);
   if (!marker.empty()) {
     from = a->find(marker, from);
@@ -287,16 +288,16 @@ static std::string CallHeader(const common_chat_templates* t, const common_chat_
 // renders with that tool alone, which write its call as the full tool list does.
 static void SetCallStart(const common_chat_templates* t, const common_chat_templates_inputs& in,
                          const std::string& marker, GrammarSpec* g) {
-  constexpr size_t kMostTools = 64;  // two small renders a tool; more fall back to the shared part
+  constexpr size_t kMostTools = 64;  // three small renders a tool; more fall back to the shared part
   if (in.tools.size() <= 1 || in.tools.size() > kMostTools) {
-    g->forced_call = CallHeader(t, in, marker);
+    g->forced_call = CallHeader(t, in, marker, g->generation_prompt);
     return;
   }
   std::vector<std::string> headers;
   for (const common_chat_tool& tool : in.tools) {
     common_chat_templates_inputs one = in;
     one.tools.assign(1, tool);
-    headers.push_back(CallHeader(t, one, marker));
+    headers.push_back(CallHeader(t, one, marker, g->generation_prompt));
   }
   size_t shared = headers.front().size();
   for (const std::string& h : headers) shared = std::min(shared, CommonPrefix(headers.front(), h));
