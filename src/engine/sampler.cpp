@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <exception>
+#include <stdexcept>
 
 #include "common.h"
 #include "engine/model/model.h"
@@ -183,27 +184,47 @@ bool GrammarTakes(llama_sampler* grammar, Token t) {
   return d.logit != -INFINITY;
 }
 
-// The longest start of `forced` the grammar accepts after the generation prompt (as common
-// feeds it) and `before` (a reasoning block's end tag, the block itself taken as empty). The
-// call header comes from renders of the template, which a grammar may write differently
-// (spacing, an id's shape): the model writes the rest under the grammar.
-std::vector<Token> AcceptedStart(const Model& model, const GrammarSpec& g,
-                                 const std::vector<Token>& before, std::vector<Token> forced) {
+// How many of `tokens` the grammar takes in order; it is advanced past them.
+size_t Take(llama_sampler* grammar, const std::vector<Token>& tokens) {
+  size_t taken = 0;
+  for (; taken < tokens.size() && GrammarTakes(grammar, tokens[taken]); ++taken) {
+    llama_sampler_accept(grammar, tokens[taken]);
+  }
+  return taken;
+}
+
+// The call header's tokens the grammar accepts: the longest start of the shared `forced` after
+// the generation prompt (as common feeds it) and `before` (a reasoning block's end tag, the
+// block itself taken as empty), and after a whole shared part, the longest start of each rest
+// (an empty one when none of it is taken). The header comes from renders of the template, which
+// a grammar may write differently (spacing, an id's shape): the model writes the rest under the
+// grammar. One parse of the grammar, cloned per rest.
+void KeepAccepted(const Model& model, const GrammarSpec& g, const std::vector<Token>& before,
+                  std::vector<Token>& forced, std::vector<std::vector<Token>>& rests) {
   llama_sampler* grammar = llama_sampler_init_grammar(model.vocab(), g.gbnf.c_str(), "root");
-  if (grammar == nullptr) return {};
+  const size_t whole = forced.size();
   size_t taken = 0;
   try {
+    if (grammar == nullptr) throw std::runtime_error("grammar");
     for (Token t : PrefillTokens(model, g.generation_prompt)) llama_sampler_accept(grammar, t);
     for (Token t : before) llama_sampler_accept(grammar, t);
-    for (; taken < forced.size() && GrammarTakes(grammar, forced[taken]); ++taken) {
-      llama_sampler_accept(grammar, forced[taken]);
+    taken = Take(grammar, forced);
+    for (std::vector<Token>& rest : rests) {
+      if (taken < whole) {
+        rest.clear();
+        continue;
+      }
+      llama_sampler* branch = llama_sampler_clone(grammar);
+      rest.resize(Take(branch, rest));
+      llama_sampler_free(branch);
     }
   } catch (const std::exception&) {
     taken = 0;
+    rests.clear();
   }
-  llama_sampler_free(grammar);
+  if (grammar != nullptr) llama_sampler_free(grammar);
   forced.resize(taken);
-  return forced;
+  std::erase_if(rests, [](const std::vector<Token>& r) { return r.empty(); });
 }
 
 }  // namespace
@@ -226,16 +247,8 @@ Sampler::ForcedCall Sampler::PlanForcedCall(const Model& model, const GrammarSpe
     if (f.after.empty()) return ForcedCall{};  // an open block with no known end: never forced
   }
   const std::vector<Token> before = f.after.empty() ? std::vector<Token>{} : f.after.front();
-  f.tokens = AcceptedStart(model, g, before, std::move(f.tokens));
-  if (model.Detokenize(f.tokens) == g.forced_call) {
-    for (const std::string& rest : g.forced_call_rests) {
-      std::vector<Token> whole = f.tokens;
-      const std::vector<Token> own = model.Tokenize(rest, true, false);
-      whole.insert(whole.end(), own.begin(), own.end());
-      whole = AcceptedStart(model, g, before, std::move(whole));
-      if (whole.size() > f.tokens.size()) f.rests.emplace_back(whole.begin() + long(f.tokens.size()), whole.end());
-    }
-  }
+  for (const std::string& rest : g.forced_call_rests) f.rests.push_back(model.Tokenize(rest, true, false));
+  KeepAccepted(model, g, before, f.tokens, f.rests);
   f.started = f.after.empty();
   return f;
 }
