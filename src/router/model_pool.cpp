@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "server/request_log.h"
 
@@ -297,6 +298,23 @@ Result<ModelPool::Lease> ModelPool::Acquire(const std::string& name, KeepAlive k
 Status ModelPool::Load(const std::string& name) {
   PREFIXD_ASSIGN_OR_RETURN(Lease lease, Acquire(name));
   return Status::OK();
+}
+
+bool ModelPool::NoticeEnd(const std::string& name, int port, std::chrono::milliseconds wait) {
+  Result<std::string> id = Resolve(name);
+  if (!id.ok()) return false;
+  const size_t index = IndexOf(*id);
+  const Clock::time_point deadline = Clock::now() + wait;
+  for (;;) {
+    {
+      MutexLock lock(&mu_);
+      Entry& e = entries_[index];
+      if (e.state != ModelState::kLoaded || e.process->port() != port) return true;
+      if (NoticeEndLocked(index)) return true;
+    }
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 Status ModelPool::Unload(const std::string& name) {

@@ -118,6 +118,11 @@ class ModelPool {
   Result<Lease> Acquire(const std::string& name, KeepAlive keep_alive = KeepAlive());
   // Loads it (as Acquire, holding nothing after).
   Status Load(const std::string& name);
+  // The model's server on `port` gave a request no answer: whether it has ended (a crash that
+  // Acquire and Tick had not seen yet), waiting up to `wait` for the process to be reaped. True
+  // when it has, or when that server is gone already (another request noticed it, or a new one
+  // was loaded): the next Acquire loads it again. False while it still runs.
+  bool NoticeEnd(const std::string& name, int port, std::chrono::milliseconds wait);
   // Unloads it. Aborted while a request holds it; OK when it was not loaded.
   Status Unload(const std::string& name);
   // Stops every model's server (each flushes its disk tier first) and loads nothing more: the

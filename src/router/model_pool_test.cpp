@@ -262,5 +262,36 @@ TEST_F(ModelPoolTest, AServerThatEndedIsNoticedAndLoadedAgain) {
   EXPECT_EQ(launcher.launches.load(), 2);
 }
 
+// A request the model's server left unanswered asks the pool whether that server ended: a crash
+// found within the wait (the process is reaped a moment after a kill -9) is noticed and the
+// model loads again; a server that still runs is not unloaded.
+TEST_F(ModelPoolTest, AnUnansweredRequestNoticesAServerThatEndedWithinTheWait) {
+  ModelPool pool(Specs({"a"}), &launcher, {});
+  int port = 0;
+  {
+    auto first = pool.Acquire("a");
+    ASSERT_TRUE(first.ok());
+    port = first->port();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(pool.NoticeEnd("a", port, std::chrono::milliseconds(50)));  // still runs
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
+  EXPECT_EQ(StateOf(pool, "a"), ModelState::kLoaded);
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    launcher.crashed = true;
+  });
+  EXPECT_TRUE(pool.NoticeEnd("a", port, std::chrono::seconds(5)));
+  killer.join();
+  EXPECT_EQ(StateOf(pool, "a"), ModelState::kUnloaded);
+  EXPECT_EQ(pool.counters().crashes, 1);
+  auto again = pool.Acquire("a");
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE(again->port(), port);
+  // Another request that saw the old server fail finds it gone already.
+  EXPECT_TRUE(pool.NoticeEnd("a", port, std::chrono::milliseconds(0)));
+  EXPECT_EQ(launcher.launches.load(), 2);
+}
+
 }  // namespace
 }  // namespace prefixd::router

@@ -86,8 +86,8 @@ std::string ContentTypeOf(const httplib::Headers& headers) {
 
 }  // namespace
 
-void Forward(const httplib::Request& req, httplib::Response& res, ModelPool::Lease lease,
-             const std::string& server_name) {
+std::string Forward(const httplib::Request& req, httplib::Response& res, ModelPool::Lease lease,
+                    const std::string& server_name) {
   auto pipe = std::make_shared<Pipe>();
   const int port = lease.port();
   const std::string model = lease.id();
@@ -95,12 +95,7 @@ void Forward(const httplib::Request& req, httplib::Response& res, ModelPool::Lea
   std::thread(RunUpstream, port, UpstreamRequest(req, pipe), pipe, std::move(held)).detach();
   MutexLock lock(&pipe->mu);
   while (!pipe->has_head && !pipe->done) pipe->cv.Wait(lock);
-  if (!pipe->has_head) {
-    server::SendError(res, {server::ErrorKind::kBadGateway,
-                            "model " + model + "'s server gave no answer: " + pipe->error, "",
-                            "model_server_failed"});
-    return;
-  }
+  if (!pipe->has_head) return pipe->error.empty() ? "no answer" : pipe->error;
   res.status = pipe->status;
   for (const auto& [name, value] : pipe->headers) {
     if (!IsHopHeader(name) && strcasecmp(name.c_str(), "content-type") != 0) {
@@ -130,6 +125,7 @@ void Forward(const httplib::Request& req, httplib::Response& res, ModelPool::Lea
         pipe->cancelled = true;  // the upstream read stops at its next chunk
         pipe->cv.notify_all();
       });
+  return "";
 }
 
 std::string FetchFromModel(int port, const std::string& path) {

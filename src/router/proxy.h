@@ -13,10 +13,12 @@
 
 namespace prefixd::router {
 
-// REQUIRES: lease holds a loaded model. Sets `res` (502 when the model's server answers
-// nothing). `server_name` replaces the model server's X-Prefixd-Server header.
-void Forward(const httplib::Request& req, httplib::Response& res, ModelPool::Lease lease,
-             const std::string& server_name);
+// REQUIRES: lease holds a loaded model. Sets `res` from the model server's answer and returns
+// "", or leaves `res` alone and returns why the model's server answered nothing (the caller
+// decides: the server may have ended). `server_name` replaces the model server's
+// X-Prefixd-Server header.
+std::string Forward(const httplib::Request& req, httplib::Response& res, ModelPool::Lease lease,
+                    const std::string& server_name);
 
 // GETs `path` from the model server at `port` (for /metrics); "" on any failure.
 std::string FetchFromModel(int port, const std::string& path);

@@ -302,12 +302,23 @@ struct ModelRouter::Impl {
     if (!Authorized(req, res, false)) return;
     const Target target = TargetOf(req, res);
     if (target.model.empty()) return;
-    Result<ModelPool::Lease> lease = pool->Acquire(target.model, target.keep_alive);
-    if (!lease.ok()) {
-      SendRouterError(req, res, ApiErrorOf(lease.status()));
+    for (int attempt = 0;; ++attempt) {
+      Result<ModelPool::Lease> lease = pool->Acquire(target.model, target.keep_alive);
+      if (!lease.ok()) {
+        SendRouterError(req, res, ApiErrorOf(lease.status()));
+        return;
+      }
+      const int port = lease->port();
+      const std::string why = Forward(req, res, std::move(*lease), options.server_name);
+      if (why.empty()) return;
+      // No answer at all: a server that has just ended (kill -9, a crash the pool has not seen
+      // yet) is loaded again and the request sent once more; one that runs is a 502.
+      if (attempt == 0 && pool->NoticeEnd(target.model, port, std::chrono::seconds(2))) continue;
+      SendRouterError(req, res, {ErrorKind::kBadGateway,
+                                 "model " + target.model + "'s server gave no answer: " + why, "",
+                                 "model_server_failed"});
       return;
     }
-    Forward(req, res, std::move(*lease), options.server_name);
   }
 
   void ModelAction(const httplib::Request& req, const std::string& id, bool load,
