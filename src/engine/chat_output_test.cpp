@@ -578,10 +578,13 @@ TEST(ChatEngineTest, AReasoningBudgetCountsOnlyWhatTheModelWrites) {
   auto done = e->Complete(std::move(r));
   ASSERT_TRUE(done.ok()) << done.status().ToString();
   ASSERT_NE(done->text.find(end), std::string::npos) << "'" << end << "' not in: " << done->text;
-  // The end tag's tokens follow exactly 8 tokens of the model's own.
+  // The end tag's tokens follow 8 tokens of the model's own, or a few more when the 8th ends
+  // inside a UTF-8 character (common completes it first). Before, they came first, cut.
   const std::vector<Token> tag = e->Tokenize(end);
-  ASSERT_GE(done->tokens.size(), 8 + tag.size());
-  EXPECT_TRUE(std::equal(tag.begin(), tag.end(), done->tokens.begin() + 8)) << done->text;
+  const auto at = std::search(done->tokens.begin(), done->tokens.end(), tag.begin(), tag.end());
+  ASSERT_NE(at, done->tokens.end()) << done->text;
+  EXPECT_GE(at - done->tokens.begin(), 8) << done->text;
+  EXPECT_LE(at - done->tokens.begin(), 8 + 3) << done->text;
 }
 
 TEST(ChatEngineTest, WithoutAToolChoiceTheGrammarIsLazy) {

@@ -259,8 +259,7 @@ Token Sampler::NextForced() {
 }
 
 void Sampler::NoteSampled(Token t) {
-  if (forced_.started) return;
-  if (forced_.after.empty()) return;
+  if (forced_.started || forced_.after.empty()) return;
   size_t longest = 0;
   for (const auto& a : forced_.after) longest = std::max(longest, a.size());
   forced_.recent.push_back(t);
