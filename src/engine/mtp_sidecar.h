@@ -7,8 +7,12 @@
 //
 // The sidecar keeps both in the target's tiers, in a domain of their own (DomainOf): the head's
 // rows Block by Block like the target's, and at each Snapshot position of the target a Snapshot
-// holding the carry (with the Tail rows). A restore to P sets the head's sequence from there,
-// so it drafts as after a cold prefill to P and the prompt is never run through the head. The
+// holding the carry (with the Tail rows). A target without Snapshots (pure attention, MLA) may
+// restore to any P, so there every row payload of the head holds, beside each row, the target's
+// hidden row at its position: the carry of a restore that ends after it (a hidden row costs
+// n_embd floats a token, beside the head's one layer of KV). A restore to P sets the head's
+// sequence from there, so it drafts as after a cold prefill to P and the prompt is never run
+// through the head. The
 // records are the cache's, checked like every other; any refusal, or a history the tiers lack
 // (evicted, written by a server without speculation), leaves the head's sequence empty: drafts
 // get worse, output stays exact (verification decides every token).
@@ -33,9 +37,9 @@ class Drafter;
 class MtpSidecar {
  public:
   // Learns the head's state shape by decoding two rows into its sequence `probe_seq` (left
-  // empty). NotSupported for a cache whose entries carry no Snapshot (a pure-attention target:
-  // the carry would have nowhere to go). REQUIRES: drafter.mtp_head(); drafter and cache
-  // outlive the sidecar.
+  // empty). NotSupported for a cache without rows. Without Snapshots, asks the drafter to
+  // record the target's hidden rows (Drafter::KeepMtpHiddenRows). REQUIRES: drafter.mtp_head();
+  // drafter and cache outlive the sidecar.
   static Result<std::unique_ptr<MtpSidecar>> Create(Drafter& drafter, cache::TieredCache& cache,
                                                     uint32_t block_size, int32_t probe_seq);
   // The domain of the head's entries for the target's `domain`.
@@ -60,6 +64,12 @@ class MtpSidecar {
   MtpSidecar(Drafter& drafter, Context& head, cache::TieredCache& cache, uint32_t block_size,
              StateShape shape);
   Status SetHistory(int32_t seq, const cache::PrefixCache::Match& m);
+  Status SetHistoryWithCarries(int32_t seq, const cache::PrefixCache::Match& m);
+  Result<cache::PayloadRef> RowsWithCarriesOf(int32_t seq, const ParsedState& parsed, int32_t p0,
+                                              int32_t p1) const;
+  Status PublishWithCarries(int32_t seq, const Digest& d, std::span<const Token> tokens,
+                            int32_t first, const ParsedState& parsed,
+                            std::span<const PendingSnapshot> pending);
 
   Drafter& drafter_;
   Context& head_;
@@ -67,6 +77,10 @@ class MtpSidecar {
   int32_t block_size_;
   StateShape shape_;
   StateFormat format_;
+  // A target without Snapshots (pure attention): a restore may end at any position, so every
+  // row of the head is stored with its carry (the target's hidden row there) instead of a
+  // carry per Snapshot. The observer records the hidden rows for the publish.
+  bool carries_in_rows_ = false;
 };
 
 }  // namespace prefixd::engine

@@ -8,6 +8,9 @@
 #include "engine/model/model.h"
 #include "llama.h"
 #include "speculative.h"
+// The staging API (src/llama-ext.h, as common/speculative.cpp includes it): the target's
+// hidden row of each decoded token, which the MTP head pairs with the token after it.
+#include "../src/llama-ext.h"
 #include "util/flags.h"
 #include "util/log.h"
 
@@ -149,12 +152,13 @@ Result<std::unique_ptr<Drafter>> Drafter::Create(const SpecOptions& options, uin
 Drafter::Drafter(const SpecOptions& options, uint32_t n_seq, int32_t n_max)
     : options_(options), n_seq_(n_seq), n_max_(n_max), seq_pool_(n_seq, nullptr) {}
 
-// Keeps the MTP head's sequences in step with the target's (Drafter::AttachMtpHead).
+// Keeps the MTP head's sequences in step with the target's (Drafter::AttachMtpHead), and
+// (KeepHidden) records the target's hidden rows of each sequence's newest positions.
 class Drafter::MtpFollower : public SequenceObserver {
  public:
-  MtpFollower(Context& head, common_speculative* spec, uint32_t n_seq)
-      : head_(head), spec_(spec), first_(n_seq),
-        zeros_(size_t(llama_model_n_embd_out(head.model().raw())), 0.0f) {}
+  MtpFollower(Context& head, Context& target, common_speculative* spec, uint32_t n_seq)
+      : head_(head), target_(target), spec_(spec), first_(n_seq), hidden_(n_seq),
+        width_(size_t(llama_model_n_embd_out(head.model().raw()))), zeros_(width_, 0.0f) {}
 
   // Before llama.cpp's hook decodes the batch into the head (at the batch's positions, each
   // next to the hidden state the target gave the token before), every sequence of the batch
@@ -175,6 +179,7 @@ class Drafter::MtpFollower : public SequenceObserver {
       // with what the sequence's last request left in the carry.
       if (first_[s] == 0) common_speculative_set_mtp_carry(spec_, int32_t(s), zeros_);
     }
+    if (keep_hidden_) Record(b);
     if (common_speculative_process(spec_, b)) return;
     for (size_t s = 0; s < first_.size(); ++s) {  // drafts from nothing rather than wrong KV
       if (first_[s] >= 0) head_.SeqClear(int32_t(s));
@@ -182,14 +187,69 @@ class Drafter::MtpFollower : public SequenceObserver {
   }
   void Truncated(int32_t seq, int32_t p0) override {
     if (!head_.SeqTruncate(seq, p0)) head_.SeqClear(seq);
+    hidden_[size_t(seq)].CutAt(p0, width_);
   }
-  void Cleared(int32_t seq) override { head_.SeqClear(seq); }
+  void Cleared(int32_t seq) override {
+    head_.SeqClear(seq);
+    hidden_[size_t(seq)] = {};
+  }
+
+  void KeepHidden(bool keep) { keep_hidden_ = keep; }
+  size_t width() const { return width_; }
+  bool Hidden(int32_t seq, int32_t p0, int32_t p1, std::vector<float>* rows) const {
+    const Rows& h = hidden_[size_t(seq)];
+    if (p0 < h.start || p1 > h.end(width_) || p0 > p1) return false;
+    rows->assign(h.rows.begin() + ptrdiff_t(size_t(p0 - h.start) * width_),
+                 h.rows.begin() + ptrdiff_t(size_t(p1 - h.start) * width_));
+    return true;
+  }
+  void SetHidden(int32_t seq, int32_t p0, std::vector<float> rows) {
+    hidden_[size_t(seq)] = {p0, std::move(rows)};
+  }
+  void DropHiddenBefore(int32_t seq, int32_t p) {
+    Rows& h = hidden_[size_t(seq)];
+    if (p <= h.start) return;
+    const int32_t cut = std::min(p, h.end(width_));
+    h.rows.erase(h.rows.begin(), h.rows.begin() + ptrdiff_t(size_t(cut - h.start) * width_));
+    h.start = cut;
+  }
 
  private:
+  // The hidden rows of positions [start, end) of one sequence.
+  struct Rows {
+    int32_t start = 0;
+    std::vector<float> rows;
+    int32_t end(size_t width) const { return start + int32_t(rows.size() / width); }
+    void CutAt(int32_t p, size_t width) {
+      if (p <= start) {
+        *this = {};
+      } else if (p < end(width)) {
+        rows.resize(size_t(p - start) * width);
+      }
+    }
+  };
+
+  // Appends the batch's rows to their sequences' records; a sequence whose positions do not
+  // follow its record starts a new one at the batch's first position.
+  void Record(const llama_batch& b) {
+    for (int32_t i = 0; i < b.n_tokens; ++i) {
+      Rows& h = hidden_[size_t(b.seq_id[i][0])];
+      const float* row = llama_get_embeddings_nextn_ith(target_.raw(), i);
+      if (row == nullptr) return;
+      h.CutAt(b.pos[i], width_);
+      if (b.pos[i] != h.end(width_)) h = {b.pos[i], {}};
+      h.rows.insert(h.rows.end(), row, row + width_);
+    }
+  }
+
   Context& head_;
+  Context& target_;
   common_speculative* spec_;
   std::vector<int32_t> first_;  // per sequence: its first position in the batch, or -1
+  std::vector<Rows> hidden_;    // per sequence (KeepHidden)
+  size_t width_;
   std::vector<float> zeros_;    // the carry of a sequence before its first token
+  bool keep_hidden_ = false;
 };
 
 Drafter::~Drafter() {
@@ -216,7 +276,7 @@ Status Drafter::AttachMtpHead(Context& target, const ContextOptions& copt) {
   PREFIXD_ASSIGN_OR_RETURN(mtp_ctx_, Context::Create(model, mopt));
   target_ctx_ = target.raw();
   Pool& pool = PoolFor(Digest{});  // one for every domain: the head drafts from the model alone
-  mtp_follower_ = std::make_unique<MtpFollower>(*mtp_ctx_, pool.spec.get(), n_seq_);
+  mtp_follower_ = std::make_unique<MtpFollower>(*mtp_ctx_, target, pool.spec.get(), n_seq_);
   mtp_target_ = &target;
   target.SetObserver(mtp_follower_.get());
   return Status::OK();
@@ -230,6 +290,22 @@ bool Drafter::MtpCarry(int32_t seq, std::vector<float>* h) const {
 bool Drafter::SetMtpCarry(int32_t seq, const std::vector<float>& h) {
   if (!mtp_ctx_ || pools_.empty()) return false;
   return common_speculative_set_mtp_carry(pools_.front()->spec.get(), seq, h);
+}
+
+void Drafter::KeepMtpHiddenRows(bool keep) {
+  if (mtp_follower_) mtp_follower_->KeepHidden(keep);
+}
+
+bool Drafter::MtpHiddenRows(int32_t seq, int32_t p0, int32_t p1, std::vector<float>* rows) const {
+  return mtp_follower_ && mtp_follower_->Hidden(seq, p0, p1, rows);
+}
+
+void Drafter::SetMtpHiddenRows(int32_t seq, int32_t p0, std::vector<float> rows) {
+  if (mtp_follower_) mtp_follower_->SetHidden(seq, p0, std::move(rows));
+}
+
+void Drafter::DropMtpHiddenRowsBefore(int32_t seq, int32_t p) {
+  if (mtp_follower_) mtp_follower_->DropHiddenBefore(seq, p);
 }
 
 Status Drafter::AttachDraftModel(Context& target, const ContextOptions& copt) {

@@ -97,6 +97,16 @@ class Drafter {
   Context* mtp_head() const { return mtp_ctx_.get(); }
   bool MtpCarry(int32_t seq, std::vector<float>* h) const;
   bool SetMtpCarry(int32_t seq, const std::vector<float>& h);
+  // The target's hidden rows by position (MtpSidecar, for targets without Snapshots, where a
+  // restore may end anywhere and the carry there must be at hand): with keep, the head's
+  // observer records the rows of every decoded position of each sequence (truncations and
+  // clears drop theirs). MtpHiddenRows: the rows of [p0, p1) (width n_embd_out each), false
+  // when not all are held. SetMtpHiddenRows: the record of `seq` becomes `rows` from p0 (a
+  // restored prefix's). DropMtpHiddenRowsBefore: forgets the positions before p.
+  void KeepMtpHiddenRows(bool keep);
+  bool MtpHiddenRows(int32_t seq, int32_t p0, int32_t p1, std::vector<float>* rows) const;
+  void SetMtpHiddenRows(int32_t seq, int32_t p0, std::vector<float> rows);
+  void DropMtpHiddenRowsBefore(int32_t seq, int32_t p);
   ~Drafter();
   Drafter(const Drafter&) = delete;
   Drafter& operator=(const Drafter&) = delete;

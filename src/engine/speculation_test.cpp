@@ -352,16 +352,16 @@ TEST(SpeculationTest, RequestsChooseTheirDraftLength) {
   EXPECT_EQ(a->tokens, c->tokens);  // neither speculated
 }
 
-std::string MtpModelPath() {
-  static const std::string path = [] {
-    const std::string p = ModelPath("qwen35") + ".mtp.gguf";
-    TestModelSpec spec{"qwen35", "tiny", 7};
-    spec.nextn_layers = 1;
-    Status st = MakeTestModel(spec, p);
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    return p;
-  }();
-  return path;
+// `arch`'s test model with an MTP head (made once per arch, next to the plain test models).
+std::string MtpModelPath(const std::string& arch = "qwen35") {
+  static std::map<std::string, std::string> made;
+  if (auto it = made.find(arch); it != made.end()) return it->second;
+  const std::string p = ModelPath(arch) + ".mtp.gguf";
+  TestModelSpec spec{arch, "tiny", 7};
+  spec.nextn_layers = 1;
+  Status st = MakeTestModel(spec, p);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return made[arch] = p;
 }
 
 std::unique_ptr<Engine> MakeMtpEngine(bool speculate, uint32_t slots = 1) {
@@ -440,8 +440,8 @@ struct MtpRig {
   std::unique_ptr<Context> ctx;
   std::unique_ptr<Drafter> drafter;
   bool ok = false;
-  MtpRig(uint32_t n_ctx, uint32_t n_batch) {
-    auto m = Model::Load({MtpModelPath(), 0, false, /*load_mtp=*/true});
+  MtpRig(uint32_t n_ctx, uint32_t n_batch, const std::string& arch = "qwen35") {
+    auto m = Model::Load({MtpModelPath(arch), 0, false, /*load_mtp=*/true});
     if (!m.ok()) return;
     model = std::move(m).value();
     ContextOptions copt;
@@ -547,6 +547,88 @@ TEST(MtpSidecarTest, HistoryRoundTripsBitForBit) {
   EXPECT_EQ(head.SeqPosMax(1), -1);
 }
 
+// The same round trip on a pure-attention target (deepseek2's MLA), whose cache keeps no
+// Snapshots: every row the head publishes holds the target's hidden row beside it, so a
+// restore may end anywhere, inside a Block or a Tail too. At each P the head's rows equal the
+// decoded sequence's byte for byte and the carry is the hidden row the follower recorded at
+// P - 1 (the carry itself at the end). A restore inside a Block hands its hidden rows back to
+// the follower, so the Block's later publish has them. A row payload cut short restores
+// nothing.
+TEST(MtpSidecarTest, PureAttentionHistoryRestoresAtAnyPosition) {
+  MtpRig rig(1024, 128, "deepseek2");
+  ASSERT_TRUE(rig.ok);
+  cache::PrefixCache::Options co;
+  co.block_size = 128;
+  co.ram_budget_bytes = 64u << 20;
+  co.has_rows = true;
+  co.needs_snapshot = false;
+  cache::PrefixCache ram(co);
+  cache::TieredCache tiers(ram, {});
+  auto sidecar = MtpSidecar::Create(*rig.drafter, tiers, 128, 1);
+  ASSERT_TRUE(sidecar.ok()) << sidecar.status().ToString();
+  const std::vector<Token> tokens = ByteTokens(300, 5);
+  for (int32_t at = 0; at < 300; at += 128) {
+    const size_t n = std::min<size_t>(128, 300 - size_t(at));
+    ASSERT_TRUE(rig.ctx->DecodeChunk(0, std::span(tokens).subspan(size_t(at), n), at, false).ok());
+  }
+  const size_t w = size_t(llama_model_n_embd_out(rig.model->raw()));
+  std::vector<float> hidden, end_carry;
+  ASSERT_TRUE(rig.drafter->MtpHiddenRows(0, 0, 300, &hidden));
+  ASSERT_TRUE(rig.drafter->MtpCarry(0, &end_carry));
+  ASSERT_EQ(hidden.size(), 300 * w);
+  EXPECT_EQ(std::vector<float>(hidden.end() - ptrdiff_t(w), hidden.end()), end_carry);
+  const Digest domain{9};
+  PendingSnapshot end{300, cache::SnapshotKind::kMessage, {}, {}};
+  ASSERT_TRUE((*sidecar)->Publish(0, domain, tokens, 0, {&end, 1}).ok());
+  Context& head = *rig.drafter->mtp_head();
+  StateFormat format = rig.model->state_format();
+  format.layout = MemoryLayout::kAttention;
+  auto rows_of = [&](int32_t seq, int32_t p) {
+    auto state = head.GetState(seq, StatePart::kWhole);
+    EXPECT_TRUE(state.ok());
+    auto parsed = ParseState(*state, format);
+    EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
+    auto rows = EncodeRows(*parsed, 0, p);
+    EXPECT_TRUE(rows.ok()) << rows.status().ToString();
+    return rows.ok() ? *rows : std::vector<uint8_t>{};
+  };
+  for (int32_t p : {300, 256, 200, 77}) {
+    SCOPED_TRACE(p);
+    ASSERT_EQ((*sidecar)->Restore(1, domain, tokens, p), p);
+    ASSERT_EQ(head.SeqPosMax(1), p - 1);
+    EXPECT_EQ(rows_of(1, p), rows_of(0, p));
+    std::vector<float> carry;
+    ASSERT_TRUE(rig.drafter->MtpCarry(1, &carry));
+    EXPECT_EQ(carry, std::vector<float>(hidden.begin() + ptrdiff_t((p - 1) * w),
+                                        hidden.begin() + ptrdiff_t(p * w)));
+  }
+  // Restored to 200 (the head only: the target's sequence 1 is empty here), then decoded on to
+  // 300: the record holds [128, 200) as restored and continues, so the Block [128, 256) has
+  // every hidden row.
+  ASSERT_EQ((*sidecar)->Restore(1, domain, tokens, 200), 200);
+  std::vector<float> again;
+  ASSERT_TRUE(rig.drafter->MtpHiddenRows(1, 128, 200, &again));
+  EXPECT_EQ(again, std::vector<float>(hidden.begin() + ptrdiff_t(128 * w),
+                                      hidden.begin() + ptrdiff_t(200 * w)));
+  ASSERT_TRUE(rig.ctx->DecodeChunk(1, std::span(tokens).subspan(200, 100), 200, false).ok());
+  EXPECT_TRUE(rig.drafter->MtpHiddenRows(1, 128, 256, &again));
+  // A Tail whose carries are cut short: refused, the sequence left empty.
+  auto found = tiers.Lookup(MtpSidecar::DomainOf(domain), tokens, 300, 300, cache::Reach::kLocal);
+  ASSERT_EQ(found.match.n_tokens, 300u);
+  auto bad = std::make_shared<cache::Payload>();
+  bad->bytes = found.match.rows.back().rows->bytes;
+  bad->bytes.resize(bad->bytes.size() - 4);
+  const std::vector<Token> other = [&] {
+    std::vector<Token> t(tokens.begin(), tokens.begin() + 290);
+    t.push_back(tokens[290] + 1);
+    return t;
+  }();
+  tiers.InsertSnapshot(MtpSidecar::DomainOf(domain), std::span(other).first(291),
+                       cache::SnapshotKind::kMessage, nullptr, bad);
+  EXPECT_EQ((*sidecar)->Restore(1, domain, other, 291), 0);
+  EXPECT_EQ(head.SeqPosMax(1), -1);
+}
+
 // `model` speculating with `spec`, the cache on (RAM, and disk in `cache_dir`) or off
 // (`cache_dir` null).
 std::unique_ptr<Engine> MakeSpecCacheEngine(const std::string& model, const SpecOptions& spec,
@@ -566,12 +648,13 @@ std::unique_ptr<Engine> MakeSpecCacheEngine(const std::string& model, const Spec
   return e.ok() ? std::move(e).value() : nullptr;
 }
 
-// The MTP-head test model with draft-mtp.
-std::unique_ptr<Engine> MakeMtpCacheEngine(const std::string* cache_dir) {
+// The MTP-head test model of `arch` with draft-mtp.
+std::unique_ptr<Engine> MakeMtpCacheEngine(const std::string* cache_dir,
+                                           const std::string& arch = "qwen35") {
   SpecOptions s;
   s.types = {SpecType::kDraftMtp};
   s.draft_n_max = 4;
-  return MakeSpecCacheEngine(MtpModelPath(), s, cache_dir);
+  return MakeSpecCacheEngine(MtpModelPath(arch), s, cache_dir);
 }
 
 CompletionRequest TokenRequest(std::vector<Token> tokens, int max_tokens) {
@@ -595,11 +678,11 @@ using EngineMaker = std::function<std::unique_ptr<Engine>(const std::string* cac
 using ServedCheck = std::function<void(Engine& e, const CompletionResult& r)>;
 
 Served ServeAndStop(const std::string& name, uint32_t seed, size_t more, const EngineMaker& make,
-                    const ServedCheck& check) {
+                    const ServedCheck& check, size_t first_len = 512) {
   Served s;
   s.dir = testing::RemoveAtExit(
       (std::filesystem::temp_directory_path() / (name + std::to_string(getpid()))).string());
-  const std::vector<Token> first = ByteTokens(512, seed);
+  const std::vector<Token> first = ByteTokens(first_len, seed);
   auto a = make(&s.dir);
   EXPECT_TRUE(a);
   if (!a) return s;
@@ -614,7 +697,8 @@ Served ServeAndStop(const std::string& name, uint32_t seed, size_t more, const E
 
 // With the MTP head: nothing of the head restored on the first prompt.
 Served ServeAndStop(const std::string& name, uint32_t seed, size_t more) {
-  return ServeAndStop(name, seed, more, MakeMtpCacheEngine, [](Engine&, const CompletionResult& r) {
+  auto make = [](const std::string* dir) { return MakeMtpCacheEngine(dir); };
+  return ServeAndStop(name, seed, more, make, [](Engine&, const CompletionResult& r) {
     EXPECT_EQ(r.usage.mtp_restored_tokens, 0);
   });
 }
@@ -650,6 +734,59 @@ TEST(SpeculationTest, MtpHeadHistoryIsRestoredWithTheCachedPrefix) {
   EXPECT_GT(again->usage.cached_tokens, 0);
   EXPECT_EQ(again->usage.mtp_restored_tokens, again->usage.cached_tokens);
 }
+
+// Every arch whose test model takes an MTP head: greedy output with draft-mtp equals the
+// output without it, and the head's history comes back with a cached prefix after a restart,
+// drafting as a server that prefilled the prompt cold. On the pure-attention targets (MLA:
+// deepseek2; MLA with DSA's index cache: glm-dsa) the cache keeps no Snapshots, a restore may end
+// inside a Block, and the carry there comes from the rows' own: the first prompt of 600 tokens
+// ends inside the third 256-token Block, and the restore ends there too.
+class MtpArchTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MtpArchTest, GreedyOutputIsUnchangedAndTheHeadsHistoryIsCached) {
+  const std::string arch = GetParam();
+  const bool pure_attention = arch == "deepseek2" || arch == "glm-dsa";
+  auto make = [&arch](const std::string* dir) { return MakeMtpCacheEngine(dir, arch); };
+  const size_t first_len = pure_attention ? 600 : 512;
+  const auto [dir, second] = ServeAndStop(
+      "prefixd-mtp-" + arch + "-", 31, 100, make,
+      [](Engine&, const CompletionResult& r) { EXPECT_EQ(r.usage.mtp_restored_tokens, 0); },
+      first_len);
+  auto b = make(&dir);
+  auto cold = make(nullptr);
+  auto plain = MakeSpecCacheEngine(MtpModelPath(arch), SpecOptions{}, nullptr);
+  ASSERT_TRUE(b && cold && plain);
+  auto warm = b->Complete(TokenRequest(second, 48));
+  auto want = cold->Complete(TokenRequest(second, 48));
+  auto base = plain->Complete(TokenRequest(second, 48));
+  ASSERT_TRUE(warm.ok() && want.ok() && base.ok()) << warm.status().ToString();
+  std::printf("[ spec ] %s mtp head history: cached %d (tier %s), head restored %d, drafted %d "
+              "(%d taken) / %d\n",
+              arch.c_str(), warm->usage.cached_tokens, cache::TierName(warm->cache.tier),
+              warm->usage.mtp_restored_tokens, warm->usage.draft_tokens,
+              warm->usage.draft_accepted, want->usage.draft_tokens);
+  EXPECT_TRUE(SameUpToNearTie(*want, *base)) << "draft-mtp changed the output";
+  EXPECT_TRUE(SameUpToNearTie(*warm, *want));
+  EXPECT_EQ(warm->cache.tier, CacheTier::kDisk);
+  if (pure_attention) {
+    EXPECT_GT(warm->usage.cached_tokens, 512);
+    EXPECT_NE(warm->usage.cached_tokens % 256, 0) << "the restore was meant to end inside a Block";
+  } else {
+    EXPECT_EQ(warm->usage.cached_tokens, 512);
+  }
+  EXPECT_EQ(warm->usage.mtp_restored_tokens, warm->usage.cached_tokens);
+  ASSERT_GT(want->usage.draft_tokens, 0);
+  EXPECT_EQ(warm->usage.draft_digest, want->usage.draft_digest)
+      << "the restored head drafts otherwise than one that read the whole prompt";
+}
+
+INSTANTIATE_TEST_SUITE_P(NextnArchs, MtpArchTest,
+                         ::testing::Values("qwen3next", "qwen35moe", "deepseek2", "glm-dsa"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string n = i.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 // Flips a payload byte of every disk record of kind `ext` (".snap", ".rows") whose domain
 // `is_sidecar` picks, given the domains of the directory's records (docs/disk-format.md: the

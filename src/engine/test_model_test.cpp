@@ -436,10 +436,50 @@ TEST(TestModelTest, NextnLayerGivesQwen35AnMtpHead) {
   EXPECT_EQ(MakeTestModel(llama, path + ".x").code(), Status::Code::kInvalidArgument);
   spec.nextn_layers = 2;
   EXPECT_EQ(MakeTestModel(spec, path + ".x").code(), Status::Code::kInvalidArgument);
-  TestModelSpec upstream{"qwen35moe", "tiny", 1};
+  TestModelSpec upstream{"jamba", "tiny", 1};  // llama.cpp has no MTP graph for it
   upstream.nextn_layers = 1;
   EXPECT_EQ(MakeTestModel(upstream, path + ".x").code(), Status::Code::kInvalidArgument);
 }
+
+// The other archs that take an MTP head, prefixd's own (qwen3next) and llama.cpp generator's
+// (qwen35moe, deepseek2, glm-dsa): the file has one NextN block after the trunk, the head
+// loads, and the trunk loaded alone answers as the plain model of the same seed.
+class NextnArchTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NextnArchTest, TheTrunkIsThePlainModelAndTheHeadLoads) {
+  const std::string arch = GetParam();
+  const std::string dir = TestModels::Get().dir() + "/nextn-" + arch;
+  const std::string plain_path = dir + ".gguf", mtp_path = dir + "-mtp.gguf";
+  TestModelSpec spec{arch, "tiny", 3};
+  ASSERT_TRUE(MakeTestModel(spec, plain_path).ok());
+  spec.nextn_layers = 1;
+  Status st = MakeTestModel(spec, mtp_path);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  llama_model_params params = llama_model_default_params();
+  params.n_gpu_layers = 0;
+  using ModelPtr = std::unique_ptr<llama_model, ModelFree>;
+  ModelPtr plain(llama_model_load_from_file(plain_path.c_str(), params));
+  ModelPtr trunk(llama_model_load_from_file(mtp_path.c_str(), params));
+  params.load_mtp = true;
+  ModelPtr full(llama_model_load_from_file(mtp_path.c_str(), params));
+  ASSERT_TRUE(plain && trunk && full);
+  EXPECT_EQ(llama_model_n_layer_nextn(full.get()), 1);
+  EXPECT_EQ(llama_model_n_layer(full.get()), llama_model_n_layer(plain.get()));
+  EXPECT_NE(MetaString(full.get(), "general.name").find("-mtp"), std::string::npos);
+  const std::vector<llama_token> tokens =
+      Tokenize(llama_model_get_vocab(plain.get()), "Hi there, what is new today?", true);
+  const std::vector<llama_token> want = Greedy(plain.get(), tokens, 12);
+  EXPECT_EQ(Greedy(trunk.get(), tokens, 12), want);
+  EXPECT_EQ(Greedy(full.get(), tokens, 12), want);
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, NextnArchTest,
+                         ::testing::Values("qwen3next", "qwen35moe", "deepseek2", "glm-dsa"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string n = i.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 TEST(TestModelTest, GeneratorArchsAreTinyOnlyAndNeedTheGenerator) {
   const std::string out = TestModels::Get().dir() + "/bad.gguf";

@@ -3,6 +3,7 @@
 // (test_model_weights.cpp) and writes it (test_model_writer.cpp).
 #include "engine/testgen/test_model.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,16 +79,18 @@ std::string ValidArchs() {
 std::string UpstreamName(const TestModelSpec& spec) {
   std::string arch = spec.arch;
   if (const size_t at = arch.find("phi3"); at != std::string::npos) arch.replace(at, 4, "phi_3");
-  return "prefixd-test-" + arch + "-tiny";
+  return "prefixd-test-" + arch + "-tiny" + (spec.nextn_layers > 0 ? "-mtp" : "");
 }
 
 // An arch of llama.cpp's generator, rebuilt with prefixd's tokenizer (test_model_upstream.cpp).
 Status MakeFromUpstream(const TestModelSpec& spec, const TokenizerChoice& tokenizer,
                         const std::string& out_path) {
-  if (spec.nextn_layers > 0) {
+  const auto& mtp = NextnTestModelArchs();
+  if (spec.nextn_layers > 0 && std::find(mtp.begin(), mtp.end(), spec.arch) == mtp.end()) {
     return Status::InvalidArgument("test model arch '" + spec.arch + "' takes no NextN layers "
-                                   "(MTP heads: qwen35)");
+                                   "(MTP heads: " + test_model::NextnArchList() + ")");
   }
+  if (spec.nextn_layers > 1) return Status::InvalidArgument(spec.arch + " takes one NextN layer");
   if (spec.shape != "tiny") {
     return Status::InvalidArgument("test model arch '" + spec.arch +
                                    "' comes from llama.cpp's generator, which has one shape: tiny");
@@ -102,14 +105,15 @@ Status MakeFromUpstream(const TestModelSpec& spec, const TokenizerChoice& tokeni
   test_model::UpstreamModel& model = *upstream.value();
   BaseDims dims;
   dims.n_vocab = test_model::VocabSize(tokenizer, dims.n_vocab);
-  const GgufPtr meta =
-      model.BuildMetadata(tokenizer, dims.n_vocab, dims.n_ctx_train, UpstreamName(spec));
+  const GgufPtr meta = model.BuildMetadata(tokenizer, dims.n_vocab, dims.n_ctx_train,
+                                           UpstreamName(spec), spec.nextn_layers);
   const Weights weights = {test_model::UpstreamModel::FillTensor, &model, &model.error()};
   const std::string desc = "prefixd test model: llama.cpp test-llama-archs " + spec.arch + "-" +
                            model.variant() + " (" + Seed(spec.seed) +
                            TokenizerNote(spec, tokenizer) +
+                           (spec.nextn_layers > 0 ? ", an MTP head" : "") +
                            "); random weights, not trained";
-  return WriteModel(meta.get(), weights, desc, out_path);
+  return WriteModel(meta.get(), weights, desc, out_path, spec.nextn_layers > 0);
 }
 
 }  // namespace
@@ -131,7 +135,9 @@ const std::vector<std::string>& ExtraTestModelArchs() {
 }
 
 const std::vector<std::string>& NextnTestModelArchs() {
-  static const std::vector<std::string> kArchs = {"qwen35"};
+  // Own archs, then archs of llama.cpp's generator.
+  static const std::vector<std::string> kArchs = {"qwen35",   "qwen3next", "qwen35moe",
+                                                  "glm4moe",  "deepseek2", "glm-dsa"};
   return kArchs;
 }
 

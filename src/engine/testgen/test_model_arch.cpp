@@ -298,6 +298,12 @@ Status ShapeDims(const std::string& shape, BaseDims* d) {
 
 bool HasArchMetadata(const std::string& arch) { return ArchTable().count(arch) > 0; }
 
+std::string NextnArchList() {
+  std::string list;
+  for (const std::string& a : NextnTestModelArchs()) list += (list.empty() ? "" : ", ") + a;
+  return list;
+}
+
 Status AddArchMetadata(gguf_context* ctx, const std::string& arch, const BaseDims& dims,
                        uint32_t* n_layer, uint32_t nextn_layers) {
   const auto it = ArchTable().find(arch);
@@ -316,11 +322,11 @@ Status AddArchMetadata(gguf_context* ctx, const std::string& arch, const BaseDim
   if (nextn_layers > 0) {
     const auto& mtp = NextnTestModelArchs();
     if (std::find(mtp.begin(), mtp.end(), arch) == mtp.end()) {
-      return Status::InvalidArgument("test model arch '" + arch + "' has no MTP graph in the "
-                                     "pinned llama.cpp (NextN layers: qwen35)");
+      return Status::InvalidArgument("test model arch '" + arch + "' takes no NextN layers "
+                                     "here (MTP heads: " + NextnArchList() + ")");
     }
-    // qwen35's graph runs one MTP block (llama_model_qwen35::graph_mtp asserts it).
-    if (nextn_layers != 1) return Status::InvalidArgument("qwen35 takes one NextN layer");
+    // The MTP graphs run one MTP block (llama_model_<arch>::graph_mtp asserts it).
+    if (nextn_layers != 1) return Status::InvalidArgument(arch + " takes one NextN layer");
   }
   *n_layer = it->second(k, dims) + nextn_layers;
   k.U32("block_count", *n_layer);

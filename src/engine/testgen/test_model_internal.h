@@ -36,6 +36,8 @@ Status ShapeDims(const std::string& shape, BaseDims* dims);
 
 // True when AddArchMetadata knows `arch` (prefixd describes it itself).
 bool HasArchMetadata(const std::string& arch);
+// "qwen35, qwen3next": NextnTestModelArchs() for messages.
+std::string NextnArchList();
 
 // Writes "general.*" and every "<arch>.*" hyper-parameter of `arch` into `ctx` and returns the
 // number of layers written. InvalidArgument for an arch this file does not know.
@@ -128,8 +130,9 @@ class UpstreamModel {
   // The generator's metadata with the tokenizer replaced by AddTokenizer(tokenizer, n_vocab), the
   // vocabulary-sized hyper-parameters resized, the context length set to `n_ctx_train` and
   // "general.name" set; tensors that are not F32 are declared with their type.
+  // With `nextn_layers`, that many NextN (MTP) blocks follow the trunk.
   GgufPtr BuildMetadata(const TokenizerChoice& tokenizer, uint32_t n_vocab, uint32_t n_ctx_train,
-                        const std::string& name) const;
+                        const std::string& name, uint32_t nextn_layers = 0) const;
 
   // The llama_model_init_from_user callback (userdata: this): a tensor of the generator's shape
   // and type gets the generator's bytes; one that llama.cpp sized from the new vocabulary gets

@@ -147,6 +147,42 @@ void DeclareTypes(gguf_context* ctx, const gguf_context* src) {
   }
 }
 
+// Bytes of one array element of a scalar gguf type (gguf.h keeps gguf_type_size private).
+size_t ScalarWidth(gguf_type type) {
+  switch (type) {
+    case GGUF_TYPE_UINT8: case GGUF_TYPE_INT8: case GGUF_TYPE_BOOL: return 1;
+    case GGUF_TYPE_UINT16: case GGUF_TYPE_INT16: return 2;
+    case GGUF_TYPE_UINT64: case GGUF_TYPE_INT64: case GGUF_TYPE_FLOAT64: return 8;
+    default: return 4;
+  }
+}
+
+// `n` NextN (MTP) blocks after the generator's trunk: "block_count" counts them, and every
+// per-layer array gets an entry for each, its last layer's again, but "recurrent_layers", where
+// a NextN block is an attention layer (0).
+void AddNextnLayers(gguf_context* meta, const std::string& arch, uint32_t n) {
+  const std::string count_key = arch + ".block_count";
+  const uint32_t trunk = gguf_get_val_u32(meta, gguf_find_key(meta, count_key.c_str()));
+  for (int64_t i = 0; i < gguf_get_n_kv(meta); ++i) {
+    if (gguf_get_kv_type(meta, i) != GGUF_TYPE_ARRAY || gguf_get_arr_n(meta, i) != trunk) continue;
+    const gguf_type type = gguf_get_arr_type(meta, i);
+    if (type == GGUF_TYPE_STRING || type == GGUF_TYPE_ARRAY) continue;
+    const std::string key = gguf_get_key(meta, i);
+    const size_t width = ScalarWidth(type);
+    const auto* data = static_cast<const uint8_t*>(gguf_get_arr_data(meta, i));
+    std::vector<uint8_t> longer(data, data + width * trunk);
+    const bool recurrent = key == arch + ".attention.recurrent_layers";
+    for (uint32_t k = 0; k < n; ++k) {
+      const size_t at = longer.size();
+      longer.resize(at + width, 0);
+      if (!recurrent) std::memcpy(longer.data() + at, data + width * (trunk - 1), width);
+    }
+    gguf_set_arr_data(meta, key.c_str(), type, longer.data(), trunk + n);
+  }
+  gguf_set_val_u32(meta, count_key.c_str(), trunk + n);
+  gguf_set_val_u32(meta, (arch + ".nextn_predict_layers").c_str(), n);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<UpstreamModel>> UpstreamModel::Generate(const std::string& arch,
@@ -192,9 +228,11 @@ UpstreamModel::~UpstreamModel() {
 }
 
 GgufPtr UpstreamModel::BuildMetadata(const TokenizerChoice& tokenizer, uint32_t n_vocab,
-                                     uint32_t n_ctx_train, const std::string& name) const {
+                                     uint32_t n_ctx_train, const std::string& name,
+                                     uint32_t nextn_layers) const {
   GgufPtr meta(gguf_init_empty());
   gguf_set_kv(meta.get(), gguf_);
+  if (nextn_layers > 0) AddNextnLayers(meta.get(), arch_, nextn_layers);
   RemoveTokenizerKeys(meta.get());
   gguf_set_val_str(meta.get(), "general.name", name.c_str());
   AddTokenizer(meta.get(), tokenizer, n_vocab);
