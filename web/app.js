@@ -232,9 +232,13 @@ async function refreshEntries() {
     (data.entries.length ? '' : ' Nothing cached yet.');
   const tier = (e) => [e.ram && 'RAM', e.disk && 'disk'].filter(Boolean).join(' + ');
   const size = (e) => [e.ram && `${fmtBytes(e.ram.bytes)} RAM`, e.disk && `${fmtBytes(e.disk.bytes)} disk`].filter(Boolean).join(', ');
+  // A companion tree (the MTP head's or the draft model's history) names the prompts it follows.
+  const roles = { mtp_head: 'MTP head', draft_model: 'draft model' };
+  const companion = (e) => (e.role && e.role !== 'prompt'
+    ? el('div', { class: 'muted' }, `${roles[e.role] || e.role} of ${e.of_domain}`) : '');
   const counts = (e) => { const t = e.ram || e.disk; return `${t.blocks} / ${t.snapshots} / ${t.tails}`; };
   $('#entries tbody').replaceChildren(...data.entries.map((e) => el('tr', { 'data-id': e.id },
-    el('td', { class: 'mono' }, e.domain), el('td', { class: 'mono' }, e.root), el('td', {}, e.n_tokens),
+    el('td', { class: 'mono' }, e.domain, companion(e)), el('td', { class: 'mono' }, e.root), el('td', {}, e.n_tokens),
     el('td', {}, tier(e)), el('td', {}, size(e)), el('td', {}, counts(e)),
     el('td', {}, fmtAge(e.created_unix_ms)), el('td', {}, `${fmtAge(e.used_unix_ms)} ago`),
     el('td', {}, admin ? el('button', { class: 'small evict', onclick: () => evict(e.id) }, 'Evict') : ''))));

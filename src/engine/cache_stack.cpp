@@ -322,9 +322,26 @@ std::vector<CachedPrefix> CacheStack::List(const std::string* tenant_salt) const
   std::vector<cache::PrefixSummary> ram = ram_->ListPrefixes();
   std::vector<cache::PrefixSummary> disk;
   if (disk_) disk = cache::ListStorePrefixes(*disk_, options_.block_size);
-  if (tenant_salt == nullptr) return MergePrefixes(ram, disk, nullptr);
+  const Companions companions = CompanionsOf(ram, disk);
+  if (tenant_salt == nullptr) return MergePrefixes(ram, disk, nullptr, companions);
   const Digest domain = DomainOf(*tenant_salt);
-  return MergePrefixes(ram, disk, &domain);
+  return MergePrefixes(ram, disk, &domain, companions);
+}
+
+// The MTP head's and the draft model's domains of every domain the tiers hold.
+Companions CacheStack::CompanionsOf(std::span<const cache::PrefixSummary> ram,
+                                    std::span<const cache::PrefixSummary> disk) const {
+  Companions out;
+  for (const auto* tier : {&ram, &disk}) {
+    for (const cache::PrefixSummary& s : *tier) {
+      if (prefetch_mtp_) out[MtpSidecar::DomainOf(s.domain)] = {PrefixRole::kMtpHead, s.domain};
+      if (prefetch_draft_) {
+        out[DraftHistory::DomainOf(*prefetch_draft_, s.domain)] = {PrefixRole::kDraftModel,
+                                                                   s.domain};
+      }
+    }
+  }
+  return out;
 }
 
 std::optional<cache::PrefixSummary> CacheStack::Find(const std::string& domain,

@@ -24,6 +24,7 @@
 #include "engine/context.h"
 #include "engine/domain.h"
 #include "engine/options.h"
+#include "engine/prefix_views.h"
 #include "engine/stats.h"
 #include "engine/job.h"
 #include "engine/model/model.h"
@@ -98,6 +99,7 @@ class CacheStack {
   // The tiers' sizes, counts and evictions, and the shared tier's state, into `s`.
   void AddStats(EngineStats* s) const;
   // The cached prefixes of RAM and disk, merged; of one tenant's domain when `tenant_salt`.
+  // A tenant's list holds its prompts' trees and their companions' (PrefixRole).
   std::vector<CachedPrefix> List(const std::string* tenant_salt) const;
   // The cached prefix `domain`/`root` (ShortIds) names, if a tier holds it.
   std::optional<cache::PrefixSummary> Find(const std::string& domain,
@@ -114,6 +116,8 @@ class CacheStack {
   CacheStack() = default;
   Status Build(const Model& model, Context& ctx, const ContextOptions& copt);
   Status OpenLowerTiers();
+  Companions CompanionsOf(std::span<const cache::PrefixSummary> ram,
+                          std::span<const cache::PrefixSummary> disk) const;
 
   EngineOptions options_;
   std::string model_path_;

@@ -31,6 +31,15 @@ const char* CacheWorkName(CacheWork work) {
   return "";
 }
 
+const char* PrefixRoleName(PrefixRole role) {
+  switch (role) {
+    case PrefixRole::kPrompt: return "prompt";
+    case PrefixRole::kMtpHead: return "mtp_head";
+    case PrefixRole::kDraftModel: return "draft_model";
+  }
+  return "prompt";
+}
+
 struct Engine::Impl {
   EngineOptions options;
   std::unique_ptr<Model> model;

@@ -37,14 +37,22 @@ std::string PrefixRootId(const Digest& domain, std::span<const Token> tokens, si
 
 std::vector<CachedPrefix> MergePrefixes(std::span<const cache::PrefixSummary> ram,
                                         std::span<const cache::PrefixSummary> disk,
-                                        const Digest* only_domain) {
+                                        const Digest* only_domain,
+                                        const Companions& companions) {
   std::map<std::pair<Digest, Digest>, CachedPrefix> rows;
   auto add = [&](std::span<const cache::PrefixSummary> tier, PrefixTierView CachedPrefix::*view) {
     for (const cache::PrefixSummary& s : tier) {
-      if (only_domain != nullptr && s.domain != *only_domain) continue;
+      const auto companion = companions.find(s.domain);
+      const bool is_companion = companion != companions.end();
+      const Digest& owner = is_companion ? companion->second.of : s.domain;
+      if (only_domain != nullptr && owner != *only_domain) continue;
       CachedPrefix& row = rows[{s.domain, s.root}];
       row.domain = ShortId(s.domain);
       row.root = ShortId(s.root);
+      if (is_companion) {
+        row.role = companion->second.role;
+        row.of_domain = ShortId(owner);
+      }
       AddTier(s, &(row.*view), &row);
     }
   };

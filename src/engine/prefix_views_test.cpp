@@ -51,6 +51,35 @@ TEST(PrefixViewsTest, MergesTheTiersByDomainAndRootNewestFirst) {
   EXPECT_FALSE(FindPrefix(disk, "0202020202020202", "0202020202020202").has_value());
 }
 
+// Companion trees (the MTP head's, the draft model's) are listed with their role and the
+// domain whose prompts they follow, and with that domain's list when it is a tenant's.
+TEST(PrefixViewsTest, CompanionTreesAreMarkedAndListedWithTheirPromptsDomain) {
+  std::vector<cache::PrefixSummary> ram = {Summary(1, 1, 64, 10), Summary(3, 4, 64, 11),
+                                           Summary(2, 1, 32, 5), Summary(5, 6, 32, 4)};
+  Digest one, two, three, five;
+  one.fill(1);
+  two.fill(2);
+  three.fill(3);
+  five.fill(5);
+  Companions companions;
+  companions[three] = {PrefixRole::kMtpHead, one};
+  companions[five] = {PrefixRole::kDraftModel, two};
+  std::vector<CachedPrefix> all = MergePrefixes(ram, {}, nullptr, companions);
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[0].role, PrefixRole::kMtpHead);
+  EXPECT_EQ(all[0].of_domain, "0101010101010101");
+  EXPECT_EQ(all[1].role, PrefixRole::kPrompt);
+  EXPECT_EQ(all[1].of_domain, "");
+  EXPECT_EQ(all[3].role, PrefixRole::kDraftModel);
+  EXPECT_EQ(all[3].of_domain, "0202020202020202");
+  std::vector<CachedPrefix> mine = MergePrefixes(ram, {}, &one, companions);
+  ASSERT_EQ(mine.size(), 2u);
+  EXPECT_EQ(mine[0].domain, "0303030303030303");
+  EXPECT_EQ(mine[1].domain, "0101010101010101");
+  EXPECT_EQ(MergePrefixes(ram, {}, &three, companions).size(), 0u);  // not a tenant's domain
+  EXPECT_STREQ(PrefixRoleName(PrefixRole::kMtpHead), "mtp_head");
+}
+
 TEST(PrefixViewsTest, RootIdIsTheFirstBlocksChainHashOrTheTailKey) {
   Digest domain;
   domain.fill(7);

@@ -735,6 +735,18 @@ TEST(SpeculationTest, MtpHeadHistoryIsRestoredWithTheCachedPrefix) {
   EXPECT_EQ(again->usage.mtp_restored_tokens, again->usage.cached_tokens);
 }
 
+// The cache listing of `e` (one prompt domain) marks the trees of `role` as companions that
+// follow that domain: no tree of theirs shows as a prompt's.
+void ExpectCompanionsListed(const Engine& e, PrefixRole role) {
+  std::set<std::string> prompt_domains, followed;
+  for (const CachedPrefix& p : e.ListCachedPrefixes(nullptr)) {
+    if (p.role == PrefixRole::kPrompt) prompt_domains.insert(p.domain);
+    if (p.role == role) followed.insert(p.of_domain);
+  }
+  EXPECT_EQ(prompt_domains.size(), 1u);
+  EXPECT_EQ(followed, prompt_domains) << PrefixRoleName(role);
+}
+
 // Every arch whose test model takes an MTP head: greedy output with draft-mtp equals the
 // output without it, and the head's history comes back with a cached prefix after a restart,
 // drafting as a server that prefilled the prompt cold. On the pure-attention targets (MLA:
@@ -775,6 +787,7 @@ TEST_P(MtpArchTest, GreedyOutputIsUnchangedAndTheHeadsHistoryIsCached) {
     EXPECT_EQ(warm->usage.cached_tokens, 512);
   }
   EXPECT_EQ(warm->usage.mtp_restored_tokens, warm->usage.cached_tokens);
+  ExpectCompanionsListed(*b, PrefixRole::kMtpHead);
   ASSERT_GT(want->usage.draft_tokens, 0);
   EXPECT_EQ(warm->usage.draft_digest, want->usage.draft_digest)
       << "the restored head drafts otherwise than one that read the whole prompt";
@@ -900,6 +913,7 @@ TEST_P(DraftHistoryTest, IsRestoredWithTheCachedPrefix) {
   EXPECT_GE(cs.draft_prefill_tokens, second.size());
   EXPECT_EQ(cs.draft_restored_tokens, 0u);
   EXPECT_TRUE(SameUpToNearTie(*warm, *want));
+  ExpectCompanionsListed(*b, PrefixRole::kDraftModel);
   ASSERT_GT(want->usage.draft_tokens, 0);
   EXPECT_EQ(warm->usage.draft_digest, want->usage.draft_digest)
       << "the restored draft model drafts otherwise than one that read the whole prompt";

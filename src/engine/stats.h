@@ -52,7 +52,15 @@ struct PrefixTierView {
   uint64_t blocks = 0, snapshots = 0, tails = 0;
   uint64_t bytes = 0;
 };
+// Whose history a prefix tree holds: the prompt's, or a companion's that follows a prompt's
+// tree in a domain derived from the prompt's (the MTP head's: MtpSidecar; the draft model's:
+// DraftHistory).
+enum class PrefixRole { kPrompt, kMtpHead, kDraftModel };
+const char* PrefixRoleName(PrefixRole role);  // "prompt", "mtp_head", "draft_model"
+
 struct CachedPrefix {
+  PrefixRole role = PrefixRole::kPrompt;
+  std::string of_domain;   // a companion's: the domain of the prompts it follows; else ""
   std::string domain;      // the domain root (model, layout, tenant): 16 hex digits
   std::string root;        // the tree's root (first Block's ChainHash or Tail key): 16 hex digits
   uint64_t n_tokens = 0;   // the deepest cached position in the tree

@@ -100,6 +100,8 @@ json TierViewJson(const engine::PrefixTierView& v) {
 
 json PrefixJson(const engine::CachedPrefix& p) {
   return {{"id", p.domain + "/" + p.root},
+          {"role", engine::PrefixRoleName(p.role)},
+          {"of_domain", p.of_domain.empty() ? json(nullptr) : json(p.of_domain)},
           {"domain", p.domain},
           {"root", p.root},
           {"n_tokens", p.n_tokens},
