@@ -11,10 +11,13 @@
 # $OUT/$NAME.{json,md}. docs/speculation.md explains.
 #
 # Usage: bench/run-spec-bench.sh [--spec-type ngram-mod] [--arch qwen35] [--shape tiny]
-#                                [--draft-arch ARCH] [--rounds N] [--tokens N] [--name NAME]
+#                                [--draft-arch ARCH] [--predictable] [--rounds N] [--tokens N]
+#                                [--name NAME]
 # --draft-arch: a draft model (a tiny test model of that arch; the target's own arch and shape
 # is the model drafting itself), given to both servers with -md; the spec type is then
-# draft-simple. --spec-type draft-mtp: the test model with an MTP head (make-test-model --nextn 1).
+# draft-simple. --spec-type draft-mtp: the test model with an MTP head (make-test-model --nextn 1);
+# --predictable: with a head built to predict its trunk (make-test-model --predictable), so that
+# its drafts are accepted (qwen35, qwen3next).
 # Env: PREFIXD_BIN (default build/bin/prefixd), THREADS (default 2), OUT (default bench/results),
 #      WORK (default /tmp/prefixd-spec), NICE (default -10 when root).
 set -euo pipefail
@@ -28,12 +31,14 @@ ROUNDS=3
 TOKENS=512
 NAME=""
 DRAFT_ARCH=""
+PREDICTABLE=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --spec-type) SPEC="$2"; shift ;;
     --arch) ARCH="$2"; shift ;;
     --shape) SHAPE="$2"; shift ;;
     --draft-arch) DRAFT_ARCH="$2"; shift ;;
+    --predictable) PREDICTABLE=1 ;;
     --rounds) ROUNDS="$2"; shift ;;
     --tokens) TOKENS="$2"; shift ;;
     --name) NAME="$2"; shift ;;
@@ -42,7 +47,7 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 [[ -n "$DRAFT_ARCH" ]] && SPEC=draft-simple
-NAME="${NAME:-spec-$SPEC-$ARCH-$SHAPE${DRAFT_ARCH:+-draft-$DRAFT_ARCH}}"
+NAME="${NAME:-spec-$SPEC-$ARCH-$SHAPE${DRAFT_ARCH:+-draft-$DRAFT_ARCH}${PREDICTABLE:+-predictable}}"
 THREADS="${THREADS:-2}"
 OUT="${OUT:-$here/bench/results}"
 WORK="${WORK:-/tmp/prefixd-spec}"
@@ -61,7 +66,8 @@ rm -f "$WORK"/run-*.json
 # ones without speculation its trunk alone.
 nextn=()
 [[ "$SPEC" == draft-mtp ]] && nextn=(--nextn 1)
-model="$WORK/model-$ARCH-$SHAPE${nextn:+-mtp}.gguf"
+[[ -n "$PREDICTABLE" ]] && nextn+=(--predictable)
+model="$WORK/model-$ARCH-$SHAPE${nextn:+-mtp}${PREDICTABLE:+-predictable}.gguf"
 [[ -f "$model" ]] || "$PREFIXD_BIN" make-test-model --arch "$ARCH" --shape "$SHAPE" "${nextn[@]}" \
   --out "$model" >&2
 spec_args=(--spec-type "$SPEC")
@@ -93,11 +99,11 @@ for ((r = 0; r < ROUNDS; r++)); do
   done
 done
 stop_servers
-python3 "$here/bench/spec_table.py" --runs "$WORK" --spec-type "$SPEC${DRAFT_ARCH:+, draft $DRAFT_ARCH tiny}" --model "$ARCH $SHAPE" \
+python3 "$here/bench/spec_table.py" --runs "$WORK" --spec-type "$SPEC${DRAFT_ARCH:+, draft $DRAFT_ARCH tiny}" --model "$ARCH $SHAPE${PREDICTABLE:+ (predictable head)}" \
   --out "$OUT/$NAME.json" --md "$OUT/$NAME.md"
 {
   echo
-  echo "Run: \`bench/run-spec-bench.sh --spec-type $SPEC --arch $ARCH --shape $SHAPE${DRAFT_ARCH:+ --draft-arch $DRAFT_ARCH} --rounds $ROUNDS --tokens $TOKENS\`"
+  echo "Run: \`bench/run-spec-bench.sh --spec-type $SPEC --arch $ARCH --shape $SHAPE${DRAFT_ARCH:+ --draft-arch $DRAFT_ARCH}${PREDICTABLE:+ --predictable} --rounds $ROUNDS --tokens $TOKENS\`"
   echo "($(date -u +%Y-%m-%d), $(( ($(date +%s) - started) / 60 )) min; $THREADS threads, 2 slots each,"
   echo "prefixd $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'), llama-server from the same pinned"
   echo "llama.cpp, nice $NICE). Shared machine: compare the columns of one run."

@@ -45,6 +45,7 @@ int CmdMakeTestModel(int argc, char** argv) {
   std::string vocab;
   std::string chat_template;
   int64_t nextn = 0;
+  bool predictable = false;
   Flags flags("make-test-model",
               "write a random-weight GGUF model of a real architecture, with a byte-level BPE "
               "tokenizer and a Qwen3-style chat template, or a real tokenizer and template "
@@ -69,6 +70,10 @@ int CmdMakeTestModel(int argc, char** argv) {
   flags.Int("--nextn", &nextn,
             "multi-token-prediction heads (NextN layers, for --spec-type draft-mtp): " +
                 Join(engine::NextnTestModelArchs()) + " takes 1; default 0");
+  flags.Bool("--predictable", &predictable,
+             "with --nextn on qwen35 or qwen3next: a trunk that answers by its last token only "
+             "(every residual branch writes zero) and an MTP head built to predict it, so "
+             "drafts are accepted; for tests and benches of accepted drafts");
   flags.String("-o,--out", &out, "the .gguf file to write (required)");
   return RunWithFlags(flags, argc, argv, [&] {
     engine::TestModelSpec spec{arch, shape, static_cast<uint64_t>(seed)};
@@ -79,6 +84,7 @@ int CmdMakeTestModel(int argc, char** argv) {
       return 2;
     }
     spec.nextn_layers = uint32_t(nextn);
+    spec.predictable = predictable;
     return Make(spec, out);
   });
 }

@@ -632,9 +632,10 @@ TEST(MtpSidecarTest, PureAttentionHistoryRestoresAtAnyPosition) {
 // `model` speculating with `spec`, the cache on (RAM, and disk in `cache_dir`) or off
 // (`cache_dir` null).
 std::unique_ptr<Engine> MakeSpecCacheEngine(const std::string& model, const SpecOptions& spec,
-                                            const std::string* cache_dir) {
+                                            const std::string* cache_dir, uint32_t slots = 1) {
   EngineOptions o;
   o.model_path = model;
+  o.n_slots = slots;
   o.cache_enabled = cache_dir != nullptr;
   if (cache_dir) o.cache_dir = *cache_dir;
   o.n_ctx_per_slot = 1024;
@@ -664,6 +665,47 @@ CompletionRequest TokenRequest(std::vector<Token> tokens, int max_tokens) {
   r.sampling.ignore_eos = true;
   r.sampling.top_logprobs = 2;
   return r;
+}
+
+// A head that predicts its trunk (TestModelSpec::predictable): drafts are accepted, several
+// tokens a step, and the output is still the model's without speculation, token for token,
+// with one slot and with two decoding together; the counters say how many were taken.
+TEST(SpeculationTest, MtpHeadWhoseDraftsAreAcceptedKeepsTheOutput) {
+  for (const std::string arch : {"qwen35", "qwen3next"}) {
+    SCOPED_TRACE(arch);
+    const std::string path = ModelPath(arch) + ".predictable.gguf";
+    TestModelSpec spec{arch, "tiny", 7};
+    spec.nextn_layers = 1;
+    spec.predictable = true;
+    ASSERT_TRUE(MakeTestModel(spec, path).ok());
+    SpecOptions mtp;
+    mtp.types = {SpecType::kDraftMtp};
+    mtp.draft_n_max = 4;
+    auto plain = MakeSpecCacheEngine(path, SpecOptions{}, nullptr);
+    auto fast = MakeSpecCacheEngine(path, mtp, nullptr, 2);
+    ASSERT_TRUE(plain && fast);
+    const std::vector<Token> prompts[2] = {ByteTokens(300, 41), ByteTokens(200, 42)};
+    std::vector<std::shared_ptr<Completion>> runs;
+    for (const auto& p : prompts) {
+      auto c = fast->Start(TokenRequest(p, 96));
+      ASSERT_TRUE(c.ok());
+      runs.push_back(*c);
+    }
+    for (int i = 0; i < 2; ++i) {
+      auto got = Drain(*runs[size_t(i)]);
+      auto alone = fast->Complete(TokenRequest(prompts[i], 96));
+      auto want = plain->Complete(TokenRequest(prompts[i], 96));
+      ASSERT_TRUE(got.ok() && alone.ok() && want.ok());
+      EXPECT_EQ(got->tokens, want->tokens) << "slot " << i;
+      EXPECT_EQ(alone->tokens, want->tokens);
+      const Usage& u = alone->usage;
+      std::printf("[ spec ] %s predictable head: %d drafted, %d taken, %d steps for %zu tokens\n",
+                  arch.c_str(), u.draft_tokens, u.draft_accepted, u.draft_steps,
+                  alone->tokens.size());
+      EXPECT_GE(u.draft_accepted * 10, u.draft_tokens * 9) << "fewer than 90% taken";
+      EXPECT_LT(u.draft_steps * 2, int(alone->tokens.size())) << "not several tokens a step";
+    }
+  }
 }
 
 // A prompt of 512 tokens served with the head's records going to a disk tier in a fresh folder,

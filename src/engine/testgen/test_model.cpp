@@ -50,6 +50,9 @@ std::string TokenizerNote(const TestModelSpec& spec, const TokenizerChoice& toke
 // An arch prefixd describes itself (test_model_arch.cpp), with prefixd's weights.
 Status MakeOwn(const TestModelSpec& spec, const TokenizerChoice& tokenizer,
                const std::string& out_path) {
+  if (spec.predictable && spec.nextn_layers == 0) {
+    return Status::InvalidArgument("a predictable test model is one with an MTP head (--nextn 1)");
+  }
   BaseDims dims;
   PREFIXD_RETURN_IF_ERROR(test_model::ShapeDims(spec.shape, &dims));
   dims.n_vocab = test_model::VocabSize(tokenizer, dims.n_vocab);
@@ -57,6 +60,7 @@ Status MakeOwn(const TestModelSpec& spec, const TokenizerChoice& tokenizer,
   PREFIXD_ASSIGN_OR_RETURN(GgufPtr meta, BuildMetadata(spec, tokenizer, dims, &n_layer));
   test_model::WeightInit init;
   init.seed = spec.seed;
+  init.predictable = spec.predictable;
   init.n_layer = n_layer - spec.nextn_layers;  // the trunk's scales: its weights stay the same
   const Weights weights = {test_model::FillTensor, &init, &init.error};
   const std::string desc = "prefixd test model: random weights (" + Seed(spec.seed) +
@@ -91,6 +95,11 @@ Status MakeFromUpstream(const TestModelSpec& spec, const TokenizerChoice& tokeni
                                    "(MTP heads: " + test_model::NextnArchList() + ")");
   }
   if (spec.nextn_layers > 1) return Status::InvalidArgument(spec.arch + " takes one NextN layer");
+  if (spec.predictable) {
+    return Status::InvalidArgument("test model arch '" + spec.arch + "' comes from llama.cpp's "
+                                   "generator: predictable MTP heads are made for qwen35 and "
+                                   "qwen3next");
+  }
   if (spec.shape != "tiny") {
     return Status::InvalidArgument("test model arch '" + spec.arch +
                                    "' comes from llama.cpp's generator, which has one shape: tiny");

@@ -37,6 +37,12 @@ struct TestModelSpec {
   // blocks after the trunk, for llama.cpp's MTP draft context (--spec-type draft-mtp). Only
   // the archs of NextnTestModelArchs(); 0: none, the file is what it was without the option.
   uint32_t nextn_layers = 0;
+  // With nextn_layers, on prefixd's own archs (qwen35, qwen3next): a trunk whose every residual
+  // branch writes zero (its output projections are 0, its norms 1), so its hidden state is the
+  // last token's embedding and it answers by that token alone, and an MTP head that computes
+  // the same answer from the token it is given (eh_proj passes the token's half through; its
+  // LM head and embeddings are the trunk's). Drafts are then accepted, short of a near-tie.
+  bool predictable = false;
 };
 
 // Writes the model described by `spec` to `out_path` (through a temporary file in the same

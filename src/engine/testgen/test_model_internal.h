@@ -88,6 +88,7 @@ void AddVocabTensorTypes(gguf_context* ctx, uint32_t n_vocab);
 struct WeightInit {
   uint64_t seed = 1;
   uint32_t n_layer = 1;     // scales the residual-branch output projections
+  bool predictable = false;  // TestModelSpec::predictable
   std::string error;        // set on an unsupported tensor type; the model is then discarded
 };
 

@@ -127,9 +127,10 @@ bool SupportedType(ggml_type type) {
   return type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_Q8_0;
 }
 
-// Fills `tensor` by `recipe` with values keyed by `seed` and the tensor's name.
-void Fill(ggml_tensor* tensor, const Recipe& recipe, uint64_t seed) {
-  const uint64_t key = SplitMix64(seed) ^ Fnv1a(tensor->name);
+// Fills `tensor` by `recipe` with values keyed by `seed` and `name` (the tensor's own, or the
+// tensor whose values it must repeat).
+void Fill(ggml_tensor* tensor, const Recipe& recipe, uint64_t seed, std::string_view name) {
+  const uint64_t key = SplitMix64(seed) ^ Fnv1a(name);
   const int64_t n_rows = ggml_nrows(tensor);
   const size_t row_size = ggml_row_size(tensor->type, tensor->ne[0]);
   std::vector<uint8_t> data(ggml_nbytes(tensor));
@@ -152,6 +153,51 @@ void Fill(ggml_tensor* tensor, const Recipe& recipe, uint64_t seed) {
   ggml_backend_tensor_set(tensor, data.data(), 0, data.size());
 }
 
+// The MTP head's input projection of a predictable model: [I 0], the token's half of
+// (enorm(token embedding), hnorm(hidden)) passed through, the hidden state's dropped.
+void FillPassThrough(ggml_tensor* t) {
+  std::vector<float> v(size_t(ggml_nelements(t)), 0.0f);
+  const int64_t n_in = t->ne[0];
+  for (int64_t j = 0; j < t->ne[1] && j < n_in; ++j) v[size_t(j * n_in + j)] = 1.0f;
+  std::vector<uint8_t> data(ggml_nbytes(t));
+  if (t->type == GGML_TYPE_F32) {
+    std::memcpy(data.data(), v.data(), data.size());
+  } else if (t->type == GGML_TYPE_F16) {
+    ggml_fp32_to_fp16_row(v.data(), reinterpret_cast<ggml_fp16_t*>(data.data()), int64_t(v.size()));
+  } else {
+    ggml_quantize_chunk(t->type, v.data(), data.data(), 0, t->ne[1], n_in, nullptr);
+  }
+  ggml_backend_tensor_set(t, data.data(), 0, data.size());
+}
+
+// TestModelSpec::predictable: true when `t` was filled here.
+bool FillPredictable(ggml_tensor* t, const WeightInit& init) {
+  const std::string_view name = t->name;
+  Recipe r = RecipeFor(t, init.n_layer);
+  if (Has(name, "nextn.eh_proj")) {
+    FillPassThrough(t);
+    return true;
+  }
+  // The head's own LM head and embeddings, where llama.cpp made them, are the trunk's.
+  std::string_view as = name;
+  if (Has(name, "nextn.shared_head_head")) as = "output.weight";
+  if (Has(name, "nextn.embed_tokens")) as = "token_embd.weight";
+  if (as != name) {
+    ggml_tensor same = *t;
+    ggml_set_name(&same, std::string(as).c_str());
+    r = RecipeFor(&same, init.n_layer);
+  } else if (Has(name, "attn_output") || Has(name, "ffn_down") || Has(name, "ssm_out") ||
+             Has(name, "out_proj")) {
+    r = Recipe{0.0f, 0.0f, false};  // the residual branches write nothing
+  } else if (Has(name, "norm")) {
+    r = Recipe{1.0f, 0.0f, false};
+  } else {
+    return false;
+  }
+  Fill(t, r, init.seed, as);
+  return true;
+}
+
 }  // namespace
 
 void FillTensor(ggml_tensor* tensor, void* weight_init) {
@@ -163,14 +209,15 @@ void FillTensor(ggml_tensor* tensor, void* weight_init) {
     }
     return;
   }
-  Fill(tensor, RecipeFor(tensor, init->n_layer), init->seed);
+  if (init->predictable && FillPredictable(tensor, *init)) return;
+  Fill(tensor, RecipeFor(tensor, init->n_layer), init->seed, tensor->name);
 }
 
 bool FillNormal(ggml_tensor* tensor, uint64_t seed, float stdev) {
   if (!SupportedType(tensor->type)) return false;
   Recipe recipe;
   recipe.stdev = stdev;
-  Fill(tensor, recipe, seed);
+  Fill(tensor, recipe, seed, tensor->name);
   return true;
 }
 
