@@ -204,7 +204,7 @@ class Drafter::MtpFollower : public SequenceObserver {
     return true;
   }
   void SetHidden(int32_t seq, int32_t p0, std::vector<float> rows) {
-    hidden_[size_t(seq)] = {p0, std::move(rows)};
+    hidden_[size_t(seq)] = {p0, std::move(rows), false};
   }
   void DropHiddenBefore(int32_t seq, int32_t p) {
     Rows& h = hidden_[size_t(seq)];
@@ -215,29 +215,44 @@ class Drafter::MtpFollower : public SequenceObserver {
   }
 
  private:
-  // The hidden rows of positions [start, end) of one sequence.
+  // The hidden rows of positions [start, end) of one sequence. Full: it reached
+  // kMaxHiddenBytes and takes no more rows until it is cut back or replaced.
   struct Rows {
     int32_t start = 0;
     std::vector<float> rows;
+    bool full = false;
     int32_t end(size_t width) const { return start + int32_t(rows.size() / width); }
     void CutAt(int32_t p, size_t width) {
       if (p <= start) {
         *this = {};
       } else if (p < end(width)) {
         rows.resize(size_t(p - start) * width);
+        full = false;
       }
     }
   };
+  // What one sequence's record may hold: rows are dropped once published, so this bounds an
+  // answer decoded without a publish (the head's history of the rest of it is not cached; the
+  // prompt's chunks, published one by one, stay far below it). 9,362 tokens of a 7168-wide model.
+  static constexpr size_t kMaxHiddenBytes = size_t(256) << 20;
 
   // Appends the batch's rows to their sequences' records; a sequence whose positions do not
-  // follow its record starts a new one at the batch's first position.
+  // follow its record starts a new one at the batch's first position (a full one keeps what it
+  // has: the positions it lacks are never published).
   void Record(const llama_batch& b) {
     for (int32_t i = 0; i < b.n_tokens; ++i) {
       Rows& h = hidden_[size_t(b.seq_id[i][0])];
       const float* row = llama_get_embeddings_nextn_ith(target_.raw(), i);
       if (row == nullptr) return;
       h.CutAt(b.pos[i], width_);
-      if (b.pos[i] != h.end(width_)) h = {b.pos[i], {}};
+      if (b.pos[i] != h.end(width_)) {
+        if (h.full) continue;
+        h = {b.pos[i], {}, false};
+      }
+      if ((h.rows.size() + width_) * sizeof(float) > kMaxHiddenBytes) {
+        h.full = true;
+        continue;
+      }
       h.rows.insert(h.rows.end(), row, row + width_);
     }
   }

@@ -215,6 +215,54 @@ describe('speculative decoding (draft-mtp) through the server', () => {
   });
 });
 
+// A pure-attention target (deepseek2's MLA; make-test-model --arch deepseek2 --nextn 1): its
+// cache keeps no Snapshots and the next turn restores to wherever the template's rendering
+// of the answer parts from the generated tokens, so the head's carry there comes from its rows
+// (every head row is cached with the target's hidden row at its position). After a restart
+// the head's history comes back with every cached token, and the answers are the model's.
+describe('draft-mtp on a pure-attention target (deepseek2)', () => {
+  let dir; let mtpModel; let plain;
+
+  before(async () => {
+    dir = tempDir('spec-mtp-mla');
+    mtpModel = makeModel(dir, 1, ['--arch', 'deepseek2', '--nextn', '1']);
+    const plainDir = join(dir, 'plain');
+    execFileSync('mkdir', ['-p', plainDir]);
+    plain = await startServer({ model: makeModel(plainDir, 1, ['--arch', 'deepseek2']), args: ['--no-cache'] });
+  });
+  after(async () => {
+    await plain.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('restores the head\'s history at any position after a restart', async () => {
+    const args = ['--spec-type', 'draft-mtp', '--cache-dir', join(dir, 'cache')];
+    let answer; let prompt;
+    const first = await startServer({ model: mtpModel, args });
+    try {
+      const r1 = await ask(client(first), turn1);
+      assertSameUpToNearTie(r1, await ask(client(plain), turn1));
+      assert.ok(r1.timings.draft_n > 0, `nothing drafted: ${JSON.stringify(r1.timings)}`);
+      answer = r1.choices[0].message.content;
+      prompt = r1.usage.prompt_tokens;
+      assert.ok(await diskSettled(first) > 0, 'nothing reached the disk tier');
+    } finally {
+      await first.stop();
+    }
+    const second = await startServer({ model: mtpModel, args });
+    try {
+      const warm = await ask(client(second), turn2(answer));
+      assertSameUpToNearTie(warm, await ask(client(plain), turn2(answer)));
+      const cached = warm.usage.prompt_tokens_details.cached_tokens;
+      assert.ok(cached >= prompt, `cached ${cached} of ${prompt} after the restart`);
+      assert.equal(warm.timings.mtp_cache_n, cached,
+        `head history ${warm.timings.mtp_cache_n} of ${cached} cached tokens`);
+    } finally {
+      await second.stop();
+    }
+  });
+});
+
 // A draft model (--model-draft: an attention model of the same vocabulary): its own history is
 // cached with the prompt, so a session that moves to another server does not run its prompt
 // through the draft model again.
