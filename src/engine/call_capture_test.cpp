@@ -1,9 +1,10 @@
-// llama.cpp patch 0009 (docs/llama-patches.md): a recurrent state captured inside a decode call
-// is, byte for byte, the state that a call ending there leaves (the unpatched way to take it),
-// and capturing changes nothing the call computes. Checked on the tiny qwen35 (attention and
-// Gated DeltaNet layers): one 320-token call with captures against the same tokens decoded in
-// calls cut at the capture points, with flash attention (every cut call 64 rows or more, so
-// attention computes each row as in one call) and without (every cut call 2 rows or more).
+// llama.cpp patches 0009 and 0012 (docs/llama-patches.md): a recurrent state captured inside a
+// decode call is, byte for byte, the state that a call ending there leaves (the unpatched way to
+// take it), and capturing changes nothing the call computes. Checked on the tiny qwen35
+// (attention and Gated DeltaNet layers) and lfm2 (attention and short convolutions): one
+// 320-token call with captures against the same tokens decoded in calls cut at the capture
+// points, with flash attention (every cut call 64 rows or more, so attention computes each row
+// as in one call) and without (every cut call 2 rows or more).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -36,6 +37,7 @@ std::unique_ptr<Context> NewContext(const Model& model, bool flash_attn, uint32_
 }
 
 struct Case {
+  std::string arch;
   bool flash_attn;
   std::vector<int32_t> points;  // ascending, inside (0, kTokens)
 };
@@ -44,7 +46,7 @@ class CallCaptureTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CallCaptureTest, ACaptureIsTheStateACallEndingThereLeaves) {
   const Case& c = GetParam();
-  const Model* model = CodecModels::Get().Load("qwen35");
+  const Model* model = CodecModels::Get().Load(c.arch);
   ASSERT_NE(model, nullptr);
   auto ctx = NewContext(*model, c.flash_attn, 16);
   ASSERT_NE(ctx, nullptr);
@@ -88,11 +90,13 @@ TEST_P(CallCaptureTest, ACaptureIsTheStateACallEndingThereLeaves) {
       << "capturing changed what the call computed";
 }
 
-INSTANTIATE_TEST_SUITE_P(Qwen35, CallCaptureTest,
-                         ::testing::Values(Case{true, {64, 192, 256}},
-                                           Case{false, {37, 100, 102, 201}}),
+INSTANTIATE_TEST_SUITE_P(Archs, CallCaptureTest,
+                         ::testing::Values(Case{"qwen35", true, {64, 192, 256}},
+                                           Case{"qwen35", false, {37, 100, 102, 201}},
+                                           Case{"lfm2", true, {64, 192, 256}},
+                                           Case{"lfm2", false, {37, 100, 102, 201, 318}}),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           return std::string(info.param.flash_attn ? "fa" : "nofa");
+                           return info.param.arch + (info.param.flash_attn ? "_fa" : "_nofa");
                          });
 
 // A sliding-window model needs nothing set before the call: the window at P is still in its
