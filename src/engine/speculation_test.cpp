@@ -904,6 +904,30 @@ TEST(SpeculationTest, MtpHeadHistoryThatFailsItsChecksumIsAMiss) {
   EXPECT_TRUE(SameUpToNearTie(*warm, *want));
 }
 
+// The same on a pure-attention target (deepseek2), whose head history is rows with their carries
+// beside them: every head record on disk (Block rows and Tails) fails its checksum, and the
+// restore of the target's 600 tokens comes back with none of the head's.
+TEST(SpeculationTest, PureAttentionHeadHistoryThatFailsItsChecksumIsAMiss) {
+  auto make = [](const std::string* dir) { return MakeMtpCacheEngine(dir, "deepseek2"); };
+  const auto [dir, second] = ServeAndStop(
+      "prefixd-mtp-mla-fault-", 23, 60, make, [](Engine&, const CompletionResult&) {}, 600);
+  auto is_head = [](const Digest& d, const std::set<Digest>& all) {
+    return std::any_of(all.begin(), all.end(),
+                       [&](const Digest& x) { return MtpSidecar::DomainOf(x) == d; });
+  };
+  ASSERT_GT(CorruptSidecarRecords(dir, ".rows", is_head), 0) << "no MTP head rows on disk";
+  CorruptSidecarRecords(dir, ".tail", is_head);
+  auto b = make(&dir);
+  auto cold = make(nullptr);
+  ASSERT_TRUE(b && cold);
+  auto warm = b->Complete(TokenRequest(second, 32));
+  auto want = cold->Complete(TokenRequest(second, 32));
+  ASSERT_TRUE(warm.ok() && want.ok()) << warm.status().ToString();
+  EXPECT_GT(warm->usage.cached_tokens, 512);
+  EXPECT_EQ(warm->usage.mtp_restored_tokens, 0);
+  EXPECT_TRUE(SameUpToNearTie(*warm, *want));
+}
+
 // llama's test model drafting (--model-draft) for `target`'s.
 std::unique_ptr<Engine> MakeDraftCacheEngine(const std::string* cache_dir,
                                              const std::string& target = "llama") {
