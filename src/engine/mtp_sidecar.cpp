@@ -245,12 +245,14 @@ Status MtpSidecar::SetHistory(int32_t seq, const cache::PrefixCache::Match& m) {
   }
   const size_t width = size_t(llama_model_n_embd_out(head_.model().raw()));
   PREFIXD_ASSIGN_OR_RETURN(std::vector<float> carry, DecodeCarry(m.snapshot->bytes, width));
-  PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> state,
-                           AssembleState(rows, {}, shape_, int32_t(m.n_tokens)));
+  return SetHeadState(seq, rows, int32_t(m.n_tokens), carry);
+}
+
+Status MtpSidecar::SetHeadState(int32_t seq, std::span<const RowsRef> rows, int32_t p,
+                                const std::vector<float>& carry) {
+  PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> state, AssembleState(rows, {}, shape_, p));
   PREFIXD_RETURN_IF_ERROR(head_.SetState(seq, state, StatePart::kWhole));
-  if (head_.SeqPosMax(seq) != int32_t(m.n_tokens) - 1) {
-    return Status::Corruption("MTP head history ends off its position");
-  }
+  if (head_.SeqPosMax(seq) != p - 1) return Status::Corruption("MTP head history ends off its position");
   if (!drafter_.SetMtpCarry(seq, carry)) return Status::Internal("MTP head: carry not set");
   return Status::OK();
 }
@@ -274,15 +276,9 @@ Status MtpSidecar::SetHistoryWithCarries(int32_t seq, const cache::PrefixCache::
   const size_t used = rows.back().n_tokens_used;
   std::vector<float> held(used * width);
   std::memcpy(held.data(), last.carries.data(), held.size() * sizeof(float));
-  std::vector<float> carry(held.end() - ptrdiff_t(width), held.end());
-  PREFIXD_ASSIGN_OR_RETURN(std::vector<uint8_t> state,
-                           AssembleState(rows, {}, shape_, int32_t(m.n_tokens)));
-  PREFIXD_RETURN_IF_ERROR(head_.SetState(seq, state, StatePart::kWhole));
-  if (head_.SeqPosMax(seq) != int32_t(m.n_tokens) - 1) {
-    return Status::Corruption("MTP head history ends off its position");
-  }
-  if (!drafter_.SetMtpCarry(seq, carry)) return Status::Internal("MTP head: carry not set");
+  const std::vector<float> carry(held.end() - ptrdiff_t(width), held.end());
   const int32_t p = int32_t(m.n_tokens);
+  PREFIXD_RETURN_IF_ERROR(SetHeadState(seq, rows, p, carry));
   if (p % block_size_ != 0) {  // the last span starts at P's Block
     held.resize(size_t(p % block_size_) * width);
     drafter_.SetMtpHiddenRows(seq, p / block_size_ * block_size_, std::move(held));

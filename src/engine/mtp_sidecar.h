@@ -65,6 +65,9 @@ class MtpSidecar {
              StateShape shape);
   Status SetHistory(int32_t seq, const cache::PrefixCache::Match& m);
   Status SetHistoryWithCarries(int32_t seq, const cache::PrefixCache::Match& m);
+  // The head's sequence `seq` set to the rows of [0, p) and its carry there.
+  Status SetHeadState(int32_t seq, std::span<const RowsRef> rows, int32_t p,
+                      const std::vector<float>& carry);
   Result<cache::PayloadRef> RowsWithCarriesOf(int32_t seq, const ParsedState& parsed, int32_t p0,
                                               int32_t p1) const;
   Status PublishWithCarries(int32_t seq, const Digest& d, std::span<const Token> tokens,

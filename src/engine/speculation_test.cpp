@@ -879,12 +879,32 @@ int CorruptSidecarRecords(const std::string& dir, const std::string& ext,
   return corrupted;
 }
 
+// Whether `d` is the MTP head's domain of one of `all`.
+bool IsMtpHeadDomain(const Digest& d, const std::set<Digest>& all) {
+  return std::any_of(all.begin(), all.end(),
+                     [&](const Digest& x) { return MtpSidecar::DomainOf(x) == d; });
+}
+
 // The MTP head's Snapshots (its carries): the records of domain DomainOf(X) where X is a domain
 // of the directory too.
 int CorruptMtpCarries(const std::string& dir) {
-  return CorruptSidecarRecords(dir, ".snap", [](const Digest& d, const std::set<Digest>& all) {
-    return std::any_of(all.begin(), all.end(), [&](const Digest& x) { return MtpSidecar::DomainOf(x) == d; });
-  });
+  return CorruptSidecarRecords(dir, ".snap", IsMtpHeadDomain);
+}
+
+// A server over `dir` (from `make`) answers `second`: it restores more than 512 tokens of the
+// target's prefix and none of the head's history (a clean miss: the head starts empty at the
+// restored position), and answers as a cold run.
+void ExpectHeadHistoryMissed(const EngineMaker& make, const std::string& dir,
+                             const std::vector<Token>& second) {
+  auto b = make(&dir);
+  auto cold = make(nullptr);
+  ASSERT_TRUE(b && cold);
+  auto warm = b->Complete(TokenRequest(second, 32));
+  auto want = cold->Complete(TokenRequest(second, 32));
+  ASSERT_TRUE(warm.ok() && want.ok()) << warm.status().ToString();
+  EXPECT_GE(warm->usage.cached_tokens, 512);
+  EXPECT_EQ(warm->usage.mtp_restored_tokens, 0);
+  EXPECT_TRUE(SameUpToNearTie(*warm, *want));
 }
 
 // Faults: the head's records on disk fail their checksums. The next request restores the
@@ -893,15 +913,7 @@ int CorruptMtpCarries(const std::string& dir) {
 TEST(SpeculationTest, MtpHeadHistoryThatFailsItsChecksumIsAMiss) {
   const auto [dir, second] = ServeAndStop("prefixd-mtp-fault-", 21, 60);
   ASSERT_GT(CorruptMtpCarries(dir), 0) << "no MTP head Snapshot on disk";
-  auto b = MakeMtpCacheEngine(&dir);
-  auto cold = MakeMtpCacheEngine(nullptr);
-  ASSERT_TRUE(b && cold);
-  auto warm = b->Complete(TokenRequest(second, 32));
-  auto want = cold->Complete(TokenRequest(second, 32));
-  ASSERT_TRUE(warm.ok() && want.ok()) << warm.status().ToString();
-  EXPECT_EQ(warm->usage.cached_tokens, 512);
-  EXPECT_EQ(warm->usage.mtp_restored_tokens, 0);
-  EXPECT_TRUE(SameUpToNearTie(*warm, *want));
+  ExpectHeadHistoryMissed([](const std::string* d) { return MakeMtpCacheEngine(d); }, dir, second);
 }
 
 // The same on a pure-attention target (deepseek2), whose head history is rows with their carries
@@ -911,21 +923,9 @@ TEST(SpeculationTest, PureAttentionHeadHistoryThatFailsItsChecksumIsAMiss) {
   auto make = [](const std::string* dir) { return MakeMtpCacheEngine(dir, "deepseek2"); };
   const auto [dir, second] = ServeAndStop(
       "prefixd-mtp-mla-fault-", 23, 60, make, [](Engine&, const CompletionResult&) {}, 600);
-  auto is_head = [](const Digest& d, const std::set<Digest>& all) {
-    return std::any_of(all.begin(), all.end(),
-                       [&](const Digest& x) { return MtpSidecar::DomainOf(x) == d; });
-  };
-  ASSERT_GT(CorruptSidecarRecords(dir, ".rows", is_head), 0) << "no MTP head rows on disk";
-  CorruptSidecarRecords(dir, ".tail", is_head);
-  auto b = make(&dir);
-  auto cold = make(nullptr);
-  ASSERT_TRUE(b && cold);
-  auto warm = b->Complete(TokenRequest(second, 32));
-  auto want = cold->Complete(TokenRequest(second, 32));
-  ASSERT_TRUE(warm.ok() && want.ok()) << warm.status().ToString();
-  EXPECT_GT(warm->usage.cached_tokens, 512);
-  EXPECT_EQ(warm->usage.mtp_restored_tokens, 0);
-  EXPECT_TRUE(SameUpToNearTie(*warm, *want));
+  ASSERT_GT(CorruptSidecarRecords(dir, ".rows", IsMtpHeadDomain), 0) << "no MTP head rows on disk";
+  CorruptSidecarRecords(dir, ".tail", IsMtpHeadDomain);
+  ExpectHeadHistoryMissed(make, dir, second);
 }
 
 // llama's test model drafting (--model-draft) for `target`'s.
