@@ -487,34 +487,59 @@ TEST(DrafterTest, MtpCarryIsReadAndSetPerSequence) {
   rig.drafter->End(0);
 }
 
+// An MtpRig with a RAM cache of 128-token Blocks (with Snapshots or without, as the target's
+// cache would be) and a sidecar over it. Decode runs `tokens` on sequence 0 in calls of 128.
+struct SidecarRig {
+  MtpRig rig;
+  cache::PrefixCache ram;
+  cache::TieredCache tiers;
+  std::unique_ptr<MtpSidecar> sidecar;  // null when the rig or the sidecar did not start
+  SidecarRig(const std::string& arch, bool snapshots)
+      : rig(1024, 128, arch), ram(CacheOptions(snapshots)), tiers(ram, {}) {
+    if (!rig.ok) return;
+    auto s = MtpSidecar::Create(*rig.drafter, tiers, 128, 1);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    if (s.ok()) sidecar = std::move(s).value();
+  }
+  static cache::PrefixCache::Options CacheOptions(bool snapshots) {
+    cache::PrefixCache::Options co;
+    co.block_size = 128;
+    co.ram_budget_bytes = 64u << 20;
+    co.has_rows = true;
+    co.needs_snapshot = snapshots;
+    return co;
+  }
+  bool Decode(const std::vector<Token>& tokens) {
+    for (int32_t at = 0; at < int32_t(tokens.size()); at += 128) {
+      const size_t n = std::min<size_t>(128, tokens.size() - size_t(at));
+      if (!rig.ctx->DecodeChunk(0, std::span(tokens).subspan(size_t(at), n), at, false).ok()) {
+        return false;
+      }
+    }
+    return true;
+  }
+};
+
 // The sidecar's round trip, bit for bit: the head's history of a prompt decoded on sequence 0,
 // published, then restored into sequence 1, gives sequence 1 the same head rows (the codec's
 // rows payloads of both equal byte for byte) and the same carry. A position without a head
 // Snapshot, and a head Snapshot whose carry is damaged, restore nothing and leave the
 // sequence empty.
 TEST(MtpSidecarTest, HistoryRoundTripsBitForBit) {
-  MtpRig rig(1024, 128);
-  ASSERT_TRUE(rig.ok);
-  cache::PrefixCache::Options co;
-  co.block_size = 128;
-  co.ram_budget_bytes = 64u << 20;
-  co.has_rows = co.needs_snapshot = true;
-  cache::PrefixCache ram(co);
-  cache::TieredCache tiers(ram, {});
-  auto sidecar = MtpSidecar::Create(*rig.drafter, tiers, 128, 1);
-  ASSERT_TRUE(sidecar.ok()) << sidecar.status().ToString();
+  SidecarRig r("qwen35", /*snapshots=*/true);
+  ASSERT_TRUE(r.sidecar);
+  MtpRig& rig = r.rig;
+  cache::TieredCache& tiers = r.tiers;
+  MtpSidecar* sidecar = r.sidecar.get();
   const std::vector<Token> tokens = ByteTokens(300, 5);
-  for (int32_t at = 0; at < 300; at += 128) {
-    const size_t n = std::min<size_t>(128, 300 - size_t(at));
-    ASSERT_TRUE(rig.ctx->DecodeChunk(0, std::span(tokens).subspan(size_t(at), n), at, false).ok());
-  }
-  auto carry = (*sidecar)->TakeCarry(0);
+  ASSERT_TRUE(r.Decode(tokens));
+  auto carry = sidecar->TakeCarry(0);
   ASSERT_TRUE(carry.ok());
   const Digest domain{7};
   PendingSnapshot end{300, cache::SnapshotKind::kMessage, {}, *carry};
-  ASSERT_TRUE((*sidecar)->Publish(0, domain, tokens, 0, {&end, 1}).ok());
+  ASSERT_TRUE(sidecar->Publish(0, domain, tokens, 0, {&end, 1}).ok());
   Context& head = *rig.drafter->mtp_head();
-  EXPECT_EQ((*sidecar)->Restore(1, domain, tokens, 300), 300);
+  EXPECT_EQ(sidecar->Restore(1, domain, tokens, 300), 300);
   ASSERT_EQ(head.SeqPosMax(1), 299);
   StateFormat format;
   format.cell_ext = rig.model->has_cell_ext();
@@ -534,7 +559,7 @@ TEST(MtpSidecarTest, HistoryRoundTripsBitForBit) {
   ASSERT_TRUE(rig.drafter->MtpCarry(0, &h0) && rig.drafter->MtpCarry(1, &h1));
   EXPECT_EQ(h1, h0);
   // No head Snapshot at 200 (only at 300): nothing restored.
-  EXPECT_EQ((*sidecar)->Restore(1, domain, tokens, 200), 0);
+  EXPECT_EQ(sidecar->Restore(1, domain, tokens, 200), 0);
   EXPECT_EQ(head.SeqPosMax(1), -1);
   // A carry a float short, at the Block end 256: refused.
   std::vector<uint8_t> bad = *carry;
@@ -543,7 +568,7 @@ TEST(MtpSidecarTest, HistoryRoundTripsBitForBit) {
   payload->bytes = bad;
   tiers.InsertSnapshot(MtpSidecar::DomainOf(domain), std::span(tokens).first(256),
                        cache::SnapshotKind::kMessage, payload, nullptr);
-  EXPECT_EQ((*sidecar)->Restore(1, domain, tokens, 256), 0);
+  EXPECT_EQ(sidecar->Restore(1, domain, tokens, 256), 0);
   EXPECT_EQ(head.SeqPosMax(1), -1);
 }
 
@@ -555,22 +580,13 @@ TEST(MtpSidecarTest, HistoryRoundTripsBitForBit) {
 // the follower, so the Block's later publish has them. A row payload cut short restores
 // nothing.
 TEST(MtpSidecarTest, PureAttentionHistoryRestoresAtAnyPosition) {
-  MtpRig rig(1024, 128, "deepseek2");
-  ASSERT_TRUE(rig.ok);
-  cache::PrefixCache::Options co;
-  co.block_size = 128;
-  co.ram_budget_bytes = 64u << 20;
-  co.has_rows = true;
-  co.needs_snapshot = false;
-  cache::PrefixCache ram(co);
-  cache::TieredCache tiers(ram, {});
-  auto sidecar = MtpSidecar::Create(*rig.drafter, tiers, 128, 1);
-  ASSERT_TRUE(sidecar.ok()) << sidecar.status().ToString();
+  SidecarRig r("deepseek2", /*snapshots=*/false);
+  ASSERT_TRUE(r.sidecar);
+  MtpRig& rig = r.rig;
+  cache::TieredCache& tiers = r.tiers;
+  MtpSidecar* sidecar = r.sidecar.get();
   const std::vector<Token> tokens = ByteTokens(300, 5);
-  for (int32_t at = 0; at < 300; at += 128) {
-    const size_t n = std::min<size_t>(128, 300 - size_t(at));
-    ASSERT_TRUE(rig.ctx->DecodeChunk(0, std::span(tokens).subspan(size_t(at), n), at, false).ok());
-  }
+  ASSERT_TRUE(r.Decode(tokens));
   const size_t w = size_t(llama_model_n_embd_out(rig.model->raw()));
   std::vector<float> hidden, end_carry;
   ASSERT_TRUE(rig.drafter->MtpHiddenRows(0, 0, 300, &hidden));
@@ -579,7 +595,7 @@ TEST(MtpSidecarTest, PureAttentionHistoryRestoresAtAnyPosition) {
   EXPECT_EQ(std::vector<float>(hidden.end() - ptrdiff_t(w), hidden.end()), end_carry);
   const Digest domain{9};
   PendingSnapshot end{300, cache::SnapshotKind::kMessage, {}, {}};
-  ASSERT_TRUE((*sidecar)->Publish(0, domain, tokens, 0, {&end, 1}).ok());
+  ASSERT_TRUE(sidecar->Publish(0, domain, tokens, 0, {&end, 1}).ok());
   Context& head = *rig.drafter->mtp_head();
   StateFormat format = rig.model->state_format();
   format.layout = MemoryLayout::kAttention;
@@ -594,7 +610,7 @@ TEST(MtpSidecarTest, PureAttentionHistoryRestoresAtAnyPosition) {
   };
   for (int32_t p : {300, 256, 200, 77}) {
     SCOPED_TRACE(p);
-    ASSERT_EQ((*sidecar)->Restore(1, domain, tokens, p), p);
+    ASSERT_EQ(sidecar->Restore(1, domain, tokens, p), p);
     ASSERT_EQ(head.SeqPosMax(1), p - 1);
     EXPECT_EQ(rows_of(1, p), rows_of(0, p));
     std::vector<float> carry;
@@ -605,7 +621,7 @@ TEST(MtpSidecarTest, PureAttentionHistoryRestoresAtAnyPosition) {
   // Restored to 200 (the head only: the target's sequence 1 is empty here), then decoded on to
   // 300: the record holds [128, 200) as restored and continues, so the Block [128, 256) has
   // every hidden row.
-  ASSERT_EQ((*sidecar)->Restore(1, domain, tokens, 200), 200);
+  ASSERT_EQ(sidecar->Restore(1, domain, tokens, 200), 200);
   std::vector<float> again;
   ASSERT_TRUE(rig.drafter->MtpHiddenRows(1, 128, 200, &again));
   EXPECT_EQ(again, std::vector<float>(hidden.begin() + ptrdiff_t(128 * w),
@@ -625,7 +641,7 @@ TEST(MtpSidecarTest, PureAttentionHistoryRestoresAtAnyPosition) {
   }();
   tiers.InsertSnapshot(MtpSidecar::DomainOf(domain), std::span(other).first(291),
                        cache::SnapshotKind::kMessage, nullptr, bad);
-  EXPECT_EQ((*sidecar)->Restore(1, domain, other, 291), 0);
+  EXPECT_EQ(sidecar->Restore(1, domain, other, 291), 0);
   EXPECT_EQ(head.SeqPosMax(1), -1);
 }
 
