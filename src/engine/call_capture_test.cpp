@@ -1,7 +1,8 @@
 // llama.cpp patches 0009 and 0012 (docs/llama-patches.md): a recurrent state captured inside a
 // decode call is, byte for byte, the state that a call ending there leaves (the unpatched way to
 // take it), and capturing changes nothing the call computes. Checked on the tiny qwen35
-// (attention and Gated DeltaNet layers) and lfm2 (attention and short convolutions): one
+// (attention and Gated DeltaNet layers), lfm2 and lfm2moe (attention and short convolutions;
+// lfm2moe from llama.cpp's generator): one
 // 320-token call with captures against the same tokens decoded in calls cut at the capture
 // points, with flash attention (every cut call 64 rows or more, so attention computes each row
 // as in one call) and without (every cut call 2 rows or more).
@@ -94,7 +95,8 @@ INSTANTIATE_TEST_SUITE_P(Archs, CallCaptureTest,
                          ::testing::Values(Case{"qwen35", true, {64, 192, 256}},
                                            Case{"qwen35", false, {37, 100, 102, 201}},
                                            Case{"lfm2", true, {64, 192, 256}},
-                                           Case{"lfm2", false, {37, 100, 102, 201, 318}}),
+                                           Case{"lfm2", false, {37, 100, 102, 201, 318}},
+                                           Case{"lfm2moe", true, {64, 192, 256}}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return info.param.arch + (info.param.flash_attn ? "_fa" : "_nofa");
                          });
