@@ -8,6 +8,7 @@
 // as in one call) and without (every cut call 2 rows or more).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -96,9 +97,17 @@ INSTANTIATE_TEST_SUITE_P(Archs, CallCaptureTest,
                                            Case{"qwen35", false, {37, 100, 102, 201}},
                                            Case{"lfm2", true, {64, 192, 256}},
                                            Case{"lfm2", false, {37, 100, 102, 201, 318}},
-                                           Case{"lfm2moe", true, {64, 192, 256}}),
+                                           Case{"lfm2moe", true, {64, 192, 256}},
+                                           Case{"mamba2", true, {64, 192, 256}},
+                                           Case{"mamba2", false, {37, 100, 102, 201, 318}},
+                                           Case{"nemotron_h", true, {64, 192, 256}},
+                                           Case{"nemotron_h", false, {37, 100, 102, 201}},
+                                           Case{"granitehybrid", true, {64, 192, 256}},
+                                           Case{"falcon-h1", true, {64, 192, 256}}),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           return info.param.arch + (info.param.flash_attn ? "_fa" : "_nofa");
+                           std::string arch = info.param.arch;
+                           std::replace(arch.begin(), arch.end(), '-', '_');
+                           return arch + (info.param.flash_attn ? "_fa" : "_nofa");
                          });
 
 // A sliding-window model needs nothing set before the call: the window at P is still in its
