@@ -684,8 +684,9 @@ CompletionRequest TokenRequest(std::vector<Token> tokens, int max_tokens) {
 }
 
 // A head that predicts its trunk (TestModelSpec::predictable): drafts are accepted, several
-// tokens a step, and the output is still the model's without speculation, token for token,
-// with one slot and with two decoding together; the counters say how many were taken.
+// tokens a step, and the output is still the model's without speculation (token for token up
+// to a near-tie: a draft is verified in a call of several rows), with one slot and with two
+// decoding together; the counters say how many were taken.
 TEST(SpeculationTest, MtpHeadWhoseDraftsAreAcceptedKeepsTheOutput) {
   for (const std::string arch : {"qwen35", "qwen3next"}) {
     SCOPED_TRACE(arch);
@@ -712,8 +713,8 @@ TEST(SpeculationTest, MtpHeadWhoseDraftsAreAcceptedKeepsTheOutput) {
       auto alone = fast->Complete(TokenRequest(prompts[i], 96));
       auto want = plain->Complete(TokenRequest(prompts[i], 96));
       ASSERT_TRUE(got.ok() && alone.ok() && want.ok());
-      EXPECT_EQ(got->tokens, want->tokens) << "slot " << i;
-      EXPECT_EQ(alone->tokens, want->tokens);
+      EXPECT_TRUE(SameUpToNearTie(*got, *want)) << "slot " << i;
+      EXPECT_TRUE(SameUpToNearTie(*alone, *want));
       const Usage& u = alone->usage;
       std::printf("[ spec ] %s predictable head: %d drafted, %d taken, %d steps for %zu tokens\n",
                   arch.c_str(), u.draft_tokens, u.draft_accepted, u.draft_steps,
