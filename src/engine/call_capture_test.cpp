@@ -103,7 +103,10 @@ INSTANTIATE_TEST_SUITE_P(Archs, CallCaptureTest,
                                            Case{"nemotron_h", true, {64, 192, 256}},
                                            Case{"nemotron_h", false, {37, 100, 102, 201}},
                                            Case{"granitehybrid", true, {64, 192, 256}},
-                                           Case{"falcon-h1", true, {64, 192, 256}}),
+                                           Case{"falcon-h1", true, {64, 192, 256}},
+                                           Case{"mamba", true, {64, 192, 256}},
+                                           Case{"jamba", true, {64, 192, 256}},
+                                           Case{"jamba", false, {37, 100, 102, 201}}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            std::string arch = info.param.arch;
                            std::replace(arch.begin(), arch.end(), '-', '_');
