@@ -528,21 +528,18 @@ struct SidecarRig {
 TEST(MtpSidecarTest, HistoryRoundTripsBitForBit) {
   SidecarRig r("qwen35", /*snapshots=*/true);
   ASSERT_TRUE(r.sidecar);
-  MtpRig& rig = r.rig;
-  cache::TieredCache& tiers = r.tiers;
-  MtpSidecar* sidecar = r.sidecar.get();
   const std::vector<Token> tokens = ByteTokens(300, 5);
   ASSERT_TRUE(r.Decode(tokens));
-  auto carry = sidecar->TakeCarry(0);
+  auto carry = r.sidecar->TakeCarry(0);
   ASSERT_TRUE(carry.ok());
   const Digest domain{7};
   PendingSnapshot end{300, cache::SnapshotKind::kMessage, {}, *carry};
-  ASSERT_TRUE(sidecar->Publish(0, domain, tokens, 0, {&end, 1}).ok());
-  Context& head = *rig.drafter->mtp_head();
-  EXPECT_EQ(sidecar->Restore(1, domain, tokens, 300), 300);
+  ASSERT_TRUE(r.sidecar->Publish(0, domain, tokens, 0, {&end, 1}).ok());
+  Context& head = *r.rig.drafter->mtp_head();
+  EXPECT_EQ(r.sidecar->Restore(1, domain, tokens, 300), 300);
   ASSERT_EQ(head.SeqPosMax(1), 299);
   StateFormat format;
-  format.cell_ext = rig.model->has_cell_ext();
+  format.cell_ext = r.rig.model->has_cell_ext();
   auto rows_of = [&](int32_t seq) {
     auto state = head.GetState(seq, StatePart::kWhole);
     EXPECT_TRUE(state.ok());
@@ -556,19 +553,19 @@ TEST(MtpSidecarTest, HistoryRoundTripsBitForBit) {
   ASSERT_FALSE(rows0.empty());
   EXPECT_EQ(rows_of(1), rows0);
   std::vector<float> h0, h1;
-  ASSERT_TRUE(rig.drafter->MtpCarry(0, &h0) && rig.drafter->MtpCarry(1, &h1));
+  ASSERT_TRUE(r.rig.drafter->MtpCarry(0, &h0) && r.rig.drafter->MtpCarry(1, &h1));
   EXPECT_EQ(h1, h0);
   // No head Snapshot at 200 (only at 300): nothing restored.
-  EXPECT_EQ(sidecar->Restore(1, domain, tokens, 200), 0);
+  EXPECT_EQ(r.sidecar->Restore(1, domain, tokens, 200), 0);
   EXPECT_EQ(head.SeqPosMax(1), -1);
   // A carry a float short, at the Block end 256: refused.
   std::vector<uint8_t> bad = *carry;
   bad.resize(bad.size() - 4);
   auto payload = std::make_shared<cache::Payload>();
   payload->bytes = bad;
-  tiers.InsertSnapshot(MtpSidecar::DomainOf(domain), std::span(tokens).first(256),
+  r.tiers.InsertSnapshot(MtpSidecar::DomainOf(domain), std::span(tokens).first(256),
                        cache::SnapshotKind::kMessage, payload, nullptr);
-  EXPECT_EQ(sidecar->Restore(1, domain, tokens, 256), 0);
+  EXPECT_EQ(r.sidecar->Restore(1, domain, tokens, 256), 0);
   EXPECT_EQ(head.SeqPosMax(1), -1);
 }
 
@@ -582,22 +579,19 @@ TEST(MtpSidecarTest, HistoryRoundTripsBitForBit) {
 TEST(MtpSidecarTest, PureAttentionHistoryRestoresAtAnyPosition) {
   SidecarRig r("deepseek2", /*snapshots=*/false);
   ASSERT_TRUE(r.sidecar);
-  MtpRig& rig = r.rig;
-  cache::TieredCache& tiers = r.tiers;
-  MtpSidecar* sidecar = r.sidecar.get();
   const std::vector<Token> tokens = ByteTokens(300, 5);
   ASSERT_TRUE(r.Decode(tokens));
-  const size_t w = size_t(llama_model_n_embd_out(rig.model->raw()));
+  const size_t w = size_t(llama_model_n_embd_out(r.rig.model->raw()));
   std::vector<float> hidden, end_carry;
-  ASSERT_TRUE(rig.drafter->MtpHiddenRows(0, 0, 300, &hidden));
-  ASSERT_TRUE(rig.drafter->MtpCarry(0, &end_carry));
+  ASSERT_TRUE(r.rig.drafter->MtpHiddenRows(0, 0, 300, &hidden));
+  ASSERT_TRUE(r.rig.drafter->MtpCarry(0, &end_carry));
   ASSERT_EQ(hidden.size(), 300 * w);
   EXPECT_EQ(std::vector<float>(hidden.end() - ptrdiff_t(w), hidden.end()), end_carry);
   const Digest domain{9};
   PendingSnapshot end{300, cache::SnapshotKind::kMessage, {}, {}};
-  ASSERT_TRUE(sidecar->Publish(0, domain, tokens, 0, {&end, 1}).ok());
-  Context& head = *rig.drafter->mtp_head();
-  StateFormat format = rig.model->state_format();
+  ASSERT_TRUE(r.sidecar->Publish(0, domain, tokens, 0, {&end, 1}).ok());
+  Context& head = *r.rig.drafter->mtp_head();
+  StateFormat format = r.rig.model->state_format();
   format.layout = MemoryLayout::kAttention;
   auto rows_of = [&](int32_t seq, int32_t p) {
     auto state = head.GetState(seq, StatePart::kWhole);
@@ -610,26 +604,26 @@ TEST(MtpSidecarTest, PureAttentionHistoryRestoresAtAnyPosition) {
   };
   for (int32_t p : {300, 256, 200, 77}) {
     SCOPED_TRACE(p);
-    ASSERT_EQ(sidecar->Restore(1, domain, tokens, p), p);
+    ASSERT_EQ(r.sidecar->Restore(1, domain, tokens, p), p);
     ASSERT_EQ(head.SeqPosMax(1), p - 1);
     EXPECT_EQ(rows_of(1, p), rows_of(0, p));
     std::vector<float> carry;
-    ASSERT_TRUE(rig.drafter->MtpCarry(1, &carry));
+    ASSERT_TRUE(r.rig.drafter->MtpCarry(1, &carry));
     EXPECT_EQ(carry, std::vector<float>(hidden.begin() + ptrdiff_t((p - 1) * w),
                                         hidden.begin() + ptrdiff_t(p * w)));
   }
   // Restored to 200 (the head only: the target's sequence 1 is empty here), then decoded on to
   // 300: the record holds [128, 200) as restored and continues, so the Block [128, 256) has
   // every hidden row.
-  ASSERT_EQ(sidecar->Restore(1, domain, tokens, 200), 200);
+  ASSERT_EQ(r.sidecar->Restore(1, domain, tokens, 200), 200);
   std::vector<float> again;
-  ASSERT_TRUE(rig.drafter->MtpHiddenRows(1, 128, 200, &again));
+  ASSERT_TRUE(r.rig.drafter->MtpHiddenRows(1, 128, 200, &again));
   EXPECT_EQ(again, std::vector<float>(hidden.begin() + ptrdiff_t(128 * w),
                                       hidden.begin() + ptrdiff_t(200 * w)));
-  ASSERT_TRUE(rig.ctx->DecodeChunk(1, std::span(tokens).subspan(200, 100), 200, false).ok());
-  EXPECT_TRUE(rig.drafter->MtpHiddenRows(1, 128, 256, &again));
+  ASSERT_TRUE(r.rig.ctx->DecodeChunk(1, std::span(tokens).subspan(200, 100), 200, false).ok());
+  EXPECT_TRUE(r.rig.drafter->MtpHiddenRows(1, 128, 256, &again));
   // A Tail whose carries are cut short: refused, the sequence left empty.
-  auto found = tiers.Lookup(MtpSidecar::DomainOf(domain), tokens, 300, 300, cache::Reach::kLocal);
+  auto found = r.tiers.Lookup(MtpSidecar::DomainOf(domain), tokens, 300, 300, cache::Reach::kLocal);
   ASSERT_EQ(found.match.n_tokens, 300u);
   auto bad = std::make_shared<cache::Payload>();
   bad->bytes = found.match.rows.back().rows->bytes;
@@ -639,9 +633,9 @@ TEST(MtpSidecarTest, PureAttentionHistoryRestoresAtAnyPosition) {
     t.push_back(tokens[290] + 1);
     return t;
   }();
-  tiers.InsertSnapshot(MtpSidecar::DomainOf(domain), std::span(other).first(291),
+  r.tiers.InsertSnapshot(MtpSidecar::DomainOf(domain), std::span(other).first(291),
                        cache::SnapshotKind::kMessage, nullptr, bad);
-  EXPECT_EQ(sidecar->Restore(1, domain, other, 291), 0);
+  EXPECT_EQ(r.sidecar->Restore(1, domain, other, 291), 0);
   EXPECT_EQ(head.SeqPosMax(1), -1);
 }
 

@@ -48,6 +48,16 @@ function assertSameUpToNearTie(got, plain) {
   assert.ok(gap <= NEAR_TIE, `answers differ at token ${k}, top two ${gap} apart (no near-tie)`);
 }
 
+// The first turn on a speculating server: it answers as the plain server and drafts. Returns its
+// answer and its prompt's length.
+async function firstTurnDrafts(server, plain) {
+  const r1 = await ask(client(server), turn1);
+  assertSameUpToNearTie(r1, await ask(client(plain), turn1));
+  assert.ok(r1.timings.draft_n > 0, `nothing drafted: ${JSON.stringify(r1.timings)}`);
+  assert.ok(r1.timings.draft_n_accepted <= r1.timings.draft_n);
+  return { answer: r1.choices[0].message.content, prompt: r1.usage.prompt_tokens };
+}
+
 // A first turn published (and on disk), then a kill -9 well inside a speculating answer to the
 // same prompt, then a restart: the next turn restores the whole first prompt and answers as the
 // plain server. Returns that turn's answer.
@@ -157,13 +167,7 @@ describe('speculative decoding (draft-mtp) through the server', () => {
     let answer; let prompt;
     const first = await startServer({ model: mtpModel, args });
     try {
-      const r1 = await ask(client(first), turn1);
-      const p1 = await ask(client(plain), turn1);
-      assertSameUpToNearTie(r1, p1);
-      assert.ok(r1.timings.draft_n > 0, `nothing drafted: ${JSON.stringify(r1.timings)}`);
-      assert.ok(r1.timings.draft_n_accepted <= r1.timings.draft_n);
-      answer = r1.choices[0].message.content;
-      prompt = r1.usage.prompt_tokens;
+      ({ answer, prompt } = await firstTurnDrafts(first, plain));
       const r2 = await ask(client(first), turn2(answer));
       assertSameUpToNearTie(r2, await ask(client(plain), turn2(answer)));
       assert.ok(r2.usage.prompt_tokens_details.cached_tokens >= prompt);
@@ -240,11 +244,7 @@ describe('draft-mtp on a pure-attention target (deepseek2)', () => {
     let answer; let prompt;
     const first = await startServer({ model: mtpModel, args });
     try {
-      const r1 = await ask(client(first), turn1);
-      assertSameUpToNearTie(r1, await ask(client(plain), turn1));
-      assert.ok(r1.timings.draft_n > 0, `nothing drafted: ${JSON.stringify(r1.timings)}`);
-      answer = r1.choices[0].message.content;
-      prompt = r1.usage.prompt_tokens;
+      ({ answer, prompt } = await firstTurnDrafts(first, plain));
       assert.ok(await diskSettled(first) > 0, 'nothing reached the disk tier');
     } finally {
       await first.stop();
