@@ -195,7 +195,6 @@ class Drafter::MtpFollower : public SequenceObserver {
   }
 
   void KeepHidden(bool keep) { keep_hidden_ = keep; }
-  size_t width() const { return width_; }
   bool Hidden(int32_t seq, int32_t p0, int32_t p1, std::vector<float>* rows) const {
     const Rows& h = hidden_[size_t(seq)];
     if (p0 < h.start || p1 > h.end(width_) || p0 > p1) return false;
