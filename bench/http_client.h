@@ -110,6 +110,7 @@ struct ServerOptions {
   std::string label;       // the server's name in logs and reports
   std::string server_cmd;  // "" when the server runs already
   std::string server_log;
+  std::string decode_log;  // bench/decode_counter.cpp's log of this server ("": not counted)
   int64_t start_timeout_s = 600;
   int64_t request_timeout_s = 3600;
   bool warmup = true;      // one short completion after each start

@@ -19,10 +19,16 @@ int64_t I(const json& j, const char* key) { return j.value(key, int64_t(0)); }
 // stream), so the time between requests (the bench's own token counting) is not in it.
 json SideTotals(const json& r) {
   double wall = 0, ttft = 0, model = 0, outside = 0, restore = 0;
-  int64_t calls = 0;  // -1 once a request did not report its calls
+  // Sums that turn -1 once a request did not report the number.
+  int64_t calls = 0, counted_calls = 0, counted_ubatches = 0;
+  auto add = [](int64_t& sum, const json& q, const char* key) {
+    const int64_t c = q.value(key, int64_t(-1));
+    sum = sum < 0 || c < 0 ? -1 : sum + c;
+  };
   for (const json& q : r["requests"]) {
-    const int64_t c = q.value("prompt_chunks", int64_t(-1));
-    calls = calls < 0 || c < 0 ? -1 : calls + c;
+    add(calls, q, "prompt_chunks");
+    add(counted_calls, q, "counted_calls");
+    add(counted_ubatches, q, "counted_ubatches");
     wall += D(q, "total_ms");
     ttft += D(q, "ttft_ms");
     model += std::max(D(q, "model_ms"), 0.0);
@@ -38,6 +44,8 @@ json SideTotals(const json& r) {
           {"outside_ms_total", outside},
           {"restore_ms_total", restore},
           {"prefill_calls", calls},
+          {"counted_calls", counted_calls},
+          {"counted_ubatches", counted_ubatches},
           {"prompt_tokens", I(t, "prompt_tokens")},
           {"cached_tokens", I(t, "cached_tokens")},
           {"evaluated_tokens", I(t, "evaluated_tokens")},
@@ -50,7 +58,9 @@ json RequestSide(const json& q) {
           {"model_ms", q["model_ms"]},             {"outside_ms", q["outside_ms"]},
           {"restore_ms", q.value("restore_ms", -1.0)}, {"queue_ms", q.value("queue_ms", -1.0)},
           {"prompt_eval_ms", q.value("prompt_eval_ms", -1.0)},
-          {"prompt_chunks", q.value("prompt_chunks", int64_t(-1))}};
+          {"prompt_chunks", q.value("prompt_chunks", int64_t(-1))},
+          {"counted_calls", q.value("counted_calls", int64_t(-1))},
+          {"counted_ubatches", q.value("counted_ubatches", int64_t(-1))}};
 }
 
 json Requests(const json& ra, const json& rb) {
@@ -112,6 +122,12 @@ Result<json> LongSessionReport(const json& a, const json& b, const std::vector<j
 
 namespace {
 
+// A count, "n/a" when it was not measured (-1).
+std::string Count(const json& side, const char* key) {
+  const int64_t c = side.value(key, int64_t(-1));
+  return c < 0 ? std::string("n/a") : std::to_string(c);
+}
+
 std::string Ms(const json& side, const char* key) {
   const double v = side.value(key, -1.0);
   return v < 0 ? "n/a" : Fixed(v);
@@ -132,11 +148,9 @@ void TotalsTable(std::ostringstream& md, const json& r) {
       Fixed(D(b, "model_ms_total") / 1000, 1));
   row("sum of outside-model time (s)", Fixed(D(a, "outside_ms_total") / 1000, 2),
       Fixed(D(b, "outside_ms_total") / 1000, 2));
-  auto calls = [](const json& side) {
-    const int64_t c = side.value("prefill_calls", int64_t(-1));
-    return c < 0 ? std::string("n/a") : std::to_string(c);
-  };
-  row("prefill calls (llama_decode)", calls(a), calls(b));
+  row("prefill calls (reported)", Count(a, "prefill_calls"), Count(b, "prefill_calls"));
+  row("prefill calls (counted)", Count(a, "counted_calls"), Count(b, "counted_calls"));
+  row("prefill ubatches (counted)", Count(a, "counted_ubatches"), Count(b, "counted_ubatches"));
   row("evaluated prompt tokens", std::to_string(I(a, "evaluated_tokens")),
       std::to_string(I(b, "evaluated_tokens")));
   row("cached prompt tokens", std::to_string(I(a, "cached_tokens")),
@@ -184,8 +198,9 @@ void RequestTable(std::ostringstream& md, const json& r) {
   const std::string la = r["a"].value("label", "a"), lb = r["b"].value("label", "b");
   md << "## Per request\n\n| # | prompt | cached " << la << " | cached " << lb << " | eval "
      << la << " | eval " << lb << " | TTFT ms " << la << " | TTFT ms " << lb << " | outside ms "
-     << la << " | outside ms " << lb << " | restore ms " << la << " | calls " << la << " |\n"
-     << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+     << la << " | outside ms " << lb << " | restore ms " << la << " | calls " << la
+     << " | ubatches " << la << " | ubatches " << lb << " |\n"
+     << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const json& q : r["requests"]) {
     const json &a = q["a"], &b = q["b"];
     md << "| " << I(q, "index") << " | " << I(q, "prompt_tokens") << " | "
@@ -193,8 +208,8 @@ void RequestTable(std::ostringstream& md, const json& r) {
        << I(a, "evaluated_tokens") << " | " << I(b, "evaluated_tokens") << " | "
        << Ms(a, "ttft_ms") << " | " << Ms(b, "ttft_ms") << " | " << Ms(a, "outside_ms")
        << " | " << Ms(b, "outside_ms") << " | " << Ms(a, "restore_ms") << " | "
-       << (I(a, "prompt_chunks") < 0 ? std::string("n/a") : std::to_string(I(a, "prompt_chunks")))
-       << " |\n";
+       << Count(a, "prompt_chunks") << " | " << Count(a, "counted_ubatches") << " | "
+       << Count(b, "counted_ubatches") << " |\n";
   }
 }
 

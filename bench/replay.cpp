@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "bench/decode_log.h"
+
 namespace prefixd::bench {
 
 using nlohmann::json;
@@ -87,6 +89,8 @@ json ToJson(const RequestResult& m) {
           {"queue_ms", m.queue_ms},
           {"prompt_eval_ms", m.prompt_eval_ms},
           {"prompt_chunks", m.prompt_chunks},
+          {"counted_calls", m.counted_calls},
+          {"counted_ubatches", m.counted_ubatches},
           {"model_ms", m.ModelMs()},
           {"outside_ms", m.OutsideMs()},
           {"restarted_before", m.restarted},
@@ -257,7 +261,14 @@ Status Step(ReplaySide& side, const std::vector<TraceRequest>& trace, size_t i) 
     Progress("request %zu: no token ids (%s); reusable unknown", i,
              tokens.status().ToString().c_str());
   }
+  const std::string& decode_log = side.server.options().decode_log;
+  const int64_t mark = decode_log.empty() ? 0 : DecodeLogMark(decode_log);
   PREFIXD_RETURN_IF_ERROR(Send(side.server.endpoint(), t, model, &m));
+  if (!decode_log.empty()) {
+    const PrefillCount count = CountPrefill(decode_log, mark);
+    m.counted_calls = count.calls;
+    m.counted_ubatches = count.ubatches;
+  }
   if (tokens.ok()) {
     m.reusable = std::min(LongestSharedPrefix(*side.seen, *tokens),
                           std::max<int64_t>(m.prompt - 1, 0));

@@ -54,6 +54,8 @@ struct RequestResult {
   double prompt_eval_ms = -1;   // timings.prompt_eval_ms (prefixd); -1 when not reported
   int64_t prompt_chunks = -1;   // timings.prompt_chunks (prefixd: llama_decode calls of the
                                 // prefill); -1 when not reported
+  int64_t counted_calls = -1;     // prefill calls and their ubatches, counted in the server by
+  int64_t counted_ubatches = -1;  // bench/decode_counter.cpp; -1 without --decode-log
   bool restarted = false;       // the server was restarted right before this request
   std::string output;           // the streamed answer (StreamStats::output)
   std::string answer_error;     // the server processed the prompt, then failed its answer: why

@@ -3,9 +3,13 @@
 // report.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "bench/decode.h"
+#include "bench/decode_log.h"
 #include "bench/long_session.h"
 #include "bench/replay.h"
 
@@ -13,6 +17,24 @@ namespace prefixd::bench {
 namespace {
 
 using nlohmann::json;
+
+TEST(DecodeLogTest, CountsThePrefillCallsAfterTheMarkAndNotTheDecodeSteps) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("prefixd-decode-log-" + std::to_string(getpid())))
+          .string();
+  std::filesystem::remove(path);
+  EXPECT_EQ(DecodeLogMark(path), 0);
+  { std::ofstream(path) << "2048 4 0\n1 1 1\n"; }  // an earlier request
+  const int64_t mark = DecodeLogMark(path);
+  EXPECT_GT(mark, 0);
+  // A prefill of 1,300 tokens in calls of 1,024 (2 ubatches), 1 (no output: a cut) and 275
+  // (its last row's output), then three decode steps.
+  { std::ofstream(path, std::ios::app) << "1024 2 0\n1 1 0\n275 1 1\n1 1 1\n1 1 1\n1 1 1\n"; }
+  const PrefillCount c = CountPrefill(path, mark);
+  EXPECT_EQ(c.calls, 3);
+  EXPECT_EQ(c.ubatches, 4);
+  std::filesystem::remove(path);
+}
 
 TEST(SseReaderTest, ReadsChoicesUsageAndTimingsAcrossChunkBoundaries) {
   SseReader r(BenchClock::now());

@@ -70,14 +70,20 @@ trace="$WORK/$NAME-trace.jsonl"
 "$PREFIXD_BIN" bench --long-session --trace-only --trace-out "$trace" --max-context "$MAX_CONTEXT" \
   --start-tokens "$START_TOKENS" --step-tokens "$STEP_TOKENS" --max-tokens 16
 
+# The session's servers run with bench/decode_counter.cpp preloaded (COUNT_LOG=path): each
+# request's prefill calls and ubatches are counted in both by the same code.
+COUNTER="${COUNTER:-$(dirname "$PREFIXD_BIN")/../lib/libprefixd_decode_counter.so}"
+counted() {  # LOG: the exec prefix that preloads the counter, none without it
+  if [[ -f "$COUNTER" && -n "$1" ]]; then echo "env LD_PRELOAD='$COUNTER' PREFIXD_DECODE_LOG='$1'"; fi
+}
 prefixd_cmd() {  # PORT SLOTS CTX EXTRA...
   local port="$1" slots="$2" ctx="$3"; shift 3
-  echo "exec '$PREFIXD_BIN' serve -m '$model' --alias bench --port $port --cache-dir '$WORK/cache' \
+  echo "exec $(counted "${COUNT_LOG:-}") '$PREFIXD_BIN' serve -m '$model' --alias bench --port $port --cache-dir '$WORK/cache' \
     --slots $slots --ctx $ctx --threads $THREADS --batch $BATCH --ubatch $UBATCH $* ${PREFIXD_EXTRA:-}"
 }
 llama_cmd() {  # PORT SLOTS CTX_PER_SLOT
   local port="$1" slots="$2" ctx="$3"
-  echo "exec '$LLAMA_SERVER' -m '$model' --host 127.0.0.1 --port $port -np $slots \
+  echo "exec $(counted "${COUNT_LOG:-}") '$LLAMA_SERVER' -m '$model' --host 127.0.0.1 --port $port -np $slots \
     -c $((slots * ctx)) -t $THREADS -b $BATCH -ub $UBATCH --jinja --cache-ram 4096 \
     --ctx-checkpoints 64 --checkpoint-min-step 0 ${LLAMA_SERVER_EXTRA:-}"
 }
@@ -90,10 +96,13 @@ session() {
   rm -rf "$WORK/cache"
   : > "$WORK/$NAME-prefixd.log"; : > "$WORK/$NAME-llama-server.log"
   log "session: prefixd and llama-server side by side"
-  "$PREFIXD_BIN" bench --trace "$trace" \
-    --url "http://127.0.0.1:$pa" --label prefixd --server-cmd "$(prefixd_cmd "$pa" 1 "$CTX")" \
+  local da="$WORK/$NAME-prefixd.decodes" db="$WORK/$NAME-llama-server.decodes" count=()
+  rm -f "$da" "$db"
+  [[ -f "$COUNTER" ]] && count=(--decode-log "$da" --b-decode-log "$db")
+  "$PREFIXD_BIN" bench --trace "$trace" "${count[@]}" \
+    --url "http://127.0.0.1:$pa" --label prefixd --server-cmd "$(COUNT_LOG="$da" prefixd_cmd "$pa" 1 "$CTX")" \
     --server-log "$WORK/$NAME-prefixd.log" --out "$WORK/$NAME-prefixd.json" \
-    --b-url "http://127.0.0.1:$pb" --b-label llama-server --b-server-cmd "$(llama_cmd "$pb" 1 "$CTX")" \
+    --b-url "http://127.0.0.1:$pb" --b-label llama-server --b-server-cmd "$(COUNT_LOG="$db" llama_cmd "$pb" 1 "$CTX")" \
     --b-server-log "$WORK/$NAME-llama-server.log" --b-out "$WORK/$NAME-llama-server.json"
 }
 

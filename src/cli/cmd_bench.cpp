@@ -185,6 +185,9 @@ void ServerFlags(Flags& flags, BenchArgs& a) {
                "launch this shell command as the server (listening at --url), wait for /health, "
                "restart it at the trace's restart marker, stop it at the end");
   flags.String("--server-log", &a.server.server_log, "append the launched server's output here");
+  flags.String("--decode-log", &a.server.decode_log,
+               "the server's llama_decode log (bench/decode_counter.cpp, preloaded into it by "
+               "the server command): count each request's prefill calls and ubatches");
   flags.Int("--start-timeout", &a.server.start_timeout_s, "seconds to wait for /health after a start");
   flags.Int("--request-timeout", &a.server.request_timeout_s, "seconds one request may take");
   flags.Bool("--no-warmup", &a.no_warmup, "skip the warm-up request after each server start");
@@ -194,6 +197,7 @@ void ServerFlags(Flags& flags, BenchArgs& a) {
   flags.String("--b-label", &a.b.label, "with --b-url: the second server's name");
   flags.String("--b-server-cmd", &a.b.server_cmd, "with --b-url: launch the second server");
   flags.String("--b-server-log", &a.b.server_log, "with --b-url: the second server's output");
+  flags.String("--b-decode-log", &a.b.decode_log, "with --b-url: the second server's --decode-log");
   flags.String("--b-out", &a.b_out, "with --b-url: the second server's results as JSON");
   flags.String("--b-md", &a.b_md, "with --b-url: the second server's results as Markdown");
   flags.Bool("--alternate", &a.alternate,
