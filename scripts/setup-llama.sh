@@ -122,6 +122,7 @@ if ! tree_has_first "$n_patches" || ! grep -q llama_state_seq_get_data_range "$s
    ! grep -q llama_kv_layout_apply_scope "$src/src/llama-kv-layout.h" ||
    ! grep -q common_speculative_set_mtp_carry "$src/common/speculative.h" ||
    ! grep -q "prefixd patch: only the tile's rows" "$src/ggml/src/ggml-cpu/ops.cpp" ||
+   ! grep -q "prefixd patch: tiled from two query rows" "$src/ggml/src/ggml-cpu/ops.cpp" ||
    ! grep -q ggml_backend_rpc_server_lost "$src/ggml/src/ggml-rpc/ggml-rpc.cpp" ||
    ! grep -q llama_rs_capture_set "$src/include/llama.h" ||
    ! grep -q "prefixd patch: the conv state after the first" "$src/src/models/lfm2.cpp" ||

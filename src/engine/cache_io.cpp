@@ -102,6 +102,12 @@ struct CacheIo::Impl {
   cache::PrefixCache::Match LookupExact(const Slot& slot, size_t max_len, size_t good_enough,
                                         CacheTier* tier);
   size_t OpenedEnd(const Slot& slot) const;
+  // The furthest a restore of the slot's prompt may end: max_len, or with Snapshots captured
+  // inside calls, at most the schedule's ResumeLimit.
+  size_t ResumeEnd(const Slot& slot, size_t max_len) const {
+    if (!options.needs_snapshot || !options.capture_in_call) return max_len;
+    return std::min(max_len, size_t(ResumeLimit(slot.run.chunk_ends, options.tiled_from)));
+  }
   Status RestoreOpened(const Slot& slot, size_t p, uint64_t* bytes);
   void FitCapturesToSchedule(Restoration& r) const;
   // The MTP head's carry for a Snapshot (empty without a sidecar, or when the head has none).
@@ -180,7 +186,10 @@ CacheIo::Impl::Held CacheIo::Impl::HeldPrefix(const Slot& slot, size_t max_len) 
   if (!options.needs_snapshot) {
     h.keep = size_t(ExactRestoreFloor(slot.run.chunk_ends, int32_t(h.shared), options.tiled_from));
   }
-  if (options.needs_snapshot && h.shared == slot.held.tokens.size()) h.keep = h.shared;
+  if (options.needs_snapshot && h.shared == slot.held.tokens.size() &&
+      h.shared <= ResumeEnd(slot, max_len)) {
+    h.keep = h.shared;
+  }
   return h;
 }
 
@@ -240,7 +249,7 @@ cache::PrefixCache::Match CacheIo::Impl::LookupTiers(const Slot& slot, size_t ma
   const auto& tokens = slot.run.job->request.prompt.tokens;
   // The prefetch walked the disk already when it opened a prefix there: RAM only, so the
   // worker does not read into RAM what it is about to read straight from the files.
-  const cache::Reach reach = slot.run.job->prefetch.opened ? cache::Reach::kRam : cache::Reach::kLocal;
+  const cache::Reach reach = OpenedEnd(slot) > 0 ? cache::Reach::kRam : cache::Reach::kLocal;
   cache::TieredCache::Found f = cache.Lookup(slot.run.domain, tokens, max_len, good_enough, reach);
   *tier = f.tier == CacheTier::kDisk ? CacheTier::kDisk
                                      : PrefetchedTier(slot.run.job->prefetch, f.match.n_tokens);
@@ -253,11 +262,18 @@ cache::PrefixCache::Match CacheIo::Impl::LookupTiers(const Slot& slot, size_t ma
 // variant, a token or a few off this prompt's planned ends, continues in calls of another class
 // (last bits, docs/architecture.md), but falling back would lose the reuse the real-template
 // tests prove.
+// Captured inside calls, a Snapshot past the prompt's ResumeLimit is looked up again, shorter.
 cache::PrefixCache::Match CacheIo::Impl::LookupExact(const Slot& slot, size_t max_len,
                                                       size_t good_enough, CacheTier* tier) {
   cache::PrefixCache::Match m = LookupTiers(slot, max_len, good_enough, tier);
-  if (options.needs_snapshot) return m;
   const size_t diverged = m.diverged_at;
+  if (options.needs_snapshot) {
+    const size_t limit = ResumeEnd(slot, max_len);
+    if (m.n_tokens <= limit) return m;
+    m = LookupTiers(slot, limit, std::min(good_enough, limit), tier);
+    m.diverged_at = std::max(m.diverged_at, diverged);
+    return m;
+  }
   for (;;) {
     const int32_t p = int32_t(m.n_tokens);
     const int32_t exact = ExactRestoreFloor(slot.run.chunk_ends, p, options.tiled_from);
@@ -275,7 +291,7 @@ size_t CacheIo::Impl::OpenedEnd(const Slot& slot) const {
   const auto& opened = slot.run.job->prefetch.opened;
   if (!opened || !shape) return 0;
   const int32_t p = int32_t(opened->n_tokens);
-  if (options.needs_snapshot) return size_t(p);
+  if (options.needs_snapshot) return size_t(p) <= ResumeEnd(slot, size_t(p)) ? size_t(p) : 0;
   return size_t(ExactRestoreFloor(slot.run.chunk_ends, p, options.tiled_from));
 }
 
@@ -291,16 +307,10 @@ Status CacheIo::Impl::RestoreOpened(const Slot& slot, size_t p, uint64_t* bytes)
 // Cuts the slot's schedule at each capture point that needs a Snapshot there, where that keeps
 // every call's class (SplitChunkAt); drops the points it cannot cut at (a branch point a few
 // tokens from a planned end): they would change how the rows around them compute. Captured
-// inside calls, the schedule stays; a point is kept where a prefill of this prompt from it
-// would resume exactly (ResumeChunks on its cold schedule).
+// inside calls, the schedule stays and every point is kept: one past this prompt's ResumeLimit
+// serves the longer prompts that extend it.
 void CacheIo::Impl::FitCapturesToSchedule(Restoration& r) const {
-  if (!options.needs_snapshot) return;  // Tails are sliced from the rows anywhere
-  if (options.capture_in_call) {
-    std::erase_if(r.captures, [&](const CapturePoint& c) {
-      return !ResumeChunks(r.chunk_ends, c.pos, ctx.n_batch(), ctx.n_ubatch(), options.tiled_from);
-    });
-    return;
-  }
+  if (!options.needs_snapshot || options.capture_in_call) return;  // Tails: sliced anywhere
   std::erase_if(r.captures, [&](const CapturePoint& c) {
     return !SplitChunkAt(r.chunk_ends, c.pos, options.tiled_from);
   });

@@ -26,15 +26,16 @@ struct CacheIoOptions {
   uint32_t snapshot_spacing = 2048;
   bool has_rows = true;
   bool needs_snapshot = false;
-  // The fewest rows a prefill call computes like any longer call (TiledFrom): where restores
+  // The fewest rows a prefill call computes like any longer call (kTiledFrom): where restores
   // may start so that the prompt's chunk schedule goes on as in a cold run.
-  int32_t tiled_from = kMinCallRows;
+  int32_t tiled_from = kTiledFrom;
   // kWhole: a Snapshot is the whole state at its position (has_rows false, needs_snapshot
   // true); restores set it as it is. kSliced needs the shape the codec probe learned.
   StateMode mode = StateMode::kSliced;
   // Snapshots at capture points inside a prefill call are read from the call's captures
   // (Context::CallCapture) instead of ending the call there (Context::CapturesInCall); the
-  // schedule ends calls only at CallCaptureCuts, and a warm prefill resumes by ResumeChunks.
+  // schedule is not cut for them, and a warm prefill resumes by ResumeChunks, from at most the
+  // schedule's ResumeLimit.
   bool capture_in_call = false;
 };
 

@@ -75,8 +75,8 @@ ChunkingMemoSlot FindChunkingMemo(const Model& model, const ContextOptions& copt
 void LogProbeFindings(const CodecProbe& probe, bool whole_state_asked) {
   if (!probe.chunking_invariant) {
     Log(LogLevel::kInfo, "note: with these settings the model's logits depend on how a "
-                         "prompt is cut into prefill calls (flash attention on CPU computes 64 "
-                         "rows or more in tiles); every prompt is prefilled by the same calls "
+                         "prompt is cut into prefill calls (a call of one row takes other "
+                         "kernels than a call of several); every prompt is prefilled by the same calls "
                          "with the cache on or off, so restores do not change the output, except "
                          "a session's answer reused as it was decoded (docs/architecture.md, "
                          "\"The chunk schedule\")");
@@ -148,7 +148,7 @@ Status CacheStack::Build(const Model& model, Context& ctx, const ContextOptions&
   io.snapshot_spacing = SnapshotSpacing(options_);
   io.has_rows = !whole && LayoutHasRows(model.layout());
   io.needs_snapshot = whole || LayoutNeedsSnapshot(model.layout());
-  io.tiled_from = TiledFrom(options_.flash_attn);
+  io.tiled_from = kTiledFrom;
   io.mode = state_mode_;
   capture_in_call_ = capture_in_call_ && !whole;
   io.capture_in_call = capture_in_call_;

@@ -4,8 +4,8 @@
 // (attention and Gated DeltaNet layers), lfm2 and lfm2moe (attention and short convolutions;
 // lfm2moe from llama.cpp's generator): one
 // 320-token call with captures against the same tokens decoded in calls cut at the capture
-// points, with flash attention (every cut call 64 rows or more, so attention computes each row
-// as in one call) and without (every cut call 2 rows or more).
+// points, with flash attention and without; the cut calls have 2 rows or more, which compute
+// each row as in one call (with flash attention, llama.cpp patch 0013: AShortCall... below).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -94,11 +94,12 @@ TEST_P(CallCaptureTest, ACaptureIsTheStateACallEndingThereLeaves) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, CallCaptureTest,
                          ::testing::Values(Case{"qwen35", true, {64, 192, 256}},
+                                           Case{"qwen35", true, {37, 100, 102, 201, 318}},
                                            Case{"qwen35", false, {37, 100, 102, 201}},
-                                           Case{"lfm2", true, {64, 192, 256}},
+                                           Case{"lfm2", true, {37, 100, 102, 201, 318}},
                                            Case{"lfm2", false, {37, 100, 102, 201, 318}},
                                            Case{"lfm2moe", true, {64, 192, 256}},
-                                           Case{"mamba2", true, {64, 192, 256}},
+                                           Case{"mamba2", true, {37, 100, 102, 201, 318}},
                                            Case{"mamba2", false, {37, 100, 102, 201, 318}},
                                            Case{"nemotron_h", true, {64, 192, 256}},
                                            Case{"nemotron_h", false, {37, 100, 102, 201}},
@@ -110,8 +111,43 @@ INSTANTIATE_TEST_SUITE_P(Archs, CallCaptureTest,
                          [](const ::testing::TestParamInfo<Case>& info) {
                            std::string arch = info.param.arch;
                            std::replace(arch.begin(), arch.end(), '-', '_');
-                           return arch + (info.param.flash_attn ? "_fa" : "_nofa");
+                           // Points under a tile apart: calls of 2..63 rows.
+                           const bool short_calls = info.param.points.front() % 64 != 0;
+                           return arch + (info.param.flash_attn ? "_fa" : "_nofa") +
+                                  (short_calls && info.param.flash_attn ? "_short" : "");
                          });
+
+// llama.cpp patch 0013: ggml's CPU flash attention computes a call of 2..63 rows as a partial
+// tile, as it computes the partial tiles of longer calls, so each row gets the bits it gets in
+// one call of the whole prompt. Without the patch such a call took the per-row path, and the
+// logits after it differed in the last bits (docs/llama-patches.md). Pure attention (llama) and
+// a hybrid (qwen35): the whole state (every KV row) and the last logits of one 320-row call
+// against calls of 37, 63, 2, 99, 117 and 2 rows.
+TEST(ShortCallTest, AShortFlashAttentionCallComputesItsRowsAsALongCallDoes) {
+  for (const std::string arch : {"llama", "qwen35"}) {
+    const Model* model = CodecModels::Get().Load(arch);
+    ASSERT_NE(model, nullptr) << arch;
+    auto ctx = NewContext(*model, true, 0);
+    ASSERT_NE(ctx, nullptr);
+    const std::vector<Token> tokens = PromptTokens(*model, kTokens);
+    ASSERT_TRUE(ctx->DecodeChunk(0, tokens, 0, true).ok());
+    const std::vector<float> logits_one_call = LastLogits(*ctx);
+    auto whole_one_call = ctx->GetState(0, StatePart::kWhole);
+    ASSERT_TRUE(whole_one_call.ok());
+    ctx->SeqClear(0);
+    int32_t pos = 0;
+    for (int32_t end : {37, 100, 102, 201, 318, kTokens}) {
+      std::span<const Token> chunk(tokens.data() + pos, size_t(end - pos));
+      ASSERT_TRUE(ctx->DecodeChunk(0, chunk, pos, end == kTokens).ok());
+      pos = end;
+    }
+    auto whole_cut = ctx->GetState(0, StatePart::kWhole);
+    ASSERT_TRUE(whole_cut.ok());
+    EXPECT_EQ(*whole_one_call, *whole_cut) << arch << ": the KV rows of short calls differ";
+    EXPECT_TRUE(BitIdentical(logits_one_call, LastLogits(*ctx)))
+        << arch << ": the last logits after a 2-row call differ";
+  }
+}
 
 // A sliding-window model needs nothing set before the call: the window at P is still in its
 // (full-size) cache after the call, and the ranged read writes it, with its cell layout, as a

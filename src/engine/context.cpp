@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <thread>
 
@@ -257,6 +258,11 @@ int32_t Context::SetCallCaptures(int32_t seq, std::span<const int32_t> positions
   const int32_t n = llama_rs_capture_set(ctx_, seq, positions.data(), int32_t(positions.size()));
   call_captures_.positions.resize(size_t(std::max(n, 0)));
   return std::max(n, 0);
+}
+
+int32_t Context::CallCaptureCapacity() const {
+  if (model_.layout() == MemoryLayout::kIswa) return std::numeric_limits<int32_t>::max();
+  return int32_t(options_.n_rs_capture);
 }
 
 Result<std::vector<uint8_t>> Context::CallCapture(int32_t i, std::vector<uint8_t>* layout) const {

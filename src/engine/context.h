@@ -134,6 +134,9 @@ class Context {
   // each of `positions`, strictly inside a call. Returns how many were accepted: the first
   // min(size, n_rs_capture) of recurrent states, all for a window. An empty span clears them.
   int32_t SetCallCaptures(int32_t seq, std::span<const int32_t> positions);
+  // How many positions one call keeps (SetCallCaptures): n_rs_capture for recurrent states,
+  // any number for a window.
+  int32_t CallCaptureCapacity() const;
   // The partial state (GetState kPartial, with its sliding-window cell layout into `*layout`)
   // a call that ended at capture i's position would have left, byte for byte. NotFound when
   // the decode did not take it (a position the calls did not go past).

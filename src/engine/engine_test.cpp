@@ -30,7 +30,6 @@ using testing::SameUpToNearTie;
 constexpr uint32_t kBlock = 32;
 constexpr int32_t kBatch = 256;
 constexpr int32_t kSpacing = kBatch;  // boundary Snapshots: the batch rounded down to Blocks
-constexpr int32_t kTiledFrom = TiledFrom(true);  // the engines run flash attention
 
 std::string ModelPath(const std::string& arch) {
   static std::map<std::string, std::string> made;
@@ -107,13 +106,11 @@ size_t SharedPrefix(const std::vector<Token>& a, const std::vector<Token>& b) {
 }
 
 // The test engines' chunk schedule of a prompt (Scheduler::PlanPrefill): cut at the capture
-// points and the spacing grid when the cache takes Snapshots at the ends of calls, only where
-// a resumed prefill needs it when they are captured inside calls (CallCaptureCuts), not at
-// all for pure attention.
+// points and the spacing grid when the cache takes Snapshots at the ends of calls, not at all
+// when they are captured inside calls or for pure attention.
 std::vector<int32_t> PlanOf(const Prompt& p, bool snapshots, bool in_call) {
   const int32_t n = int32_t(p.tokens.size());
   std::vector<int32_t> cuts;
-  if (snapshots && in_call) cuts = CallCaptureCuts(n, p.capture_points, kTiledFrom);
   if (snapshots && !in_call) cuts = PrefillCuts(n, p.capture_points, kSpacing);
   return PlanChunks(n, cuts, kBatch, kBatch);
 }
@@ -140,11 +137,14 @@ struct Reference {
     return int32_t(std::min(best, t.size() - 1));
   }
   // Rows restore only where the prompt's schedule continues exactly as a cold run
-  // (ExactRestoreFloor); Snapshots where they are, a slot's held answer whole.
+  // (ExactRestoreFloor); Snapshots where they are, a slot's held answer whole; captured inside
+  // calls, up to the prompt's ResumeLimit.
   int32_t Expected(const Prompt& prompt) const {
     const std::vector<Token>& t = prompt.tokens;
     const std::vector<int32_t> plan = PlanOf(prompt, !any_position, in_call);
-    const int32_t cap = int32_t(t.size()) - 1;
+    const int32_t cap = in_call && !any_position
+                            ? std::min(int32_t(t.size()) - 1, ResumeLimit(plan, kTiledFrom))
+                            : int32_t(t.size()) - 1;
     int32_t best = 0;
     for (size_t i = 0; i < served.size(); ++i) {
       const Served& s = served[i];
@@ -176,21 +176,17 @@ struct Reference {
     const int32_t restored = r.usage.cached_tokens;
     std::vector<int32_t> plan = PlanOf(p, !any_position, in_call);
     // The points CacheIo plans (PlanCaptures: capture points, the branch point, the prompt's
-    // end, the grid), kept in position order where cutting the schedule keeps every call's
-    // class (FitCapturesToSchedule).
+    // end, the grid): all of them when captured inside calls, else those where cutting the
+    // schedule keeps every call's class (FitCapturesToSchedule).
     std::set<int32_t> planned;
     for (int32_t c : p.capture_points) planned.insert(c);
     planned.insert(r.cache.diverged_at);
     planned.insert(n);
-    // Captured inside calls, a point on their grid, kept where a prefill resumes from it
-    // exactly (ResumeChunks).
     const int32_t step = in_call ? in_call_spacing : kSpacing;
     for (int32_t b = step; b <= n; b += step) planned.insert(b);
     for (int32_t pos : planned) {
       if (pos <= restored || pos > n) continue;
-      const bool kept = in_call ? ResumeChunks(plan, pos, kBatch, kBatch, kTiledFrom).has_value()
-                                : SplitChunkAt(plan, pos, kTiledFrom);
-      if (kept) s.points.insert(pos);
+      if (in_call || SplitChunkAt(plan, pos, kTiledFrom)) s.points.insert(pos);
     }
     served.push_back(std::move(s));
     // The end of generation: what was decoded of the answer (the last token of a "length"
@@ -713,9 +709,10 @@ TEST_P(EngineCacheTest, CancelledBetweenPrefillChunks) {
 }
 
 // Snapshots captured inside calls (llama.cpp patch 0009) on the Gated DeltaNet hybrid: a chat's
-// message points no longer end calls (only those within a tile of the tail do), so a cold
-// prefill of agent-sized messages takes about the calls of its ubatches, and a next turn
-// restores as much as with the cuts; a raw prompt that repeats part of an earlier one goes back
+// capture points no longer end calls, so a cold prefill takes the calls of its ubatches (no
+// short call before the generation prompt), and a next turn restores as much as with the cuts,
+// the tail included (a call of 2 rows or more computes its rows as any other, llama.cpp patch
+// 0013), an exact repeat up to 2 tokens before its end (ResumeLimit); a raw prompt that repeats part of an earlier one goes back
 // to the grid of Snapshots taken inside calls (a few Blocks, InCallSnapshotSpacing), where the
 // cuts' grid of a batch restored nothing.
 TEST(CaptureInCallTest, FewerCallsSameReuseAndAFinerGrid) {
@@ -747,24 +744,39 @@ TEST(CaptureInCallTest, FewerCallsSameReuseAndAFinerGrid) {
   auto a = in_call->Complete(req);
   auto b = cut->Complete(req);
   ASSERT_TRUE(a.ok() && b.ok()) << n << " tokens: " << (a.ok() ? b.status() : a.status()).ToString();
-  const size_t planned =
-      PlanChunks(n, CallCaptureCuts(n, prompt->capture_points, kTiledFrom), kBatch, kBatch).size();
+  const size_t planned = PlanChunks(n, {}, kBatch, kBatch).size();  // the ubatches
   EXPECT_EQ(a->usage.prefill_chunks, int32_t(planned));
   EXPECT_LT(a->usage.prefill_chunks, b->usage.prefill_chunks);
   std::printf("[ calls ] %d tokens, %zu capture points: %d calls captured inside, %d cut\n", n,
               prompt->capture_points.size(), a->usage.prefill_chunks, b->usage.prefill_chunks);
 
-  // The next turn restores from the Snapshots taken inside calls as much as from the cuts.
-  msgs.push_back(Msg("assistant", "Calls end at ubatches."));
-  msgs.push_back(Msg("user", "And the tail?"));
+  // An agent's next turn restores from the Snapshots taken inside calls as much as from the
+  // cuts: the tail before the generation prompt (captured inside the last call) or the end.
+  msgs.push_back(Msg("assistant", "Calls end at ubatches; I will read the tail next."));
+  msgs.push_back(Msg("user", "Tool result: the tail is captured inside the last call, and the "
+                             "generation prompt follows it in the same ubatch; the next turn "
+                             "restores there and evaluates the new messages in tiled calls. "
+                             "Lines 480 to 560 of scheduler.cpp plan the prefill, lines 300 to "
+                             "380 of cache_io.cpp restore it, and prefill.cpp holds the rules."));
   auto next = in_call->PrepareChat(Chat(msgs), "", true);
   ASSERT_TRUE(next.ok());
+  ASSERT_GE(int32_t(next->tokens.size()) - prompt->capture_points.back(), kTiledFrom);
   req.prompt = *next;
   auto a2 = in_call->Complete(req);
   auto b2 = cut->Complete(req);
   ASSERT_TRUE(a2.ok() && b2.ok());
-  EXPECT_GE(a2->usage.cached_tokens, b2->usage.cached_tokens);
-  EXPECT_GT(a2->usage.cached_tokens, n / 2);
+  EXPECT_GE(a2->usage.cached_tokens, prompt->capture_points.back());
+  EXPECT_EQ(a2->usage.cached_tokens, b2->usage.cached_tokens);
+  EXPECT_EQ(a2->usage.prefill_chunks, int32_t(PlanChunks(int32_t(next->tokens.size()) -
+                                                             a2->usage.cached_tokens, {},
+                                                         kBatch, kBatch).size()));
+
+  // An exact repeat restores kTiledFrom tokens or more before its end: its tail.
+  auto a4 = in_call->Complete(req);
+  ASSERT_TRUE(a4.ok());
+  EXPECT_LE(a4->usage.cached_tokens, int32_t(next->tokens.size()) - kTiledFrom);
+  EXPECT_GT(a4->usage.cached_tokens, a2->usage.cached_tokens);
+  EXPECT_EQ(a4->tokens, a2->tokens);
 
   // Raw text: a prompt whose first 240 tokens repeat an earlier one's.
   std::string text;

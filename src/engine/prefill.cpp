@@ -51,16 +51,10 @@ std::vector<int32_t> PrefillCuts(int32_t n, std::span<const int32_t> capture_poi
   return cuts;
 }
 
-std::vector<int32_t> CallCaptureCuts(int32_t n, std::span<const int32_t> capture_points,
-                                     int32_t tiled_from) {
-  const std::vector<int32_t> points = PointsInside(n, capture_points);
-  std::vector<int32_t> cuts;
-  int32_t next = n;
-  for (auto it = points.rbegin(); it != points.rend(); ++it) {
-    if (next - *it < tiled_from) cuts.push_back(next = *it);
-  }
-  std::reverse(cuts.begin(), cuts.end());
-  return cuts;
+int32_t ResumeLimit(std::span<const int32_t> ends, int32_t tiled_from) {
+  const int32_t e = ends.back();
+  const int32_t s = ends.size() > 1 ? ends[ends.size() - 2] : 0;
+  return ClassOf(e - s, tiled_from) == CallClass::kTiled ? e - tiled_from : s;
 }
 
 std::vector<int32_t> PlanChunks(int32_t n, std::span<const int32_t> cuts, uint32_t n_batch,

@@ -13,8 +13,8 @@
 namespace prefixd::engine {
 
 // The fewest rows a prefill call should have where it can: ggml's CPU flash attention works
-// on tiles of 64 query rows; a call with fewer takes a per-row path several times slower per
-// token at long contexts (12% of a 25K-token prefill's time went there).
+// on tiles of 64 query rows, and a call with fewer reads the whole KV cache for a partial tile
+// (before llama.cpp patch 0013 it read it once per row: 12% of a 25K-token prefill's time).
 inline constexpr int32_t kMinCallRows = 64;
 
 // Where the llama_decode call that starts at `pos` ends, for a prefill that must stop at
@@ -25,18 +25,21 @@ inline constexpr int32_t kMinCallRows = 64;
 // REQUIRES: pos < limit, n_batch >= 1, n_ubatch >= 1.
 int32_t NextChunkEnd(int32_t pos, int32_t limit, uint32_t n_batch, uint32_t n_ubatch);
 
-// How ggml's CPU kernels compute a row of a prefill call, by the rows of the call: flash
-// attention takes its tiled path for kMinCallRows or more rows, its per-row path for fewer, and
-// one row takes the one-token paths (flash attention split over the KV cache, matrix-vector
-// products). Within a class a row's result depends only on the KV cache it attends to, not on
-// the call's other rows; across classes it differs in the last bits (docs/architecture.md,
-// "The chunk schedule"). `tiled_from` is TiledFrom(flash attention).
+// How ggml's CPU kernels compute a row of a prefill call, by the rows of the call: one row takes
+// the one-token paths (flash attention split over the KV cache, matrix-vector products), and
+// `tiled_from` rows or more the batched ones (tiled flash attention, matrix products); a kernel
+// that batches only from more rows makes the calls between of a third class (kShort). Within a
+// class a row's result depends only on the KV cache it attends to, not on the call's other
+// rows; across classes it differs in the last bits (docs/architecture.md, "The chunk
+// schedule"). The functions below take `tiled_from` as a parameter; the engine's is kTiledFrom.
 enum class CallClass { kSingle, kShort, kTiled };
 CallClass ClassOf(int32_t rows, int32_t tiled_from);
 
-// The fewest rows a call computes like any longer call: kMinCallRows with flash attention;
-// without it every call of 2 rows or more computes its rows alike (no kShort).
-constexpr int32_t TiledFrom(bool flash_attn) { return flash_attn ? kMinCallRows : 2; }
+// The fewest rows a call computes like any longer call, with flash attention or without: 2.
+// ggml's CPU flash attention takes its tiled path from 2 query rows (llama.cpp patch 0013; from
+// a whole tile of 64 before, with a per-row path below), and the matrix products compute every
+// row of a call of 2 or more alike; so no call is of the short class.
+inline constexpr int32_t kTiledFrom = 2;
 
 // Where a prompt of n tokens ends prefill calls whatever else happens, for a model whose cache
 // takes Snapshots (a state valid at one position only): its capture points (message
@@ -51,14 +54,15 @@ constexpr int32_t TiledFrom(bool flash_attn) { return flash_attn ? kMinCallRows 
 std::vector<int32_t> PrefillCuts(int32_t n, std::span<const int32_t> capture_points,
                                  uint32_t spacing);
 
-// For a model whose Snapshots are captured inside a call (Context::CapturesInCall): the
-// capture points that must still end a call. A warm prefill from a Snapshot at p goes on in
-// calls of the class the cold run had only with `tiled_from` rows or more before the next cut
-// (ResumeChunks); a point closer than that to the next cut, or to n, is therefore a cut itself,
-// taken from the end backwards (a chat's tail before its short generation prompt is one).
-// Ascending, unique, inside (0, n).
-std::vector<int32_t> CallCaptureCuts(int32_t n, std::span<const int32_t> capture_points,
-                                     int32_t tiled_from);
+// For a model whose Snapshots are captured inside a call (Context::CapturesInCall), where no
+// capture point ends a call: the furthest point a warm prefill by the schedule `ends` may
+// start from so that every call computes its rows in the cold run's class (ResumeChunks): a
+// tile before the end when the last call is tiled, else that short call's start (0 for a
+// prompt shorter than a tile). A Snapshot nearer the end than this (a chat's tail before its
+// generation prompt) serves the longer prompts that extend it, not this one: an exact repeat
+// restores a tile or more before its end, so that no prompt's calls are cut short.
+// REQUIRES: ends ascending, non-empty.
+int32_t ResumeLimit(std::span<const int32_t> ends, int32_t tiled_from);
 
 // The chunk schedule of a prompt of n tokens: the ends of its llama_decode calls, NextChunkEnd
 // between consecutive cuts. Ascending, the last is n. With the cache on or off, cold or warm,

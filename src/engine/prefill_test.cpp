@@ -8,7 +8,8 @@
 namespace prefixd::engine {
 namespace {
 
-// Flash attention's classes (TiledFrom).
+// Classes as flash attention had them before llama.cpp patch 0013 (tiled from a whole tile):
+// the functions are exercised with a short class too.
 constexpr int32_t kFa = kMinCallRows;
 
 // The calls a stretch [pos, limit) is decoded in.
@@ -110,9 +111,9 @@ TEST(ExactRestoreFloor, NeverFurtherBackThanATile) {
   }
 }
 
-TEST(ExactRestoreFloor, WithoutFlashAttentionOnlyASingleRowDiffers) {
+TEST(ExactRestoreFloor, WhereOnlyASingleRowDiffersAsTheEngineRuns) {
   const std::vector<int32_t> ends = {512, 540, 541, 700};
-  const int32_t batched = TiledFrom(false);
+  const int32_t batched = kTiledFrom;
   EXPECT_EQ(ExactRestoreFloor(ends, 460, batched), 460);
   EXPECT_EQ(ExactRestoreFloor(ends, 539, batched), 538);
   EXPECT_EQ(ExactRestoreFloor(ends, 699, batched), 698);
@@ -145,17 +146,24 @@ TEST(SplitChunkAt, CutsOnlyWhereBothPartsKeepTheClass) {
 }
 
 
-TEST(CallCaptureCuts, OnlyPointsTooCloseToTheNextCut) {
-  // A chat: messages at 300, 900, 1500, the tail at 1996 before a 4-token generation prompt.
-  const std::vector<int32_t> points = {300, 900, 1500, 1996};
-  EXPECT_EQ(CallCaptureCuts(2000, points, kFa), std::vector<int32_t>({1996}));
-  // Short messages before the tail chain: each is within a tile of the cut after it.
-  const std::vector<int32_t> close = {300, 1900, 1950, 1996};
-  EXPECT_EQ(CallCaptureCuts(2000, close, kFa), std::vector<int32_t>({1900, 1950, 1996}));
-  // Without flash attention only a single row differs: the tail is no cut.
-  EXPECT_EQ(CallCaptureCuts(2000, points, 2), std::vector<int32_t>());
-  EXPECT_EQ(CallCaptureCuts(2000, std::vector<int32_t>{0, 1999, 2000}, 2),
-            std::vector<int32_t>({1999}));
+TEST(ResumeLimit, ATileBeforeTheEndOfAnUncutScheduleSoThatEveryCallStaysTiled) {
+  // 2000 tokens in ubatches of 512, no cuts (Snapshots captured inside calls): the last call
+  // keeps a tile (1536 + 464).
+  const std::vector<int32_t> ends = PlanChunks(2000, {}, 2048, 512);
+  ASSERT_EQ(ends, std::vector<int32_t>({512, 1024, 1536, 2000}));
+  EXPECT_EQ(ResumeLimit(ends, kFa), 2000 - kFa);
+  // Every point up to the limit resumes in tiled calls; the next one (a chat's tail before a
+  // short generation prompt, say) would leave a short call.
+  for (int32_t p : {1, 300, 1536, 1700, 2000 - kFa}) {
+    EXPECT_TRUE(ResumeChunks(ends, p, 2048, 512, kFa).has_value()) << p;
+  }
+  EXPECT_FALSE(ResumeChunks(ends, 2000 - kFa + 1, 2048, 512, kFa).has_value());
+  // A prompt shorter than a tile is one short call: nothing inside it resumes exactly.
+  EXPECT_EQ(ResumeLimit(PlanChunks(40, {}, 2048, 512), kFa), 0);
+  // A schedule ending in a short call (one cut at a capture point): that call's start.
+  EXPECT_EQ(ResumeLimit(PlanChunks(2000, std::vector<int32_t>{1996}, 2048, 512), kFa), 1996);
+  // Without flash attention every call of 2 rows is tiled.
+  EXPECT_EQ(ResumeLimit(ends, 2), 1998);
 }
 
 TEST(ResumeChunks, RetilesTheTiledStretchFromP) {

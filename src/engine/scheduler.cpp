@@ -83,7 +83,11 @@ struct Scheduler::Impl {
   void KeepHeld(Slot& slot, std::span<const Token> generated);
   void ForgetHeld(Slot& slot);
   std::vector<int32_t> PlanPrefill(const Prompt& prompt) const;
-  int32_t SetCallCaptures(const Slot& slot, int32_t stop);
+  struct CallCaptures {
+    size_t first = 0;  // the slot's captures [first, first + set) are the call's, in order
+    int32_t set = 0;
+  };
+  CallCaptures SetCallCaptures(const Slot& slot, int32_t stop);
   void PrefillStep(Slot& slot);
   void GenerateStep();
   void Accept(Slot& slot, Token t);
@@ -489,14 +493,13 @@ void Scheduler::Impl::Apply(Slot& slot, Restoration restoration) {
 }
 
 // The chunk schedule of `prompt` (PlanChunks): the same whether the cache is on or off. A model
-// whose cache takes Snapshots is cut at its capture points (decided by the layout, so that
-// --no-cache plans the same); pure attention is not cut.
+// whose cache takes Snapshots at the ends of calls is cut at its capture points (decided by the
+// layout, so that --no-cache plans the same); pure attention, and Snapshots captured inside
+// calls, are not cut: the calls are the ubatches.
 std::vector<int32_t> Scheduler::Impl::PlanPrefill(const Prompt& prompt) const {
   const int32_t n = int32_t(prompt.tokens.size());
   std::vector<int32_t> cuts;
-  if (capture_in_call) {
-    cuts = CallCaptureCuts(n, prompt.capture_points, TiledFrom(options.flash_attn));
-  } else if (options.whole_state || LayoutNeedsSnapshot(model.layout())) {
+  if (!capture_in_call && (options.whole_state || LayoutNeedsSnapshot(model.layout()))) {
     cuts = PrefillCuts(n, prompt.capture_points, SnapshotSpacing(options));
   }
   return PlanChunks(n, cuts, ctx->n_batch(), ctx->n_ubatch());
@@ -509,30 +512,32 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   const int32_t n = int32_t(tokens.size());
   const int32_t stop = NextPlannedEnd(slot.run.chunk_ends, slot.run.pos);
   std::span<const Token> chunk(tokens.data() + slot.run.pos, size_t(stop - slot.run.pos));
-  const int32_t in_call = SetCallCaptures(slot, stop);
+  const CallCaptures in_call = SetCallCaptures(slot, stop);
   const Clock::time_point t0 = Clock::now();
   Status st = ctx->DecodeChunk(slot.seq, chunk, slot.run.pos, stop == n);
   slot.run.result.usage.prompt_eval_ms += MillisSince(t0);
-  if (!st.ok() && in_call > 0) ctx->SetCallCaptures(slot.seq, {});
+  if (!st.ok() && in_call.set > 0) ctx->SetCallCaptures(slot.seq, {});
   if (!st.ok()) return Fail(slot, st);
   slot.run.result.usage.evaluated_tokens += int32_t(chunk.size());
   slot.run.result.usage.prefill_chunks++;
   slot.run.pos = stop;
   slot.run.job->completion->NoteProgress(stop);
   // Every point up to here: a Snapshot at a planned end is read from the sequence, one inside
-  // the call from the call's captures (the first `in_call` of them; the rest are dropped), and
-  // Tails of pure attention are sliced from the rows at publish time.
+  // the call from the call's captures (those past its capacity are dropped), and Tails of pure
+  // attention are sliced from the rows at publish time.
   CacheIo* io = cache_io();
-  for (int32_t i = 0; io && slot.run.next_capture < slot.run.captures.size() &&
-                      slot.run.captures[slot.run.next_capture].pos <= stop;
-       ++slot.run.next_capture, ++i) {
+  for (; io && slot.run.next_capture < slot.run.captures.size() &&
+         slot.run.captures[slot.run.next_capture].pos <= stop;
+       ++slot.run.next_capture) {
     const CapturePoint& point = slot.run.captures[slot.run.next_capture];
-    if (point.pos < stop && i >= in_call && capture_in_call) continue;  // past the capacity
-    Status cst = io->Capture(slot, point, point.pos < stop && i < in_call ? i : -1);
+    const size_t k = slot.run.next_capture;
+    const bool kept = k >= in_call.first && k < in_call.first + size_t(in_call.set);
+    if (point.pos < stop && !kept && capture_in_call) continue;  // past the capacity
+    Status cst = io->Capture(slot, point, point.pos < stop && kept ? int32_t(k - in_call.first) : -1);
     // A failed capture costs reuse later, never correctness.
     if (!cst.ok()) CountCacheError(CacheWork::kCapture, cst);
   }
-  if (in_call > 0) ctx->SetCallCaptures(slot.seq, {});
+  if (in_call.set > 0) ctx->SetCallCaptures(slot.seq, {});
   if (stop < n) return;
   slot.run.result.usage.prefill_ms = MillisSince(slot.run.started);
   slot.run.decode_started = Clock::now();
@@ -547,16 +552,24 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
 }
 
 // Asks the context to keep the slot's state at the capture points strictly inside the call
-// [pos, stop) (the first of them, as many as it keeps), in the order the captures come;
-// returns how many. 0 where Snapshots end calls.
-int32_t Scheduler::Impl::SetCallCaptures(const Slot& slot, int32_t stop) {
-  if (!capture_in_call || cache_io() == nullptr) return 0;
+// [pos, stop), in the order the captures come: the last of them where there are more than a
+// call keeps (a chat's tail and its latest messages are what a next turn restores). None where
+// Snapshots end calls.
+Scheduler::Impl::CallCaptures Scheduler::Impl::SetCallCaptures(const Slot& slot, int32_t stop) {
+  CallCaptures out{slot.run.next_capture, 0};
+  if (!capture_in_call || cache_io() == nullptr) return out;
   std::vector<int32_t> inside;
   for (size_t i = slot.run.next_capture;
        i < slot.run.captures.size() && slot.run.captures[i].pos < stop; ++i) {
     inside.push_back(slot.run.captures[i].pos);
   }
-  return inside.empty() ? 0 : ctx->SetCallCaptures(slot.seq, inside);
+  const size_t cap = size_t(std::max(ctx->CallCaptureCapacity(), 0));
+  const size_t skip = inside.size() > cap ? inside.size() - cap : 0;
+  out.first += skip;
+  if (inside.size() > skip) {
+    out.set = ctx->SetCallCaptures(slot.seq, std::span<const int32_t>(inside).subspan(skip));
+  }
+  return out;
 }
 
 // Publishes what the prefill produced, once; the sequence still holds exactly the prompt.
