@@ -3,7 +3,9 @@
 // does not depend on how many rows share its tile: then the rows of a partial tile are the bits
 // the unpatched kernel computed for them among padding. This computes the same query rows once
 // as 100 rows (a full tile and a partial one of 36 per head, 2 threads) and once as the first 100
-// of 128 (full tiles only) and compares every output bit.
+// of 128 (full tiles only) and compares every output bit. Patch 0013: a call of 2..63 query rows
+// takes the same tiled path (one partial tile per head), so its rows are the bits the same rows
+// get in a call of 128.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -74,6 +76,18 @@ TEST(FlashAttnTile, ARowsResultDoesNotDependOnItsTile) {
     bool finite = true;
     for (float x : partial) finite = finite && std::isfinite(x);
     EXPECT_TRUE(finite);
+  }
+}
+
+// Without patch 0013 a call under 64 rows took the per-row path, whose sums run in another order
+// (checked against the unpatched library: the rows differed).
+TEST(FlashAttnTile, AShortCallsRowsAreTheRowsOfALongCall) {
+  const std::vector<float> whole = Attend(128, 0.0f);
+  for (int rows : {2, 7, 63}) {
+    const std::vector<float> few = Attend(rows, 0.0f);
+    ASSERT_EQ(few.size(), size_t(kDk * kHeads * rows));
+    EXPECT_EQ(std::memcmp(few.data(), whole.data(), few.size() * sizeof(float)), 0)
+        << "a call of " << rows << " rows computes them otherwise than a call of 128";
   }
 }
 
