@@ -200,12 +200,21 @@ namespace {
 
 // One state write of `seq` (the positions [p0, p1) of its KV caches, or all with p0 < 0), with
 // the cell layout of its sliding-window caches into `*layout` when asked.
+// A buffer for `size` bytes of state, from the pool (a capture's bytes often go where an evicted
+// payload's were), with room after them for a Snapshot's trailer (JoinSnapshot), so that a
+// recurrent state, which has no cell layout to append, is not copied into a larger buffer.
+std::vector<uint8_t> StateBuffer(size_t size) {
+  constexpr size_t kRoomAfter = 64;
+  std::vector<uint8_t> bytes = BufferPool::Shared().Take(size + kRoomAfter);
+  bytes.resize(size);
+  return bytes;
+}
+
 Result<std::vector<uint8_t>> WriteState(llama_context* ctx, const Model& model, int32_t seq,
                                         llama_state_seq_flags flags, int32_t p0, int32_t p1,
                                         std::vector<uint8_t>* layout) {
   const bool ranged = p0 >= 0;
-  // From the pool: a capture's bytes often go where an evicted payload's were.
-  std::vector<uint8_t> bytes = BufferPool::Shared().Take(
+  std::vector<uint8_t> bytes = StateBuffer(
       ranged ? llama_state_seq_get_size_range(ctx, seq, flags, p0, p1)
              : llama_state_seq_get_size_ext(ctx, seq, flags));
   if (layout) layout->clear();
@@ -284,7 +293,7 @@ Result<std::vector<uint8_t>> Context::CallCapture(int32_t i, std::vector<uint8_t
     return Status::NotFound("capture " + std::to_string(i) + " was not taken in the call");
   }
   const llama_state_seq_flags flags = FlagsFor(StatePart::kPartial);
-  std::vector<uint8_t> bytes(llama_rs_capture_get_size(ctx_, i, flags));
+  std::vector<uint8_t> bytes = StateBuffer(llama_rs_capture_get_size(ctx_, i, flags));
   const size_t n = llama_rs_capture_get_data(ctx_, i, bytes.data(), bytes.size(), flags);
   if (bytes.empty() || n != bytes.size()) {
     return Status::Internal("llama_rs_capture_get_data wrote " + std::to_string(n) +

@@ -43,6 +43,8 @@ struct Usage {
   double prefill_ms = 0;          // restore + prompt evaluation
   double restore_ms = 0;          // of which: lookup, disk reads, assembly, state set
   double prompt_eval_ms = 0;      // of which: inside llama_decode (the model itself)
+  double capture_ms = 0;          // of which: reading the Snapshots of the capture points
+  int32_t captures = 0;           // capture points taken (a Snapshot read, or a Tail marked)
   uint64_t restored_bytes = 0;    // state bytes set into the sequence (0: the slot kept it)
   // Before the request queued, on its own thread: opening what the disk Tier adds to its
   // cached prefix (or, through RAM, reading it into the RAM Tier) and what the shared tier adds

@@ -526,6 +526,8 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   // the call from the call's captures (those past its capacity are dropped), and Tails of pure
   // attention are sliced from the rows at publish time.
   CacheIo* io = cache_io();
+  const Clock::time_point t_capture = Clock::now();
+  const int32_t captured_before = slot.run.result.usage.captures;
   for (; io && slot.run.next_capture < slot.run.captures.size() &&
          slot.run.captures[slot.run.next_capture].pos <= stop;
        ++slot.run.next_capture) {
@@ -536,6 +538,10 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
     Status cst = io->Capture(slot, point, point.pos < stop && kept ? int32_t(k - in_call.first) : -1);
     // A failed capture costs reuse later, never correctness.
     if (!cst.ok()) CountCacheError(CacheWork::kCapture, cst);
+    slot.run.result.usage.captures += cst.ok();
+  }
+  if (slot.run.result.usage.captures > captured_before) {
+    slot.run.result.usage.capture_ms += MillisSince(t_capture);
   }
   if (in_call.set > 0) ctx->SetCallCaptures(slot.seq, {});
   if (stop < n) return;
