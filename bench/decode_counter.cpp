@@ -3,8 +3,9 @@
 //   "<tokens in the batch> <ubatches> <outputs>\n"
 // where ubatches = ceil(tokens / llama_n_ubatch(ctx)) (llama.cpp splits a one-sequence batch
 // into that many forward passes) and outputs counts the rows whose logits the caller asked for
-// (a decode step asks for its one row; a prefill call that does not end the prompt, for none). prefixd and llama-server are counted by the same code, so the
-// bench can put the ubatches of one request side by side (`prefixd bench --decode-log`).
+// (a decode step asks for its one row; a prefill call that does not end the prompt, for none).
+// prefixd and llama-server are counted by the same code, so the bench can put the ubatches of
+// one request side by side (`prefixd bench --decode-log`).
 //
 // It adds a write(2) per call; the call is forwarded unchanged.
 #include <dlfcn.h>

@@ -1,6 +1,6 @@
 // The log bench/decode_counter.cpp writes in a server under test: one line per llama_decode
-// call, "<tokens> <ubatches> <outputs>". The bench marks where a request starts and counts the prefill
-// calls after the mark once the request is answered.
+// call, "<tokens> <ubatches> <outputs>". The bench marks where a request starts and counts the
+// prefill calls after the mark once the request is answered.
 //
 // Thread-safety: the functions hold no state; one reader per log.
 #pragma once
