@@ -51,6 +51,9 @@ struct Usage {
   // (read into RAM). Not part of prefill_ms.
   double prefetch_ms = 0;
   double decode_ms = 0;
+  // Of decode_ms: publishing the prompt's Blocks and Snapshots, after the first token went out
+  // and before the second is decoded.
+  double publish_ms = 0;
   double queue_ms = 0;
   // Speculative decoding: tokens drafted and verified, drafts taken, verification steps.
   int32_t draft_tokens = 0;

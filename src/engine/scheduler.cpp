@@ -582,7 +582,9 @@ Scheduler::Impl::CallCaptures Scheduler::Impl::SetCallCaptures(const Slot& slot,
 void Scheduler::Impl::PublishPrompt(Slot& slot) {
   if (!slot.run.publish_pending) return;
   slot.run.publish_pending = false;
+  const Clock::time_point t0 = Clock::now();
   Status st = cache_io()->Publish(slot);
+  slot.run.result.usage.publish_ms += MillisSince(t0);
   if (!st.ok()) CountCacheError(CacheWork::kPublish, st);
 }
 

@@ -72,6 +72,7 @@ LogLine& LogLine::AddCompletion(const engine::CompletionResult& r) {
   Add("restore_ms", u.restore_ms).Add("restored_bytes", (long long)u.restored_bytes);
   Add("eval_ms", u.prompt_eval_ms).Add("chunks", (long long)u.prefill_chunks);
   Add("captures", (long long)u.captures).Add("capture_ms", u.capture_ms);
+  Add("publish_ms", u.publish_ms);
   if (u.draft_steps > 0) {
     Add("drafted", (long long)u.draft_tokens).Add("draft_accepted", (long long)u.draft_accepted);
     if (u.cached_tokens > 0) Add("mtp_cached", (long long)u.mtp_restored_tokens);

@@ -68,6 +68,7 @@ json TimingsJson(const engine::Usage& u) {
           {"restore_ms", u.restore_ms},   {"restored_bytes", u.restored_bytes},
           {"prompt_eval_ms", u.prompt_eval_ms}, {"prompt_chunks", u.prefill_chunks},
           {"capture_ms", u.capture_ms},   {"captures", u.captures},
+          {"publish_ms", u.publish_ms},
           {"predicted_per_second",
            u.decode_ms > 0 ? 1000.0 * u.completion_tokens / u.decode_ms : 0.0}};
   if (u.draft_steps > 0) {  // llama-server's names, present when the request speculated
