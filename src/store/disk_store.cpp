@@ -30,6 +30,8 @@ constexpr size_t kMaxReportedDrops = 100;
 constexpr auto kIdleWake = std::chrono::seconds(1);
 // The longest a put waits while the foreground is busy (SetForegroundBusy).
 constexpr auto kMaxWriteDefer = std::chrono::seconds(2);
+// Records of this many payload bytes or more are written around the page cache.
+constexpr size_t kUncachedFrom = size_t(1) << 20;
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -636,7 +638,11 @@ Status DiskStoreImpl::WriteTemp(const WriteJob& job, uint64_t created_ms, const 
   uint32_t crc = PayloadCrc(job.payload->size(), *job.payload);
   uint8_t trailer[4];
   EncodeFixed32(trailer, crc);
-  PREFIXD_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env_->NewWritableFile(tmp));
+  // A large record (a recurrent state, a Block of a big model's rows) goes around the page
+  // cache: copying it there would take the CPU the decode threads are waiting for.
+  auto opened = job.payload->size() >= kUncachedFrom ? env_->NewUncachedWritableFile(tmp)
+                                                     : env_->NewWritableFile(tmp);
+  PREFIXD_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, std::move(opened));
   PREFIXD_RETURN_IF_ERROR(file->Append(front));
   PREFIXD_RETURN_IF_ERROR(file->Append(*job.payload));
   PREFIXD_RETURN_IF_ERROR(file->Append(std::span<const uint8_t>(trailer, 4)));

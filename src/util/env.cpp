@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 namespace prefixd {
@@ -60,6 +61,94 @@ class PosixWritableFile : public WritableFile {
  private:
   std::string path_;
   int fd_;
+};
+
+// A file written with O_DIRECT through an aligned staging buffer: whole blocks go from the
+// buffer to the device, never through the page cache. The last partial block is written
+// zero-padded and the file cut back to its length (Flush); it stays staged, so a later Append
+// continues it and the next Flush writes it again. A file system that accepts O_DIRECT at open
+// but refuses the write (EINVAL) gets the rest of the file written through the page cache.
+class PosixDirectWritableFile : public WritableFile {
+ public:
+  static constexpr size_t kAlign = 4096;           // a multiple of any logical block size
+  static constexpr size_t kStaging = size_t(1) << 20;
+
+  PosixDirectWritableFile(std::string path, int fd)
+      : path_(std::move(path)), fd_(fd),
+        buf_(static_cast<uint8_t*>(std::aligned_alloc(kAlign, kStaging)), &std::free) {}
+  ~PosixDirectWritableFile() override {
+    if (fd_ >= 0) Close();
+  }
+
+  Status Append(std::span<const uint8_t> data) override {
+    if (!buf_) return Status::ResourceExhausted("no staging buffer for " + path_);
+    while (!data.empty()) {
+      const size_t n = std::min(kStaging - used_, data.size());
+      std::memcpy(buf_.get() + used_, data.data(), n);
+      used_ += n;
+      data = data.subspan(n);
+      if (used_ == kStaging) PREFIXD_RETURN_IF_ERROR(Flush());
+    }
+    return Status::OK();
+  }
+
+  Status Sync() override {
+    PREFIXD_RETURN_IF_ERROR(Flush());
+    if (::fdatasync(fd_) != 0) return PosixError("fdatasync " + path_, errno);
+    return Status::OK();
+  }
+
+  Status Close() override {
+    Status st = fd_ >= 0 ? Flush() : Status::OK();
+    int fd = fd_;
+    fd_ = -1;
+    if (fd >= 0 && ::close(fd) != 0 && st.ok()) st = PosixError("close " + path_, errno);
+    return st;
+  }
+
+ private:
+  // Writes what is staged at flushed_ and keeps only its last partial block staged.
+  Status Flush() {
+    if (used_ == 0) return Status::OK();
+    const size_t padded = direct_ ? (used_ + kAlign - 1) / kAlign * kAlign : used_;
+    std::memset(buf_.get() + used_, 0, padded - used_);
+    Status st = WriteAt(padded);
+    if (!st.ok()) return st;
+    const size_t whole = direct_ ? used_ / kAlign * kAlign : used_;
+    if (padded != used_ && ::ftruncate(fd_, off_t(flushed_ + used_)) != 0) {
+      return PosixError("ftruncate " + path_, errno);
+    }
+    std::memmove(buf_.get(), buf_.get() + whole, used_ - whole);
+    flushed_ += whole;
+    used_ -= whole;
+    return Status::OK();
+  }
+
+  Status WriteAt(size_t n) {
+    size_t done = 0;
+    while (done < n) {
+      ssize_t w = ::pwrite(fd_, buf_.get() + done, n - done, off_t(flushed_ + done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && errno == EINVAL && direct_ && done == 0) {  // refused late: go through the cache
+        if (::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_DIRECT) != 0) {
+          return PosixError("fcntl " + path_, errno);
+        }
+        direct_ = false;
+        n = used_;
+        continue;
+      }
+      if (w < 0) return PosixError("write " + path_, errno);
+      done += size_t(w);
+    }
+    return Status::OK();
+  }
+
+  std::string path_;
+  int fd_;
+  std::unique_ptr<uint8_t, decltype(&std::free)> buf_;
+  size_t used_ = 0;     // bytes staged, from flushed_
+  uint64_t flushed_ = 0;  // bytes written for good (whole blocks while direct_)
+  bool direct_ = true;
 };
 
 class PosixRandomAccessFile : public RandomAccessFile {
@@ -130,6 +219,13 @@ class PosixEnv : public Env {
  public:
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
     return OpenForWrite(path, O_TRUNC);
+  }
+  Result<std::unique_ptr<WritableFile>> NewUncachedWritableFile(const std::string& path) override {
+    const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_TRUNC;
+    int fd = ::open(path.c_str(), flags | O_DIRECT, kPrivateFileMode);
+    if (fd < 0 && errno == EINVAL) return OpenForWrite(path, O_TRUNC);  // tmpfs and the like
+    if (fd < 0) return PosixError("open " + path, errno);
+    return std::unique_ptr<WritableFile>(new PosixDirectWritableFile(path, fd));
   }
   Result<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) override {
     return OpenForWrite(path, O_APPEND);
