@@ -34,6 +34,15 @@ target_include_directories(prefixd_llama_common SYSTEM INTERFACE
   "${PREFIXD_LLAMA_SRC}/common")
 target_link_libraries(prefixd_llama_common INTERFACE prefixd_llama_common_lib prefixd_llama)
 
+# The llama.cpp patch set the libraries were built with (setup-llama.sh's stamp): kernels differ
+# from one set to another, so what a probe of them found is remembered per set (system_info.cpp).
+set(_llama_stamp "${PREFIXD_LLAMA_BUILD}/.prefixd-built")
+set(PREFIXD_LLAMA_PATCH_SET "unknown")
+if(EXISTS "${_llama_stamp}")
+  file(STRINGS "${_llama_stamp}" PREFIXD_LLAMA_PATCH_SET LIMIT_COUNT 1)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${_llama_stamp}")
+endif()
+
 set(CMAKE_BUILD_RPATH "${_llama_bin};${PREFIXD_LLAMA_BUILD}/common")
 
 # The pinned generator of tiny random models of every architecture llama.cpp supports (built by

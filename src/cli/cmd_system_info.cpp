@@ -8,8 +8,9 @@ namespace prefixd::cli {
 
 int CmdSystemInfo(int, char**) {
   const engine::SystemInfo info = engine::GetSystemInfo();
-  std::printf("cpu: %s\nggml: %s\nkernel path: %s\n", info.cpu_model.c_str(),
-              info.ggml_features.c_str(), engine::KernelPathName(info.kernel_path));
+  std::printf("cpu: %s\nggml: %s\nkernel path: %s\nllama.cpp patch set: %s\n",
+              info.cpu_model.c_str(), info.ggml_features.c_str(),
+              engine::KernelPathName(info.kernel_path), info.llama_patch_set.c_str());
   return 0;
 }
 

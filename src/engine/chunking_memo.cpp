@@ -6,7 +6,7 @@
 #include <map>
 #include <sstream>
 
-#include "llama.h"
+#include "engine/system_info.h"
 #include "util/env.h"
 
 namespace prefixd::engine {
@@ -52,7 +52,10 @@ Digest ChunkingKey(const Digest& model_digest, const ContextOptions& ctx, int n_
   h.Update("|");
   h.Update(devices);
   h.Update("|");
-  h.Update(llama_print_system_info());
+  const SystemInfo build = GetSystemInfo();
+  h.Update(build.ggml_features);
+  h.Update("|");
+  h.Update(build.llama_patch_set);
   return h.Finish();
 }
 

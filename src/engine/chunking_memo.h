@@ -5,7 +5,7 @@
 // The answer only chooses a log note and a stat; nothing the cache restores depends on it. The
 // key covers what the answer depends on: the model file's content digest, the context settings
 // that shape the graph (batch, micro-batch, threads, flash attention, KV types, GPU layers) and
-// llama.cpp's build (its system info line). A line that fails its checksum is ignored.
+// llama.cpp's build (its system info line and the patch set its kernels were built with). A line that fails its checksum is ignored.
 //
 // File format (<cache_dir>/chunking.tsv), one line per key:
 //   <64 hex key> TAB <0|1> TAB <8 hex masked CRC32C of "<key> TAB <0|1>">

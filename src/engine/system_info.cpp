@@ -53,6 +53,7 @@ SystemInfo GetSystemInfo() {
   info.cpu_model = CpuModel();
   info.ggml_features = llama_print_system_info();
   info.kernel_path = PathOf(info.ggml_features);
+  info.llama_patch_set = PREFIXD_LLAMA_PATCH_SET;
   return info;
 }
 

@@ -17,6 +17,9 @@ struct SystemInfo {
   std::string cpu_model;      // /proc/cpuinfo's "model name" (or "unknown")
   std::string ggml_features;  // llama_print_system_info(): "CPU : SSE3 = 1 | AVX2 = 1 | ..."
   KernelPath kernel_path = KernelPath::kOther;
+  // The llama.cpp patches the libraries were built with (patches/llama.cpp, digest of the set:
+  // scripts/setup-llama.sh's stamp); "unknown" for a build without the stamp.
+  std::string llama_patch_set;
 };
 
 SystemInfo GetSystemInfo();
