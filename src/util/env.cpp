@@ -86,6 +86,7 @@ class PosixDirectWritableFile : public WritableFile {
       const size_t n = std::min(kStaging - used_, data.size());
       std::memcpy(buf_.get() + used_, data.data(), n);
       used_ += n;
+      tail_written_ = false;
       data = data.subspan(n);
       if (used_ == kStaging) PREFIXD_RETURN_IF_ERROR(Flush());
     }
@@ -107,9 +108,10 @@ class PosixDirectWritableFile : public WritableFile {
   }
 
  private:
-  // Writes what is staged at flushed_ and keeps only its last partial block staged.
+  // Writes what is staged at flushed_ and keeps only its last partial block staged (written
+  // again only once an Append changed it: Close after Sync writes nothing).
   Status Flush() {
-    if (used_ == 0) return Status::OK();
+    if (used_ == 0 || tail_written_) return Status::OK();
     const size_t padded = direct_ ? (used_ + kAlign - 1) / kAlign * kAlign : used_;
     std::memset(buf_.get() + used_, 0, padded - used_);
     Status st = WriteAt(padded);
@@ -121,6 +123,7 @@ class PosixDirectWritableFile : public WritableFile {
     std::memmove(buf_.get(), buf_.get() + whole, used_ - whole);
     flushed_ += whole;
     used_ -= whole;
+    tail_written_ = used_ > 0;
     return Status::OK();
   }
 
@@ -149,6 +152,7 @@ class PosixDirectWritableFile : public WritableFile {
   size_t used_ = 0;     // bytes staged, from flushed_
   uint64_t flushed_ = 0;  // bytes written for good (whole blocks while direct_)
   bool direct_ = true;
+  bool tail_written_ = false;  // the staged partial block is on disk as it is
 };
 
 class PosixRandomAccessFile : public RandomAccessFile {
