@@ -7,8 +7,9 @@
 //     directory fsynced. A crash or power cut at any moment loses at most records in flight.
 //   - Get never returns bytes that fail a check: a bad record is quarantined (deleted and
 //     dropped from the index), counted, and reported as Corruption.
-//   - The bytes of record files (including the one being written) never exceed quota_bytes:
-//     the least recently used records, of any domain, are evicted first.
+//   - The bytes of record files (including the one being written) never exceed quota_bytes,
+//     but for a direct write's zero-padded last block (< 4 KiB, until the file is cut back to
+//     its length): the least recently used records, of any domain, are evicted first.
 //   - One process at a time: Open locks the directory.
 //
 // Thread safety: every method may be called from any thread. Puts are written by one writer
