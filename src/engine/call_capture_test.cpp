@@ -1,4 +1,4 @@
-// llama.cpp patches 0009 and 0012 (docs/llama-patches.md): a recurrent state captured inside a
+// llama.cpp patches 0009, 0012 and 0014 (docs/llama-patches.md): a recurrent state captured inside a
 // decode call is, byte for byte, the state that a call ending there leaves (the unpatched way to
 // take it), and capturing changes nothing the call computes. Checked on the tiny qwen35
 // (attention and Gated DeltaNet layers), lfm2 and lfm2moe (attention and short convolutions;
@@ -181,6 +181,49 @@ TEST(CallCaptureTest, AWindowAfterTheCallIsTheWindowACallEndingThereLeaves) {
   const std::vector<int32_t> past = {kTokens + 10};
   one->SetCallCaptures(0, past);
   EXPECT_FALSE(one->CallCapture(0).ok());
+}
+
+// A hybrid whose attention layers are all sliding-window (llama_memory_hybrid_iswa: LFM2 with
+// a window, from llama.cpp's generator, 32 cells) captures its short-convolution state inside
+// the call and reads its window at the capture after the call (llama.cpp patch 0014): bytes and
+// cell layout equal what calls ending at each point leave, and the call computes the same
+// logits. Two fresh contexts, so that both place their cells alike.
+TEST(CallCaptureTest, AHybridWithAWindowCapturesAsACallEndingThereLeaves) {
+  const Model* model = testing::GeneratedModels::Get().Load("lfm2");
+  ASSERT_NE(model, nullptr);
+  ASSERT_EQ(model->layout(), MemoryLayout::kHybridIswa);
+  constexpr int32_t kN = 200;  // inside the generated model's trained 256
+  const std::vector<Token> tokens = testing::GeneratedTokens(*model, kN);
+  const std::vector<int32_t> points = {37, 100, 102, 150};
+  for (bool flash_attn : {true, false}) {
+    SCOPED_TRACE(flash_attn ? "flash attention" : "no flash attention");
+    ContextOptions o = CaptureOptions(flash_attn, 16);
+    o.n_ctx_per_seq = o.n_batch = o.n_ubatch = 256;
+    auto one = Context::Create(*model, o);
+    auto cut = Context::Create(*model, o);
+    ASSERT_TRUE(one.ok() && cut.ok());
+    ASSERT_TRUE((*one)->CapturesInCall());
+    ASSERT_EQ((*one)->SetCallCaptures(0, points), int32_t(points.size()));
+    ASSERT_TRUE((*one)->DecodeChunk(0, tokens, 0, true).ok());
+    int32_t pos = 0;
+    std::vector<int32_t> ends = points;
+    ends.push_back(kN);
+    for (size_t i = 0; i < ends.size(); ++i) {
+      std::span<const Token> chunk(tokens.data() + pos, size_t(ends[i] - pos));
+      ASSERT_TRUE((*cut)->DecodeChunk(0, chunk, pos, ends[i] == kN).ok());
+      pos = ends[i];
+      std::vector<uint8_t> layout_one, layout_cut;
+      auto at_cut = (*cut)->GetState(0, StatePart::kPartial, &layout_cut);
+      auto in_call = i < points.size() ? (*one)->CallCapture(int32_t(i), &layout_one)
+                                       : (*one)->GetState(0, StatePart::kPartial, &layout_one);
+      ASSERT_TRUE(in_call.ok() && at_cut.ok()) << in_call.status().ToString();
+      EXPECT_EQ(*in_call, *at_cut) << "state at " << ends[i];
+      EXPECT_FALSE(layout_cut.empty());
+      EXPECT_EQ(layout_one, layout_cut) << "cell layout at " << ends[i];
+    }
+    EXPECT_TRUE(BitIdentical(LastLogits(**one), LastLogits(**cut)))
+        << "capturing changed what the call computed";
+  }
 }
 
 TEST(CallCaptureLimitsTest, OnlyWhereTheGraphCanAndAsManyAsAsked) {

@@ -294,7 +294,14 @@ Result<std::vector<uint8_t>> Context::CallCapture(int32_t i, std::vector<uint8_t
   }
   const llama_state_seq_flags flags = FlagsFor(StatePart::kPartial);
   std::vector<uint8_t> bytes = StateBuffer(llama_rs_capture_get_size(ctx_, i, flags));
-  const size_t n = llama_rs_capture_get_data(ctx_, i, bytes.data(), bytes.size(), flags);
+  size_t n = 0;
+  {
+    // A hybrid's sliding-window cache writes the window at the capture (patch 0014), with its
+    // cell layout, as a call that ended there would.
+    std::optional<CellLayoutRecorder> recorder;
+    if (layout) recorder.emplace(layout);
+    n = llama_rs_capture_get_data(ctx_, i, bytes.data(), bytes.size(), flags);
+  }
   if (bytes.empty() || n != bytes.size()) {
     return Status::Internal("llama_rs_capture_get_data wrote " + std::to_string(n) +
                             " bytes, expected " + std::to_string(bytes.size()));
