@@ -42,18 +42,21 @@ struct Case {
   std::string arch;
   bool flash_attn;
   std::vector<int32_t> points;  // ascending, inside (0, kTokens)
+  bool generated = false;       // from llama.cpp's generator (GeneratedModels)
 };
 
 class CallCaptureTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CallCaptureTest, ACaptureIsTheStateACallEndingThereLeaves) {
   const Case& c = GetParam();
-  const Model* model = CodecModels::Get().Load(c.arch);
+  const Model* model = c.generated ? testing::GeneratedModels::Get().Load(c.arch)
+                                   : CodecModels::Get().Load(c.arch);
   ASSERT_NE(model, nullptr);
   auto ctx = NewContext(*model, c.flash_attn, 16);
   ASSERT_NE(ctx, nullptr);
   ASSERT_TRUE(ctx->CapturesInCall());
-  const std::vector<Token> tokens = PromptTokens(*model, kTokens);
+  const std::vector<Token> tokens = c.generated ? testing::GeneratedTokens(*model, kTokens)
+                                                : PromptTokens(*model, kTokens);
 
   // One call, the states kept at the points.
   ASSERT_EQ(ctx->SetCallCaptures(0, c.points), int32_t(c.points.size()));
@@ -107,7 +110,10 @@ INSTANTIATE_TEST_SUITE_P(Archs, CallCaptureTest,
                                            Case{"falcon-h1", true, {64, 192, 256}},
                                            Case{"mamba", true, {64, 192, 256}},
                                            Case{"jamba", true, {64, 192, 256}},
-                                           Case{"jamba", false, {37, 100, 102, 201}}),
+                                           Case{"jamba", false, {37, 100, 102, 201}},
+                                           // hybrid with an indexer cache (kHybridIdx)
+                                           Case{"qwen4exp", true, {64, 192, 256}, true},
+                                           Case{"qwen4exp", false, {37, 100, 102, 201}, true}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            std::string arch = info.param.arch;
                            std::replace(arch.begin(), arch.end(), '-', '_');
@@ -152,35 +158,55 @@ TEST(ShortCallTest, AShortFlashAttentionCallComputesItsRowsAsALongCallDoes) {
 // A sliding-window model needs nothing set before the call: the window at P is still in its
 // (full-size) cache after the call, and the ranged read writes it, with its cell layout, as a
 // call that ended at P left it. Two fresh contexts, so that both place their cells alike.
-TEST(CallCaptureTest, AWindowAfterTheCallIsTheWindowACallEndingThereLeaves) {
-  const Model* model = CodecModels::Get().Load("gemma3");
-  ASSERT_NE(model, nullptr);
-  ASSERT_EQ(model->layout(), MemoryLayout::kIswa);
-  auto one = NewContext(*model, true, 0);
-  auto cut = NewContext(*model, true, 0);
-  ASSERT_TRUE(one && cut);
-  ASSERT_TRUE(one->CapturesInCall());
-  const std::vector<Token> tokens = PromptTokens(*model, kTokens);
-  const std::vector<int32_t> points = {64, 192, 256};
-  ASSERT_EQ(one->SetCallCaptures(0, points), 3);
-  ASSERT_TRUE(one->DecodeChunk(0, tokens, 0, true).ok());
+void ExpectWindowsAsCutsLeaveThem(const Model& model, std::span<const Token> tokens,
+                                  std::span<const int32_t> points, const ContextOptions& o) {
+  auto one = Context::Create(model, o);
+  auto cut = Context::Create(model, o);
+  ASSERT_TRUE(one.ok() && cut.ok());
+  ASSERT_TRUE((*one)->CapturesInCall());
+  ASSERT_EQ((*one)->SetCallCaptures(0, points), int32_t(points.size()));
+  ASSERT_TRUE((*one)->DecodeChunk(0, tokens, 0, true).ok());
   int32_t pos = 0;
   for (size_t i = 0; i < points.size(); ++i) {
     std::span<const Token> chunk(tokens.data() + pos, size_t(points[i] - pos));
-    ASSERT_TRUE(cut->DecodeChunk(0, chunk, pos, false).ok());
+    ASSERT_TRUE((*cut)->DecodeChunk(0, chunk, pos, false).ok());
     pos = points[i];
     std::vector<uint8_t> layout_in_call, layout_cut;
-    auto in_call = one->CallCapture(int32_t(i), &layout_in_call);
-    auto at_cut = cut->GetState(0, StatePart::kPartial, &layout_cut);
+    auto in_call = (*one)->CallCapture(int32_t(i), &layout_in_call);
+    auto at_cut = (*cut)->GetState(0, StatePart::kPartial, &layout_cut);
     ASSERT_TRUE(in_call.ok() && at_cut.ok()) << in_call.status().ToString();
     EXPECT_EQ(*in_call, *at_cut) << "window at " << points[i];
     EXPECT_FALSE(layout_cut.empty());
     EXPECT_EQ(layout_in_call, layout_cut) << "cell layout at " << points[i];
   }
   // A position the call did not go past is not captured.
-  const std::vector<int32_t> past = {kTokens + 10};
-  one->SetCallCaptures(0, past);
-  EXPECT_FALSE(one->CallCapture(0).ok());
+  const std::vector<int32_t> past = {int32_t(tokens.size()) + 10};
+  (*one)->SetCallCaptures(0, past);
+  EXPECT_FALSE((*one)->CallCapture(0).ok());
+}
+
+TEST(CallCaptureTest, AWindowAfterTheCallIsTheWindowACallEndingThereLeaves) {
+  const Model* model = CodecModels::Get().Load("gemma3");
+  ASSERT_NE(model, nullptr);
+  ASSERT_EQ(model->layout(), MemoryLayout::kIswa);
+  const std::vector<int32_t> points = {64, 192, 256};
+  ExpectWindowsAsCutsLeaveThem(*model, PromptTokens(*model, kTokens), points,
+                               CaptureOptions(true, 0));
+}
+
+// The same for a window beside MLA and index caches (kDsaIswa: dots3note from llama.cpp's
+// generator, a 32-cell window), whose partial state is the window alone.
+TEST(CallCaptureTest, AWindowBesideIndexCachesIsTheWindowACallEndingThereLeaves) {
+  const Model* model = testing::GeneratedModels::Get().Load("dots3note");
+  ASSERT_NE(model, nullptr);
+  ASSERT_EQ(model->layout(), MemoryLayout::kDsaIswa);
+  const std::vector<int32_t> points = {37, 100, 102, 150};
+  for (bool flash_attn : {true, false}) {
+    SCOPED_TRACE(flash_attn ? "flash attention" : "no flash attention");
+    ContextOptions o = CaptureOptions(flash_attn, 0);
+    o.n_ctx_per_seq = o.n_batch = o.n_ubatch = 256;  // the generated model's trained context
+    ExpectWindowsAsCutsLeaveThem(*model, testing::GeneratedTokens(*model, 200), points, o);
+  }
 }
 
 // A hybrid whose attention layers are all sliding-window (llama_memory_hybrid_iswa: LFM2 with

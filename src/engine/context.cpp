@@ -253,24 +253,33 @@ Result<std::vector<uint8_t>> Context::GetStateRange(int32_t seq, int32_t p0, int
   return WriteState(ctx_, model_, seq, LLAMA_STATE_SEQ_FLAGS_NONE, p0, p1, nullptr);
 }
 
-// Sliding-window caches keep what a capture needs without being asked (the window at P is in
-// the cache after a call past P); recurrent states only where llama.cpp's graph keeps them.
+namespace {
+// A layout whose partial state is a sliding window and nothing else (gemma3's; dots3note's, whose
+// MLA and index caches are rows): its window at P is still in the cache after a call past P,
+// so a capture needs nothing set before the call.
+bool PartialIsAWindow(MemoryLayout l) {
+  return l == MemoryLayout::kIswa || l == MemoryLayout::kDsaIswa;
+}
+}  // namespace
+
+// Sliding-window caches keep what a capture needs without being asked; recurrent states only
+// where llama.cpp's graph keeps them.
 bool Context::CapturesInCall() const {
-  return model_.layout() == MemoryLayout::kIswa || llama_rs_capture_supported(ctx_);
+  return PartialIsAWindow(model_.layout()) || llama_rs_capture_supported(ctx_);
 }
 
 int32_t Context::SetCallCaptures(int32_t seq, std::span<const int32_t> positions) {
   RequireOwner();
   call_captures_.seq = seq;
   call_captures_.positions.assign(positions.begin(), positions.end());
-  if (model_.layout() == MemoryLayout::kIswa) return int32_t(positions.size());
+  if (PartialIsAWindow(model_.layout())) return int32_t(positions.size());
   const int32_t n = llama_rs_capture_set(ctx_, seq, positions.data(), int32_t(positions.size()));
   call_captures_.positions.resize(size_t(std::max(n, 0)));
   return std::max(n, 0);
 }
 
 int32_t Context::CallCaptureCapacity() const {
-  if (model_.layout() == MemoryLayout::kIswa) return std::numeric_limits<int32_t>::max();
+  if (PartialIsAWindow(model_.layout())) return std::numeric_limits<int32_t>::max();
   return int32_t(options_.n_rs_capture);
 }
 
@@ -281,7 +290,7 @@ Result<std::vector<uint8_t>> Context::CallCapture(int32_t i, std::vector<uint8_t
     return Status::NotFound("no capture " + std::to_string(i) + " was set");
   }
   const int32_t pos = call_captures_.positions[size_t(i)];
-  if (model_.layout() == MemoryLayout::kIswa) {
+  if (PartialIsAWindow(model_.layout())) {
     // The window as of pos, read after the call (llama.cpp patch 0009's ranged window).
     if (pos <= 0 || SeqPosMax(call_captures_.seq) < pos) {
       return Status::NotFound("capture " + std::to_string(i) + " is not inside a call decoded");

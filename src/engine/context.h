@@ -127,7 +127,7 @@ class Context {
 
   // Captures inside a call (llama.cpp patch 0009): whether the partial state at a position
   // inside a DecodeChunk call can be had without ending the call there: a sliding-window model
-  // (kIswa: its window at P is still in the cache after the call), or a recurrent state the
+  // (kIswa, kDsaIswa: its window at P is still in the cache after the call), or a recurrent state the
   // graph keeps (the Gated DeltaNet, short-convolution and Mamba models, with
   // ContextOptions::n_rs_capture; a hybrid's window beside it as kIswa's, patch 0014).
   bool CapturesInCall() const;
