@@ -25,15 +25,17 @@ using testing::PromptTokens;
 constexpr int32_t kTokens = 320;
 
 // One call for the whole prompt (the codec tests' options cut it into ubatches of 32).
-ContextOptions CaptureOptions(bool flash_attn, uint32_t n_capture) {
+ContextOptions CaptureOptions(bool flash_attn, uint32_t n_capture, uint32_t n_rs_seq = 0) {
   ContextOptions o = testing::CodecContextOptions(flash_attn);
   o.n_ctx_per_seq = o.n_batch = o.n_ubatch = 512;
   o.n_rs_capture = n_capture;
+  o.n_rs_seq = n_rs_seq;
   return o;
 }
 
-std::unique_ptr<Context> NewContext(const Model& model, bool flash_attn, uint32_t n_capture) {
-  auto ctx = Context::Create(model, CaptureOptions(flash_attn, n_capture));
+std::unique_ptr<Context> NewContext(const Model& model, bool flash_attn, uint32_t n_capture,
+                                    uint32_t n_rs_seq = 0) {
+  auto ctx = Context::Create(model, CaptureOptions(flash_attn, n_capture, n_rs_seq));
   EXPECT_TRUE(ctx.ok()) << ctx.status().ToString();
   return ctx.ok() ? std::move(ctx).value() : nullptr;
 }
@@ -43,17 +45,30 @@ struct Case {
   bool flash_attn;
   std::vector<int32_t> points;  // ascending, inside (0, kTokens)
   bool generated = false;       // from llama.cpp's generator (GeneratedModels)
+  uint32_t n_rs_seq = 0;        // per-token rollback states kept (speculation), as llama.cpp's
 };
 
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  std::string arch = info.param.arch;
+  std::replace(arch.begin(), arch.end(), '-', '_');
+  // Points under a tile apart: calls of 2..63 rows.
+  const bool short_calls = info.param.points.front() % 64 != 0;
+  return arch + (info.param.flash_attn ? "_fa" : "_nofa") +
+         (short_calls && info.param.flash_attn ? "_short" : "") +
+         (info.param.n_rs_seq > 0 ? "_rollback" : "");
+}
+
 class CallCaptureTest : public ::testing::TestWithParam<Case> {};
+class CallCaptureRollbackTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CallCaptureTest, ACaptureIsTheStateACallEndingThereLeaves) {
   const Case& c = GetParam();
   const Model* model = c.generated ? testing::GeneratedModels::Get().Load(c.arch)
                                    : CodecModels::Get().Load(c.arch);
   ASSERT_NE(model, nullptr);
-  auto ctx = NewContext(*model, c.flash_attn, 16);
+  auto ctx = NewContext(*model, c.flash_attn, 16, c.n_rs_seq);
   ASSERT_NE(ctx, nullptr);
+  ASSERT_EQ(ctx->n_rs_seq(), c.n_rs_seq);
   ASSERT_TRUE(ctx->CapturesInCall());
   const std::vector<Token> tokens = c.generated ? testing::GeneratedTokens(*model, kTokens)
                                                 : PromptTokens(*model, kTokens);
@@ -95,6 +110,44 @@ TEST_P(CallCaptureTest, ACaptureIsTheStateACallEndingThereLeaves) {
       << "capturing changed what the call computed";
 }
 
+// With rollback states (a speculating context), a call split at captures keeps the states of
+// its last n_rs_seq + 1 tokens as an uncut call does, whichever piece they fall in: rolling
+// back r tokens after it gives the state rolling back r tokens after an uncut call gives.
+TEST_P(CallCaptureRollbackTest, ARollbackAfterTheCallIsTheRollbackAfterAnUncutOne) {
+  const Case& c = GetParam();
+  ASSERT_GT(c.n_rs_seq, 0u);
+  const Model* model = c.generated ? testing::GeneratedModels::Get().Load(c.arch)
+                                   : CodecModels::Get().Load(c.arch);
+  ASSERT_NE(model, nullptr);
+  const std::vector<Token> tokens = PromptTokens(*model, kTokens);
+  // A fresh context each time: rows a call left unwritten must not hold an earlier run's states.
+  auto rolled_back = [&](std::span<const int32_t> points, int32_t r) -> std::vector<uint8_t> {
+    auto ctx = NewContext(*model, c.flash_attn, 16, c.n_rs_seq);
+    if (ctx == nullptr) return {};
+    ctx->SetCallCaptures(0, points);
+    EXPECT_TRUE(ctx->DecodeChunk(0, tokens, 0, true).ok());
+    ctx->SetCallCaptures(0, {});
+    EXPECT_TRUE(ctx->SeqTruncate(0, kTokens - r)) << "rollback of " << r;
+    auto state = ctx->GetState(0, StatePart::kPartial);
+    EXPECT_TRUE(state.ok());
+    return state.ok() ? *state : std::vector<uint8_t>{};
+  };
+  for (int32_t r = 1; r <= int32_t(c.n_rs_seq); ++r) {
+    const std::vector<uint8_t> split = rolled_back(c.points, r);
+    const std::vector<uint8_t> uncut = rolled_back({}, r);
+    EXPECT_FALSE(uncut.empty());
+    EXPECT_EQ(split, uncut) << "rollback of " << r << " tokens";
+  }
+}
+
+// with rollback states (a context that speculates): the points end 2 tokens before the call's
+// end, so the last n_rs_seq + 1 tokens' states come from two pieces
+const Case kRollbackCases[] = {
+    Case{"qwen35", true, {64, 192, 256}, false, 3},
+    Case{"qwen35", false, {37, 100, 102, 201, 318}, false, 3},
+    Case{"lfm2", true, {37, 100, 102, 201, 318}, false, 3},
+};
+
 INSTANTIATE_TEST_SUITE_P(Archs, CallCaptureTest,
                          ::testing::Values(Case{"qwen35", true, {64, 192, 256}},
                                            Case{"qwen35", true, {37, 100, 102, 201, 318}},
@@ -113,15 +166,12 @@ INSTANTIATE_TEST_SUITE_P(Archs, CallCaptureTest,
                                            Case{"jamba", false, {37, 100, 102, 201}},
                                            // hybrid with an indexer cache (kHybridIdx)
                                            Case{"qwen4exp", true, {64, 192, 256}, true},
-                                           Case{"qwen4exp", false, {37, 100, 102, 201}, true}),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           std::string arch = info.param.arch;
-                           std::replace(arch.begin(), arch.end(), '-', '_');
-                           // Points under a tile apart: calls of 2..63 rows.
-                           const bool short_calls = info.param.points.front() % 64 != 0;
-                           return arch + (info.param.flash_attn ? "_fa" : "_nofa") +
-                                  (short_calls && info.param.flash_attn ? "_short" : "");
-                         });
+                                           Case{"qwen4exp", false, {37, 100, 102, 201}, true},
+                                           kRollbackCases[0], kRollbackCases[1],
+                                           kRollbackCases[2]),
+                         CaseName);
+INSTANTIATE_TEST_SUITE_P(Archs, CallCaptureRollbackTest, ::testing::ValuesIn(kRollbackCases),
+                         CaseName);
 
 // llama.cpp patch 0013: ggml's CPU flash attention computes a call of 2..63 rows as a partial
 // tile, as it computes the partial tiles of longer calls, so each row gets the bits it gets in
