@@ -119,7 +119,8 @@ TEST_P(CallCaptureRollbackTest, ARollbackAfterTheCallIsTheRollbackAfterAnUncutOn
   const Model* model = c.generated ? testing::GeneratedModels::Get().Load(c.arch)
                                    : CodecModels::Get().Load(c.arch);
   ASSERT_NE(model, nullptr);
-  const std::vector<Token> tokens = PromptTokens(*model, kTokens);
+  const std::vector<Token> tokens = c.generated ? testing::GeneratedTokens(*model, kTokens)
+                                                : PromptTokens(*model, kTokens);
   // A fresh context each time: rows a call left unwritten must not hold an earlier run's states.
   auto rolled_back = [&](std::span<const int32_t> points, int32_t r) -> std::vector<uint8_t> {
     auto ctx = NewContext(*model, c.flash_attn, 16, c.n_rs_seq);
@@ -146,6 +147,7 @@ const Case kRollbackCases[] = {
     Case{"qwen35", true, {64, 192, 256}, false, 3},
     Case{"qwen35", false, {37, 100, 102, 201, 318}, false, 3},
     Case{"lfm2", true, {37, 100, 102, 201, 318}, false, 3},
+    Case{"qwen4exp", false, {37, 100, 102, 201, 318}, true, 3},
 };
 
 INSTANTIATE_TEST_SUITE_P(Archs, CallCaptureTest,
@@ -168,7 +170,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, CallCaptureTest,
                                            Case{"qwen4exp", true, {64, 192, 256}, true},
                                            Case{"qwen4exp", false, {37, 100, 102, 201}, true},
                                            kRollbackCases[0], kRollbackCases[1],
-                                           kRollbackCases[2]),
+                                           kRollbackCases[2], kRollbackCases[3]),
                          CaseName);
 INSTANTIATE_TEST_SUITE_P(Archs, CallCaptureRollbackTest, ::testing::ValuesIn(kRollbackCases),
                          CaseName);
