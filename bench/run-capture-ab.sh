@@ -5,10 +5,13 @@
 # to one then the other, the order alternating), the same model, threads, batch and ubatch, each
 # with its own cache dir; then the same two with --no-cache (the two chunk schedules alone, every
 # request prefilled whole). Reports calls (llama_decode), model time and session wall.
-# Writes $OUT/capture-in-call-$ARCH-$SHAPE.md (and the two reports' .json beside it).
+# Writes $OUT/capture-in-call-$ARCH-$SHAPE$SUFFIX.md (and the two reports' .json beside it).
 #
 # Usage: bench/run-capture-ab.sh [--shape tiny|small] [--arch qwen35|gemma3] [--max-context N]
-#        [--skip-no-cache]
+#        [--skip-no-cache] [--serve-extra "FLAGS" --suffix SUFFIX]
+#   --serve-extra: more `prefixd serve` flags for both servers (speculation, say:
+#   "--spec-type ngram-mod --spec-ngram-mod-n-max 8 --spec-ngram-mod-n-min 2"), and --suffix names
+#   that run's files apart.
 # Env: PREFIXD_BIN (default build/bin/prefixd), THREADS (2), BATCH (2048), UBATCH (512),
 #      OUT (default bench/results), WORK (default /tmp/prefixd-capture-ab).
 set -euo pipefail
@@ -18,12 +21,16 @@ SHAPE=tiny
 ARCH=qwen35
 MAX_CONTEXT=32768
 SKIP_NO_CACHE=0
+SERVE_EXTRA=""
+SUFFIX=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --shape) SHAPE="$2"; shift ;;
     --arch) ARCH="$2"; shift ;;
     --max-context) MAX_CONTEXT="$2"; shift ;;
     --skip-no-cache) SKIP_NO_CACHE=1 ;;
+    --serve-extra) SERVE_EXTRA="$2"; shift ;;
+    --suffix) SUFFIX="$2"; shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -35,7 +42,7 @@ CTX=$((MAX_CONTEXT + MAX_CONTEXT / 16 + 1024))
 OUT="${OUT:-$here/bench/results}"
 WORK="${WORK:-/tmp/prefixd-capture-ab}"
 PREFIXD_BIN="${PREFIXD_BIN:-$here/build/bin/prefixd}"
-NAME="capture-in-call-$ARCH-$SHAPE"
+NAME="capture-in-call-$ARCH-$SHAPE$SUFFIX"
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -52,7 +59,7 @@ serve_cmd() {  # PORT EXTRA...
   local port="$1"; shift
   echo "exec '$PREFIXD_BIN' serve -m '$model' --alias bench --port $port \
     --cache-dir '$WORK/cache-$port' --slots 1 --ctx $CTX --threads $THREADS --batch $BATCH \
-    --ubatch $UBATCH $*"
+    --ubatch $UBATCH $SERVE_EXTRA $*"
 }
 
 # pair LABEL EXTRA: in-call against cut, with EXTRA on both.
@@ -82,6 +89,7 @@ pair cache ""
     echo
   done
   skip=""; [[ "$SKIP_NO_CACHE" == 1 ]] && skip=" --skip-no-cache"
+  [[ -n "$SERVE_EXTRA" ]] && skip+=" --serve-extra \"$SERVE_EXTRA\" --suffix $SUFFIX"
   echo "Run: \`bench/run-capture-ab.sh --shape $SHAPE --arch $ARCH --max-context $MAX_CONTEXT$skip\`"
   echo "($(date -u +%Y-%m-%d); $THREADS threads, batch $BATCH / ubatch $UBATCH, prefixd"
   echo "$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?')). Shared, noisy machine: compare the two columns of one run."

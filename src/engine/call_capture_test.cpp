@@ -148,6 +148,8 @@ const Case kRollbackCases[] = {
     Case{"qwen35", false, {37, 100, 102, 201, 318}, false, 3},
     Case{"lfm2", true, {37, 100, 102, 201, 318}, false, 3},
     Case{"qwen4exp", false, {37, 100, 102, 201, 318}, true, 3},
+    Case{"kimi-k3", true, {37, 100, 102, 201, 318}, true, 3},
+    Case{"bailingmoe3", false, {37, 100, 102, 201, 318}, true, 3},
 };
 
 INSTANTIATE_TEST_SUITE_P(Archs, CallCaptureTest,
@@ -161,6 +163,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, CallCaptureTest,
                                            Case{"mamba2", false, {37, 100, 102, 201, 318}},
                                            Case{"nemotron_h", true, {64, 192, 256}},
                                            Case{"nemotron_h", false, {37, 100, 102, 201}},
+                                           Case{"nemotron_h_moe", true, {64, 192, 256}},
                                            Case{"granitehybrid", true, {64, 192, 256}},
                                            Case{"falcon-h1", true, {64, 192, 256}},
                                            Case{"mamba", true, {64, 192, 256}},
@@ -169,8 +172,14 @@ INSTANTIATE_TEST_SUITE_P(Archs, CallCaptureTest,
                                            // hybrid with an indexer cache (kHybridIdx)
                                            Case{"qwen4exp", true, {64, 192, 256}, true},
                                            Case{"qwen4exp", false, {37, 100, 102, 201}, true},
+                                           // Kimi Delta Attention (three convolutions a layer)
+                                           Case{"kimi-linear", true, {64, 192, 256}, true},
+                                           Case{"kimi-linear", false, {37, 100, 102, 201}, true},
+                                           Case{"kimi-k3", true, {64, 192, 256}, true},
+                                           Case{"bailingmoe3", true, {64, 192, 256}, true},
                                            kRollbackCases[0], kRollbackCases[1],
-                                           kRollbackCases[2], kRollbackCases[3]),
+                                           kRollbackCases[2], kRollbackCases[3],
+                                           kRollbackCases[4], kRollbackCases[5]),
                          CaseName);
 INSTANTIATE_TEST_SUITE_P(Archs, CallCaptureRollbackTest, ::testing::ValuesIn(kRollbackCases),
                          CaseName);
