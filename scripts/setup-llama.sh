@@ -131,6 +131,7 @@ if ! tree_has_first "$n_patches" || ! grep -q llama_state_seq_get_data_range "$s
    ! grep -q "prefixd patch: the history after the first" "$src/src/models/qwen4exp.cpp" ||
    ! grep -q "prefixd patch: the archs whose capture rows follow the rollback groups" "$src/src/llama-context.cpp" ||
    ! grep -q "prefixd patch: split at the capture offsets, as the other delta-net models" "$src/src/models/kimi-linear.cpp" ||
+   ! grep -q "prefixd patch: the scan split at the capture offsets, as the Mamba-2" "$src/src/models/plamo2.cpp" ||
    ! grep -q "prefixd patch: every format tolerates it" "$src/common/chat-auto-parser-generator.cpp" ||
    ! grep -q gemma4_schema_gbnf "$src/common/parsers/gemma4.cpp"; then
   echo "setup-llama: the patches in $PATCH_DIR do not apply to llama.cpp $LLAMA_COMMIT" >&2

@@ -63,7 +63,7 @@ class CodecModels {
 // measures, would change from run to run).
 inline constexpr const char* kGeneratedArchs =
     "deepseek2|mistral4|exaone4|qwen4exp|glm-dsa|deepseek32|hy_v4|minimax-m3|dots3note|"
-    "kimi-linear|kimi-k3|bailingmoe3|lfm2|deepseek4";
+    "kimi-linear|kimi-k3|bailingmoe3|lfm2|deepseek4|plamo2";
 
 class GeneratedModels {
  public:
