@@ -1,11 +1,12 @@
-// llama.cpp patches 0009, 0012 and 0014 (docs/llama-patches.md): a recurrent state captured inside a
-// decode call is, byte for byte, the state that a call ending there leaves (the unpatched way to
-// take it), and capturing changes nothing the call computes. Checked on the tiny qwen35
-// (attention and Gated DeltaNet layers), lfm2 and lfm2moe (attention and short convolutions;
-// lfm2moe from llama.cpp's generator): one
-// 320-token call with captures against the same tokens decoded in calls cut at the capture
-// points, with flash attention and without; the cut calls have 2 rows or more, which compute
-// each row as in one call (with flash attention, llama.cpp patch 0013: AShortCall... below).
+// llama.cpp patches 0009, 0012 and 0014-0018 (docs/llama-patches.md): a recurrent state
+// captured inside a decode call is, byte for byte, the state that a call ending there leaves
+// (the unpatched way to take it), and capturing changes nothing the call computes. Checked on
+// prefixd's tiny test models and llama.cpp's generated ones (every memory type that captures
+// inside a call: Gated DeltaNet, Kimi Delta Attention, short convolutions, Mamba scans, their
+// windows beside them, with and without rollback states): one 320-token call with captures
+// against the same tokens decoded in calls cut at the capture points, with flash attention and
+// without; the cut calls have 2 rows or more, which compute each row as in one call (with flash
+// attention, llama.cpp patch 0013: AShortCall... below).
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -125,11 +125,11 @@ class Context {
                         size_t size, std::span<const FileBackedPayload> files = {},
                         std::span<uint32_t> crcs = {}, std::span<const uint8_t> layout = {});
 
-  // Captures inside a call (llama.cpp patch 0009): whether the partial state at a position
-  // inside a DecodeChunk call can be had without ending the call there: a sliding-window model
-  // (kIswa, kDsaIswa: its window at P is still in the cache after the call), or a recurrent state the
-  // graph keeps (the Gated DeltaNet, short-convolution and Mamba models, with
-  // ContextOptions::n_rs_capture; a hybrid's window beside it as kIswa's, patch 0014).
+  // Captures inside a call (llama.cpp patches 0009-0018): whether the partial state at a
+  // position inside a DecodeChunk call can be had without ending the call there: a
+  // sliding-window model (kIswa, kDsaIswa: its window at P is still in the cache after the
+  // call), or a recurrent state the graph keeps (the Gated DeltaNet, short-convolution and Mamba
+  // models, with ContextOptions::n_rs_capture; a hybrid's window beside it as kIswa's, 0014).
   bool CapturesInCall() const;
   // For the following DecodeChunk calls (until the next call of this): keep `seq`'s state at
   // each of `positions`, strictly inside a call. Returns how many were accepted: the first
