@@ -188,11 +188,11 @@ std::optional<store::OpenedRecord> StoreTier::OpenVerified(const Digest& key,
 }
 
 std::optional<OpenedPrefix> StoreTier::Open(const Digest& domain, std::span<const Token> tokens,
-                                            size_t max_len) {
+                                            size_t max_len, size_t beyond) {
   if (!opts_.has_rows) return std::nullopt;
   const std::vector<ChainHash> chain = ChainHashes(domain, tokens, opts_.block_size);
-  const Walk best = FindLongest(domain, tokens, chain, 0, max_len, 0);
-  if (best.end == 0) return std::nullopt;
+  const Walk best = FindLongest(domain, tokens, chain, 0, max_len, beyond);
+  if (best.end <= beyond) return std::nullopt;
   const size_t B = opts_.block_size, last = best.end / B;
   OpenedPrefix out;
   out.n_tokens = best.end;

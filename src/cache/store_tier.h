@@ -61,10 +61,11 @@ class StoreTier {
                  const PrefixCache::Match& ram_match);
 
   // The longest prefix of tokens[0, max_len) the store restores from the first Block on,
-  // opened (OpenedPrefix); nullopt when it restores none or a record failed a check (that one
-  // is dropped). Only for a RAM Tier with rows.
+  // opened (OpenedPrefix); nullopt when it restores none longer than `beyond` tokens (what RAM
+  // restores already: nothing is opened or read then) or a record failed a check (that one is
+  // dropped). Only for a RAM Tier with rows.
   std::optional<OpenedPrefix> Open(const Digest& domain, std::span<const Token> tokens,
-                                   size_t max_len);
+                                   size_t max_len, size_t beyond = 0);
   // A reader found an opened record's payload damaged: the store drops it.
   void ReportCorrupt(const store::RecordMeta& meta) { store_.ReportCorrupt(meta.key, meta.kind); }
 

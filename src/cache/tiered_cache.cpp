@@ -44,8 +44,9 @@ TieredCache::Promoted TieredCache::Promote(const Digest& domain, std::span<const
   PrefixCache::Match m = ram_.Lookup(domain, tokens, max_len);
   p.ram = m.n_tokens;
   if (disk_ && m.n_tokens < max_len && open_disk && !remote_) {
-    std::optional<OpenedPrefix> o = disk_->Open(domain, tokens, max_len);
-    if (o && o->n_tokens > m.n_tokens) {
+    // Only a longer prefix than RAM's is opened: a Snapshot read to be dropped costs its bytes.
+    std::optional<OpenedPrefix> o = disk_->Open(domain, tokens, max_len, m.n_tokens);
+    if (o) {
       p.disk = o->n_tokens;
       p.opened = std::make_shared<const OpenedPrefix>(std::move(*o));
       return p;

@@ -36,6 +36,10 @@ class MemoryStore : public store::RecordStore {
     contains++;
     return records.count({key, kind}) > 0;
   }
+  Result<store::OpenedRecord> OpenRecord(const Digest& key, RecordKind kind) override {
+    opens++;
+    return store::RecordStore::OpenRecord(key, kind);  // whole records only: read instead
+  }
   Status Remove(const Digest& key, RecordKind kind) override {
     removes++;
     return records.erase({key, kind}) ? Status::OK() : Status::NotFound("no record");
@@ -43,7 +47,7 @@ class MemoryStore : public store::RecordStore {
 
   std::map<RecordId, Record> records;
   bool vanish_on_read = false;  // evicted between the walk and the read
-  int reads = 0, contains = 0, removes = 0;
+  int reads = 0, contains = 0, removes = 0, opens = 0;
 };
 
 constexpr size_t kB = 4;
@@ -61,6 +65,7 @@ struct Server {
   MemoryStore disk;
   TieredCache tiers;
   explicit Server(MemoryStore& remote) : tiers(ram, {&disk, &remote}) {}
+  Server() : tiers(ram, {&disk, nullptr}) {}  // no shared tier
 
   // Publishes the Blocks and the Tail of `tokens` as the engine does after a prefill.
   void Publish(const Digest& d, const std::vector<Token>& tokens) {
@@ -103,6 +108,24 @@ TEST(TieredCache, AnotherServerPromotesFromTheSharedTierIntoRamAndDisk) {
   EXPECT_EQ(hit.match.n_tokens, 10u);
   EXPECT_EQ(hit.tier, Tier::kRam);
   EXPECT_EQ(b.disk.records.size(), 3u) << "what the shared tier gave is kept on disk too";
+}
+
+// A request's disk prefix is opened for its restore only when longer than RAM's: opening the
+// same prefix would read its Snapshot (megabytes) to drop it.
+TEST(TieredCache, TheDiskIsNotOpenedForAPrefixRamRestoresAsFar) {
+  Server a;
+  const Digest d = TestDomain(1);
+  a.Publish(d, Iota(10));
+  TieredCache::Promoted p = a.tiers.Promote(d, Iota(14), 13, /*open_disk=*/true);
+  EXPECT_EQ(p.ram, 10u);
+  EXPECT_EQ(p.opened, nullptr);
+  EXPECT_EQ(a.disk.opens, 0);
+  EXPECT_EQ(a.disk.reads, 0);
+  // Without the prefix in RAM the disk's is opened (this store cannot: it is promoted instead).
+  a.ram.Clear();
+  p = a.tiers.Promote(d, Iota(14), 13, /*open_disk=*/true);
+  EXPECT_GT(a.disk.opens, 0);
+  EXPECT_EQ(p.disk, 10u);
 }
 
 TEST(TieredCache, LookupWithReachAllGoesRamDiskRemoteInOrder) {
