@@ -7,6 +7,7 @@
 #include "engine/prefill.h"
 #include "engine/codec/snapshot_payload.h"
 #include "engine/codec/state_codec.h"
+#include "util/buffer_pool.h"
 #include "util/log.h"
 
 namespace prefixd::engine {
@@ -462,6 +463,9 @@ Status CacheIo::Impl::PublishRange(Slot& slot, std::span<const Token> tokens, in
     std::span<const Token> prefix = tokens.first(size_t(s.pos));
     cache.InsertSnapshot(slot.run.domain, prefix, s.kind, snap, tail);
   }
+  // The rows read are the next publish's scratch (BufferPool): present memory, not fresh.
+  parsed.reset();
+  BufferPool::Shared().Give(std::move(state));
   if (sidecar != nullptr) {  // the head's history is worth drafts, not reuse: never an error
     Status st = sidecar->Publish(slot.seq, slot.run.domain, tokens, from, slot.run.pending);
     if (!st.ok()) Logf(LogLevel::kWarning, "MTP head history not published: %s", st.ToString().c_str());

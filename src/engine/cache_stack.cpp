@@ -241,6 +241,10 @@ void CacheStack::NoteForegroundBusy(bool busy) {
   disk_->SetForegroundBusy(busy);
 }
 
+bool CacheStack::WarmOne(const std::function<bool()>& stop) {
+  return ram_ != nullptr && BufferPool::Shared().WarmOne(stop);
+}
+
 void CacheStack::ReleaseIo() {
   if (io_) io_->AttachMtpSidecar(nullptr);
   sidecar_.reset();

@@ -13,6 +13,7 @@
 // thread (the tiers synchronize).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -85,6 +86,10 @@ class CacheStack {
   // Write-behind waits while the model runs: a disk writer taking a core on a small machine
   // makes every decode step wait for the preempted inference thread.
   void NoteForegroundBusy(bool busy);
+  // Between requests, on the engine's thread: makes memory present for the next requests'
+  // payloads, one buffer of a size they took fresh (BufferPool::WarmOne; `stop` asked every few
+  // MiB). True while more is left to warm.
+  bool WarmOne(const std::function<bool()>& stop);
   // With draft-mtp: the MTP head's history is cached beside the target's (MtpSidecar), and
   // Prefetch reads it too. Logs and leaves it out where the sidecar cannot be (the cache off,
   // or a target whose entries carry no Snapshot). Runs on the thread that uses the context.

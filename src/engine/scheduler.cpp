@@ -73,6 +73,7 @@ struct Scheduler::Impl {
   Status Setup();
   void ReleaseContext();
   void Loop();
+  bool AwaitWork();
   bool Admit();
   bool AnyActive() const;
   Slot& PickSlot(std::span<const Token> tokens, const Digest& domain);
@@ -305,11 +306,7 @@ void Scheduler::FlushDisk() {
 
 void Scheduler::Impl::Loop() {
   for (;;) {
-    {
-      MutexLock lock(&mu);
-      while (!stopping && queue.empty() && !AnyActive()) cv.Wait(lock);
-      if (stopping) break;
-    }
+    if (!AwaitWork()) break;
     if (Admit()) cache->NoteForegroundBusy(true);
     Slot* prefill = nullptr;
     for (size_t i = 0; i < slots.size() && prefill == nullptr; ++i) {
@@ -329,6 +326,28 @@ void Scheduler::Impl::Loop() {
   MutexLock lock(&mu);
   for (auto& job : queue) job->completion->Finish(Status::Aborted("the engine is shutting down"));
   queue.clear();
+}
+
+// Returns at once while a slot is busy. Idle, the cache first warms memory for the next
+// requests' payloads, a few MiB at a time, a request (or the stop) arriving ending it; then
+// waits. False: the engine is stopping.
+bool Scheduler::Impl::AwaitWork() {
+  bool warm = cache != nullptr;
+  for (;;) {
+    {
+      MutexLock lock(&mu);
+      if (stopping) return false;
+      if (!queue.empty() || AnyActive()) return true;
+      if (!warm) {
+        cv.Wait(lock);
+        continue;
+      }
+    }
+    warm = cache->WarmOne([this] {
+      MutexLock lock(&mu);
+      return stopping || !queue.empty();
+    });
+  }
 }
 
 bool Scheduler::Impl::AnyActive() const {

@@ -68,7 +68,8 @@ LogLine& LogLine::AddCompletion(const engine::CompletionResult& r) {
     Add("miss_reason", cache::MissReasonName(r.cache.miss));
   }
   Add("finish", engine::FinishReasonName(r.finish_reason));
-  Add("queue_ms", u.queue_ms).Add("prefill_ms", u.prefill_ms).Add("decode_ms", u.decode_ms);
+  Add("queue_ms", u.queue_ms).Add("prefetch_ms", u.prefetch_ms);  // the second part of the first
+  Add("prefill_ms", u.prefill_ms).Add("decode_ms", u.decode_ms);
   Add("restore_ms", u.restore_ms).Add("restored_bytes", (long long)u.restored_bytes);
   Add("eval_ms", u.prompt_eval_ms).Add("chunks", (long long)u.prefill_chunks);
   Add("captures", (long long)u.captures).Add("capture_ms", u.capture_ms);

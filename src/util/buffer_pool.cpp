@@ -35,7 +35,10 @@ bool BufferPool::TakeKept(size_t n, std::vector<uint8_t>* out) {
       if (it->size() < n || it->size() > n + n / 4) continue;
       if (best == kept_.end() || it->size() < best->size()) best = it;
     }
-    if (best == kept_.end()) return false;
+    if (best == kept_.end()) {
+      NoteLocked(n);
+      return false;
+    }
     *out = std::move(*best);
     kept_.erase(best);
     stats_.kept_bytes -= out->size();
@@ -65,6 +68,53 @@ void BufferPool::Give(std::vector<uint8_t>&& buf) {
       kept_.push_back(std::move(take));
     }
   }
+}
+
+void BufferPool::NoteLocked(size_t n) {
+  if (n > limit_) return;
+  while (!noted_.empty() && stats_.noted_bytes + n > limit_) {
+    stats_.noted_bytes -= noted_.front();
+    noted_.pop_front();
+  }
+  noted_.push_back(n);
+  stats_.noted_bytes += n;
+}
+
+bool BufferPool::WarmOne(const std::function<bool()>& stop) {
+  size_t n = 0;
+  {
+    MutexLock lock(&mu_);
+    if (noted_.empty()) return false;
+    n = noted_.front();
+    if (stats_.kept_bytes + n > limit_) {
+      noted_.clear();
+      stats_.noted_bytes = 0;
+      return false;
+    }
+    noted_.pop_front();
+    stats_.noted_bytes -= n;
+  }
+  constexpr size_t kPiece = size_t(4) << 20;  // ~7 ms on that VM: a request waits at most that
+  std::vector<uint8_t> buf;
+  buf.reserve(n);
+  if (!PopulatePieces(buf.data(), n, kPiece, stop)) {
+    MutexLock lock(&mu_);
+    noted_.push_front(n);
+    stats_.noted_bytes += n;
+    return false;
+  }
+  buf.resize(n);  // zeros written into present pages
+  std::deque<std::vector<uint8_t>> freed;
+  MutexLock lock(&mu_);
+  if (stats_.kept_bytes + n > limit_) {  // filled by Give meanwhile
+    freed.push_back(std::move(buf));
+    return false;
+  }
+  stats_.kept_bytes += n;
+  stats_.warmed++;
+  stats_.warmed_bytes += n;
+  kept_.push_back(std::move(buf));
+  return !noted_.empty();
 }
 
 void BufferPool::Clear() {

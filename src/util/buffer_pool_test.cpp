@@ -80,6 +80,63 @@ TEST(BufferPoolTest, KeepsAtMostTheLimitDroppingTheOldest) {
   EXPECT_EQ(off.GetStats().limit, 2 * kMiB);
 }
 
+// A size no kept buffer served is warmed for the next Take of it: that one is served.
+TEST(BufferPoolTest, ASizeThatMissedIsWarmedForTheNextTake) {
+  BufferPool pool(16 * kMiB);
+  EXPECT_FALSE(pool.WarmOne({})) << "nothing noted";
+  pool.Take(3 * kMiB);
+  pool.Take(2 * kMiB);
+  EXPECT_EQ(pool.GetStats().noted_bytes, 5 * kMiB);
+  EXPECT_TRUE(pool.WarmOne({})) << "one more noted";
+  EXPECT_FALSE(pool.WarmOne({})) << "the last";
+  EXPECT_EQ(pool.GetStats().warmed, 2u);
+  EXPECT_EQ(pool.GetStats().kept_bytes, 5 * kMiB);
+  EXPECT_EQ(pool.GetStats().noted_bytes, 0u);
+  std::vector<uint8_t> b = pool.Take(3 * kMiB);
+  EXPECT_EQ(pool.GetStats().reused, 1u);
+  ASSERT_EQ(b.size(), 3 * kMiB);
+  EXPECT_EQ(b.front(), 0);
+  EXPECT_EQ(b.back(), 0);
+  std::vector<uint8_t> c;
+  EXPECT_TRUE(pool.TakeKept(2 * kMiB - 1000, &c));
+  EXPECT_EQ(pool.GetStats().noted_bytes, 0u) << "served: nothing to warm";
+}
+
+// Stopped between pieces: nothing kept, the size still noted for the next idle time.
+TEST(BufferPoolTest, WarmingStopsWhenAskedAndResumesLater) {
+  BufferPool pool(64 * kMiB);
+  pool.Take(20 * kMiB);
+  int asked = 0;
+  EXPECT_FALSE(pool.WarmOne([&] { return ++asked == 2; }));
+  EXPECT_EQ(asked, 2) << "asked before each piece, not once for the whole buffer";
+  EXPECT_EQ(pool.GetStats().kept_bytes, 0u);
+  EXPECT_EQ(pool.GetStats().noted_bytes, 20 * kMiB);
+  EXPECT_FALSE(pool.WarmOne([] { return false; }));
+  EXPECT_EQ(pool.GetStats().kept_bytes, 20 * kMiB);
+}
+
+// Warming never passes the limit: with the kept buffers leaving no room the notes are dropped
+// (what is kept serves), and the notes themselves stay within the limit, newest kept.
+TEST(BufferPoolTest, WarmingStaysWithinTheLimit) {
+  BufferPool pool(4 * kMiB);
+  pool.Take(3 * kMiB);
+  pool.Take(3 * kMiB);
+  EXPECT_EQ(pool.GetStats().noted_bytes, 3 * kMiB) << "the older note dropped";
+  pool.Take(5 * kMiB);
+  EXPECT_EQ(pool.GetStats().noted_bytes, 3 * kMiB) << "larger than the limit: never kept";
+  pool.Take(kMiB);
+  EXPECT_FALSE(pool.WarmOne({}) && pool.WarmOne({}));
+  EXPECT_EQ(pool.GetStats().kept_bytes, 4 * kMiB);
+  pool.Take(2 * kMiB);  // nothing kept fits: noted
+  EXPECT_FALSE(pool.WarmOne({}));
+  EXPECT_EQ(pool.GetStats().kept_bytes, 4 * kMiB);
+  EXPECT_EQ(pool.GetStats().noted_bytes, 0u);
+  BufferPool off(0);
+  off.Take(2 * kMiB);
+  EXPECT_FALSE(off.WarmOne({}));
+  EXPECT_EQ(off.GetStats().kept_bytes, 0u);
+}
+
 TEST(BufferPoolTest, ManyThreadsTakeAndGive) {
   BufferPool pool(32 * kMiB);
   std::vector<std::thread> threads;

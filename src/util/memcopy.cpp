@@ -1,5 +1,6 @@
 #include "util/memcopy.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -43,17 +44,46 @@ void CopyStreaming(void* dst_v, const void* src_v, size_t n) {
 #endif
 }
 
+namespace {
+// The page-aligned part of [p, p + n): [*begin, *end).
+void WholePages(void* p, size_t n, uintptr_t* begin, uintptr_t* end) {
+#if defined(__linux__)
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+#else
+  const uintptr_t page = 4096;
+#endif
+  *begin = (uintptr_t(p) + page - 1) & ~(page - 1);
+  *end = std::max(*begin, (uintptr_t(p) + n) & ~(page - 1));
+}
+
+// Best effort: an older kernel says EINVAL and the pages fault in as they are written.
+void Populate(uintptr_t begin, uintptr_t end) {
+#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+#else
+  (void)begin, (void)end;
+#endif
+}
+}  // namespace
+
 void ReservePopulated(std::vector<uint8_t>* v, size_t n) {
   v->reserve(n);
-#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
   constexpr size_t kPopulateFrom = size_t(1) << 20;
   if (n < kPopulateFrom) return;
-  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = (uintptr_t(v->data()) + page - 1) & ~(page - 1);
-  const uintptr_t end = (uintptr_t(v->data()) + n) & ~(page - 1);
-  // Best effort: an older kernel says EINVAL and the pages fault in as they are written.
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
-#endif
+  uintptr_t begin = 0, end = 0;
+  WholePages(v->data(), n, &begin, &end);
+  Populate(begin, end);
+}
+
+bool PopulatePieces(void* p, size_t n, size_t piece, const std::function<bool()>& stop) {
+  uintptr_t begin = 0, end = 0;
+  WholePages(p, n, &begin, &end);
+  const uintptr_t step = std::max<uintptr_t>(piece & ~uintptr_t(4095), 4096);
+  for (uintptr_t at = begin; at < end; at += std::min(step, end - at)) {
+    if (stop && stop()) return false;
+    Populate(at, at + std::min(step, end - at));
+  }
+  return true;
 }
 
 void ResizeForOverwrite(std::vector<uint8_t>& buf, size_t n) {

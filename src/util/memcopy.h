@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace prefixd {
@@ -24,5 +25,8 @@ void CopyStreaming(void* dst, const void* src, size_t n);
 void ReservePopulated(std::vector<uint8_t>* v, size_t n);
 // ReservePopulated, then resize(): `n` zero bytes.
 void ResizeForOverwrite(std::vector<uint8_t>& buf, size_t n);
+// Makes the pages wholly inside [p, p + n) present as ReservePopulated does, `piece` bytes at a
+// time, asking `stop` before each piece: false when it said true (the rest left absent).
+bool PopulatePieces(void* p, size_t n, size_t piece, const std::function<bool()>& stop);
 
 }  // namespace prefixd
