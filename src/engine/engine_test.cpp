@@ -21,6 +21,7 @@
 #include "engine/near_tie_test_util.h"
 #include "engine/rpc_server_test_util.h"
 #include "engine/test_temp_dir.h"
+#include "util/buffer_pool.h"
 
 namespace prefixd::engine {
 namespace {
@@ -902,6 +903,31 @@ TEST(EngineFaultTest, AnExceptionInOneRequestsOwnerFailsOnlyThatRequest) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(engine->GetStats().slots_busy, 0u);
+}
+
+// Between requests the engine makes present the memory its requests took fresh (payload
+// sizes no kept buffer served), so that the next request's captures and rows land in it.
+TEST(EngineIdleTest, AnIdleEngineWarmsTheSizesItsRequestsTookFresh) {
+  auto engine = MakeEngine("qwen35", true);
+  ASSERT_TRUE(engine);
+  BufferPool& pool = BufferPool::Shared();
+  pool.Clear();
+  const size_t size = (size_t(3) << 20) + 4321;  // no kept buffer serves it: noted
+  const uint64_t warmed = pool.GetStats().warmed;
+  pool.Take(size);
+  auto prompt = engine->PrepareText("<|im_start|>user\nHello.<|im_end|>\n");
+  ASSERT_TRUE(prompt.ok());
+  CompletionRequest req;
+  req.prompt = *prompt;
+  req.max_tokens = 2;
+  ASSERT_TRUE(engine->Complete(req).ok());  // wakes the engine; idle after it, it warms
+  for (int i = 0; i < 500 && pool.GetStats().warmed == warmed; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GT(pool.GetStats().warmed, warmed);
+  const uint64_t reused = pool.GetStats().reused;
+  EXPECT_EQ(pool.Take(size).size(), size);
+  EXPECT_EQ(pool.GetStats().reused, reused + 1) << "served by the warmed buffer";
 }
 
 }  // namespace
