@@ -73,6 +73,10 @@ struct CacheIo::Impl {
   CacheIoOptions options;
   std::optional<StateShape> shape;  // kSliced: what the codec probe learned
   StatePieces pieces;  // the state a restore sets, as pieces of the payloads; reused
+  // The rows a publish reads back, kept for the next one up to kRowsScratchMax bytes: a turn's
+  // new rows, whatever their count, land in pages already present.
+  std::vector<uint8_t> rows_scratch;
+  static constexpr size_t kRowsScratchMax = size_t(128) << 20;
   MtpSidecar* sidecar = nullptr;  // the MTP head's history beside the target's (null: none)
 
   Impl(Context& c, cache::TieredCache& tc, const CacheIoOptions& o, std::optional<StateShape> s)
@@ -436,7 +440,8 @@ Status CacheIo::Impl::PublishRange(Slot& slot, std::span<const Token> tokens, in
   std::vector<uint8_t> state;
   std::optional<ParsedState> parsed;
   if (options.has_rows && first * B < n) {
-    PREFIXD_ASSIGN_OR_RETURN(state, ctx.GetStateRange(slot.seq, first * B, n));
+    PREFIXD_ASSIGN_OR_RETURN(state,
+                             ctx.GetStateRange(slot.seq, first * B, n, std::move(rows_scratch)));
     PREFIXD_ASSIGN_OR_RETURN(ParsedState p, ParseState(state, ctx.model().state_format()));
     parsed = std::move(p);
   }
@@ -463,9 +468,12 @@ Status CacheIo::Impl::PublishRange(Slot& slot, std::span<const Token> tokens, in
     std::span<const Token> prefix = tokens.first(size_t(s.pos));
     cache.InsertSnapshot(slot.run.domain, prefix, s.kind, snap, tail);
   }
-  // The rows read are the next publish's scratch (BufferPool): present memory, not fresh.
-  parsed.reset();
-  BufferPool::Shared().Give(std::move(state));
+  parsed.reset();  // its views of `state` end here
+  if (state.capacity() <= kRowsScratchMax) {
+    rows_scratch = std::move(state);
+  } else {
+    BufferPool::Shared().Give(std::move(state));
+  }
   if (sidecar != nullptr) {  // the head's history is worth drafts, not reuse: never an error
     Status st = sidecar->Publish(slot.seq, slot.run.domain, tokens, from, slot.run.pending);
     if (!st.ok()) Logf(LogLevel::kWarning, "MTP head history not published: %s", st.ToString().c_str());

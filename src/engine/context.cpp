@@ -212,11 +212,19 @@ std::vector<uint8_t> StateBuffer(size_t size) {
 
 Result<std::vector<uint8_t>> WriteState(llama_context* ctx, const Model& model, int32_t seq,
                                         llama_state_seq_flags flags, int32_t p0, int32_t p1,
-                                        std::vector<uint8_t>* layout) {
+                                        std::vector<uint8_t>* layout,
+                                        std::vector<uint8_t> reuse = {}) {
   const bool ranged = p0 >= 0;
-  std::vector<uint8_t> bytes = StateBuffer(
-      ranged ? llama_state_seq_get_size_range(ctx, seq, flags, p0, p1)
-             : llama_state_seq_get_size_ext(ctx, seq, flags));
+  const size_t size = ranged ? llama_state_seq_get_size_range(ctx, seq, flags, p0, p1)
+                             : llama_state_seq_get_size_ext(ctx, seq, flags);
+  std::vector<uint8_t> bytes;
+  if (reuse.capacity() >= size) {
+    bytes = std::move(reuse);
+    bytes.resize(size);
+  } else {
+    BufferPool::Shared().Give(std::move(reuse));  // too small for this one: another may fit
+    bytes = StateBuffer(size);
+  }
   if (layout) layout->clear();
   size_t n = 0;
   {
@@ -244,13 +252,15 @@ Result<std::vector<uint8_t>> Context::GetState(int32_t seq, StatePart part,
   return WriteState(ctx_, model_, seq, FlagsFor(part), -1, -1, layout);
 }
 
-Result<std::vector<uint8_t>> Context::GetStateRange(int32_t seq, int32_t p0, int32_t p1) const {
+Result<std::vector<uint8_t>> Context::GetStateRange(int32_t seq, int32_t p0, int32_t p1,
+                                                    std::vector<uint8_t> reuse) const {
   RequireOwner();
   if (p0 < 0 || p0 >= p1) {
     return Status::InvalidArgument("GetStateRange: empty range [" + std::to_string(p0) + ", " +
                                    std::to_string(p1) + ")");
   }
-  return WriteState(ctx_, model_, seq, LLAMA_STATE_SEQ_FLAGS_NONE, p0, p1, nullptr);
+  return WriteState(ctx_, model_, seq, LLAMA_STATE_SEQ_FLAGS_NONE, p0, p1, nullptr,
+                    std::move(reuse));
 }
 
 namespace {

@@ -102,8 +102,10 @@ class Context {
   // The whole state restricted to the attention (and SWA) cells with positions in [p0, p1);
   // a recurrent section is written whole. One pass over the rows that are asked for, not over
   // the whole context (llama.cpp patch 0001, docs/llama-patches.md). Parse it with ParseState;
-  // EncodeRows slices it as it slices a whole state.
-  Result<std::vector<uint8_t>> GetStateRange(int32_t seq, int32_t p0, int32_t p1) const;
+  // EncodeRows slices it as it slices a whole state. Written into `reuse` when its capacity
+  // holds it (a caller's scratch, pages already present), else into a buffer of the pool.
+  Result<std::vector<uint8_t>> GetStateRange(int32_t seq, int32_t p0, int32_t p1,
+                                             std::vector<uint8_t> reuse = {}) const;
   // Sets a state into `seq` (cleared first). Fails closed: any refusal by llama.cpp is an error
   // and leaves `seq` cleared. With a `layout` (GetState's), the sliding-window caches' cells go
   // where they were; a layout that does not fit the state is a refusal.
