@@ -1,5 +1,6 @@
 #include "util/buffer_pool.h"
 
+#include <new>
 #include <utility>
 
 #include "util/memcopy.h"
@@ -96,7 +97,11 @@ bool BufferPool::WarmOne(const std::function<bool()>& stop) {
   }
   constexpr size_t kPiece = size_t(4) << 20;  // ~7 ms on that VM: a request waits at most that
   std::vector<uint8_t> buf;
-  buf.reserve(n);
+  try {  // the engine's idle loop calls this: no exception may leave it
+    buf.reserve(n);
+  } catch (const std::bad_alloc&) {
+    return false;  // the size stays dropped: memory is short, nothing to warm into
+  }
   if (!PopulatePieces(buf.data(), n, kPiece, stop)) {
     MutexLock lock(&mu_);
     noted_.push_front(n);
