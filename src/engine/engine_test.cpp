@@ -905,14 +905,15 @@ TEST(EngineFaultTest, AnExceptionInOneRequestsOwnerFailsOnlyThatRequest) {
   EXPECT_EQ(engine->GetStats().slots_busy, 0u);
 }
 
-// Between requests the engine makes present the memory its requests took fresh (payload
-// sizes no kept buffer served), so that the next request's captures and rows land in it.
-TEST(EngineIdleTest, AnIdleEngineWarmsTheSizesItsRequestsTookFresh) {
+// Between requests the engine makes present the memory its requests took (payload sizes taken
+// and not refilled by a buffer given back), so that the next request's captures and rows land
+// in it.
+TEST(EngineIdleTest, AnIdleEngineRefillsTheSizesItsRequestsTook) {
   auto engine = MakeEngine("qwen35", true);
   ASSERT_TRUE(engine);
   BufferPool& pool = BufferPool::Shared();
   pool.Clear();
-  const size_t size = (size_t(3) << 20) + 4321;  // no kept buffer serves it: noted
+  const size_t size = (size_t(3) << 20) + 4321;  // taken: noted
   const uint64_t warmed = pool.GetStats().warmed;
   pool.Take(size);
   auto prompt = engine->PrepareText("<|im_start|>user\nHello.<|im_end|>\n");

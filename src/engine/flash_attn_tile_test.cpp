@@ -14,19 +14,12 @@
 
 #include "ggml-cpu.h"
 #include "ggml.h"
+#include "engine/tensor_fill_test_util.h"
 
 namespace prefixd::engine {
 namespace {
 
 constexpr int kDk = 64, kHeads = 4, kKvHeads = 2, kKv = 300;
-
-float Value(uint32_t i, uint32_t salt) {
-  uint32_t x = i * 2654435761u + salt * 40503u;
-  x ^= x >> 13;
-  x *= 0x5bd1e995u;
-  x ^= x >> 15;
-  return float(int32_t(x % 2001) - 1000) / 1000.0f;
-}
 
 // The attention outputs ([DV, heads, rows], row-major) of `rows` query rows over kKv cells, each
 // row seeing the cells up to its own position (kKv - 128 + row).
@@ -40,13 +33,14 @@ std::vector<float> Attend(int rows, float softcap) {
   for (int h = 0; h < kHeads; ++h) {
     for (int r = 0; r < rows; ++r) {
       for (int d = 0; d < kDk; ++d) {
-        static_cast<float*>(q->data)[(h * rows + r) * kDk + d] = Value((h * 128 + r) * kDk + d, 1);
+        static_cast<float*>(q->data)[(h * rows + r) * kDk + d] =
+            testing::FillValue((h * 128 + r) * kDk + d, 1);
       }
     }
   }
   for (int i = 0; i < kDk * kKv * kKvHeads; ++i) {
-    static_cast<ggml_fp16_t*>(k->data)[i] = ggml_fp32_to_fp16(Value(i, 2));
-    static_cast<ggml_fp16_t*>(v->data)[i] = ggml_fp32_to_fp16(Value(i, 3));
+    static_cast<ggml_fp16_t*>(k->data)[i] = ggml_fp32_to_fp16(testing::FillValue(i, 2));
+    static_cast<ggml_fp16_t*>(v->data)[i] = ggml_fp32_to_fp16(testing::FillValue(i, 3));
   }
   for (int r = 0; r < rows; ++r) {
     for (int c = 0; c < kKv; ++c) {

@@ -36,10 +36,8 @@ bool BufferPool::TakeKept(size_t n, std::vector<uint8_t>* out) {
       if (it->size() < n || it->size() > n + n / 4) continue;
       if (best == kept_.end() || it->size() < best->size()) best = it;
     }
-    if (best == kept_.end()) {
-      NoteLocked(n);
-      return false;
-    }
+    NoteLocked(n);  // served or not, the pool is one buffer short of this size
+    if (best == kept_.end()) return false;
     *out = std::move(*best);
     kept_.erase(best);
     stats_.kept_bytes -= out->size();
@@ -66,8 +64,18 @@ void BufferPool::Give(std::vector<uint8_t>&& buf) {
         stats_.dropped++;
       }
       stats_.kept_bytes += take.size();
+      UnnoteLocked(take.size());
       kept_.push_back(std::move(take));
     }
+  }
+}
+
+void BufferPool::UnnoteLocked(size_t size) {
+  for (auto it = noted_.begin(); it != noted_.end(); ++it) {
+    if (size < *it || size > *it + *it / 4) continue;  // Take's fit: it would serve that size
+    stats_.noted_bytes -= *it;
+    noted_.erase(it);
+    return;
   }
 }
 

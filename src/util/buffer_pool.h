@@ -12,9 +12,14 @@
 //
 // Warming: while a session grows, the RAM tier evicts nothing and every capture and publish
 // takes fresh memory (~37 ms a 20 MB Snapshot on the VM of bench/results/, against ~6 ms to copy
-// into memory already present). The sizes no kept buffer served are noted, and WarmOne makes
-// buffers of those sizes present ahead of time, for a caller with nothing else to do: the
-// engine between requests, so that the next request's payloads land in present memory.
+// into memory already present). The pool refills what was taken from it: the size of every
+// Take is noted (served or not), a buffer given back that fits a noted size strikes it, and
+// WarmOne makes buffers of the sizes still noted present ahead of time, for a caller with
+// nothing else to do: the engine between requests, so that the next request's payloads land
+// in present memory. Noting only the Takes no kept buffer served would warm every other
+// request: one that the warmed buffers served leaves nothing noted for the one after it. So
+// the pool settles at the most the requests took at once (a re-prefill's burst of captures),
+// within the limit.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -37,7 +42,7 @@ struct BufferPoolStats {
   uint64_t dropped = 0;     // buffers given back and not kept (no room)
   uint64_t warmed = 0;      // buffers WarmOne kept
   uint64_t warmed_bytes = 0;
-  uint64_t noted_bytes = 0;  // sizes noted for warming, not warmed yet
+  uint64_t noted_bytes = 0;  // sizes taken and not refilled yet (warmed or given back)
 };
 
 class BufferPool {
@@ -61,7 +66,7 @@ class BufferPool {
   // Keeps `buf` for a later Take when it is large enough and there is room (dropping the oldest
   // kept buffers for it); frees it otherwise. Leaves `buf` empty.
   void Give(std::vector<uint8_t>&& buf);
-  // Makes one buffer of a size noted since (a Take or TakeKept no kept buffer served) present,
+  // Makes one buffer of a size noted since (a Take or TakeKept, not yet refilled) present,
   // `stop` asked before each few MiB, and keeps it. True when it kept one and more sizes are
   // noted. False when none is noted; when the kept ones leave no room for it (the notes are
   // dropped: the pool is full of buffers to serve from); or when `stop` said true (the buffer
@@ -73,6 +78,8 @@ class BufferPool {
 
  private:
   void NoteLocked(size_t n) PREFIXD_REQUIRES(mu_);
+  // A buffer of `size` bytes was kept: it refills the oldest noted size it would serve.
+  void UnnoteLocked(size_t size) PREFIXD_REQUIRES(mu_);
 
   mutable Mutex mu_;
   uint64_t limit_ PREFIXD_GUARDED_BY(mu_);

@@ -99,7 +99,40 @@ TEST(BufferPoolTest, ASizeThatMissedIsWarmedForTheNextTake) {
   EXPECT_EQ(b.back(), 0);
   std::vector<uint8_t> c;
   EXPECT_TRUE(pool.TakeKept(2 * kMiB - 1000, &c));
-  EXPECT_EQ(pool.GetStats().noted_bytes, 0u) << "served: nothing to warm";
+  EXPECT_EQ(pool.GetStats().noted_bytes, 5 * kMiB - 1000) << "served, and noted to refill";
+}
+
+// Requests that each take the same few buffers: the pool refills what each took while idle,
+// so every request after the first is served, not every other one (warming only the sizes
+// that missed left nothing noted after a request the warmed buffers served).
+TEST(BufferPoolTest, WhatARequestTookIsRefilledForTheNext) {
+  BufferPool pool(64 * kMiB);
+  for (int request = 0; request < 4; ++request) {
+    const uint64_t reused = pool.GetStats().reused;
+    std::vector<std::vector<uint8_t>> taken;
+    for (int i = 0; i < 3; ++i) taken.push_back(pool.Take(4 * kMiB + 100));
+    if (request > 0) EXPECT_EQ(pool.GetStats().reused, reused + 3) << "request " << request;
+    while (pool.WarmOne({})) {
+    }
+    EXPECT_EQ(pool.GetStats().kept_bytes, 3 * (4 * kMiB + 100)) << "request " << request;
+    EXPECT_EQ(pool.GetStats().noted_bytes, 0u);
+  }  // the payloads are freed, not given back: the RAM tier keeps its entries
+}
+
+// A buffer given back (a payload the RAM tier evicted) that would serve a noted size refills
+// it: nothing is warmed for it. One that would not leaves the note.
+TEST(BufferPoolTest, ABufferGivenBackRefillsANotedSize) {
+  BufferPool pool(64 * kMiB);
+  pool.Take(4 * kMiB);
+  pool.Take(8 * kMiB);
+  EXPECT_EQ(pool.GetStats().noted_bytes, 12 * kMiB);
+  pool.Give(Filled(2 * kMiB, 1));  // serves neither
+  EXPECT_EQ(pool.GetStats().noted_bytes, 12 * kMiB);
+  pool.Give(Filled(4 * kMiB + kMiB / 2, 1));  // within a quarter of 4 MiB
+  EXPECT_EQ(pool.GetStats().noted_bytes, 8 * kMiB);
+  EXPECT_FALSE(pool.WarmOne({})) << "only 8 MiB left to warm";
+  EXPECT_EQ(pool.GetStats().warmed, 1u);
+  EXPECT_EQ(pool.GetStats().kept_bytes, 2 * kMiB + (4 * kMiB + kMiB / 2) + 8 * kMiB);
 }
 
 // Stopped between pieces: nothing kept, the size still noted for the next idle time.

@@ -22,6 +22,7 @@
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
+#include "engine/tensor_fill_test_util.h"
 
 namespace {
 
@@ -60,13 +61,6 @@ namespace {
 
 constexpr int kDk = 128, kRows = 96, kHeads = 4, kKv = 512;
 
-float Value(uint32_t i, uint32_t salt) {
-  uint32_t x = i * 2654435761u + salt * 40503u;
-  x ^= x >> 13;
-  x *= 0x5bd1e995u;
-  return float(int32_t(x % 2001) - 1000) / 1000.0f;
-}
-
 struct Attention {
   std::vector<float> out;
   size_t work_size = 0;        // what the plan needs
@@ -82,10 +76,12 @@ Attention Attend(bool off_line) {
   ggml_tensor* k = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, kDk, kKv, kHeads);
   ggml_tensor* v = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, kDk, kKv, kHeads);
   ggml_tensor* mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, kKv, kRows);
-  for (int64_t i = 0; i < ggml_nelements(q); ++i) static_cast<float*>(q->data)[i] = Value(i, 1);
+  for (int64_t i = 0; i < ggml_nelements(q); ++i) {
+    static_cast<float*>(q->data)[i] = testing::FillValue(i, 1);
+  }
   for (int64_t i = 0; i < ggml_nelements(k); ++i) {
-    static_cast<ggml_fp16_t*>(k->data)[i] = ggml_fp32_to_fp16(Value(i, 2));
-    static_cast<ggml_fp16_t*>(v->data)[i] = ggml_fp32_to_fp16(Value(i, 3));
+    static_cast<ggml_fp16_t*>(k->data)[i] = ggml_fp32_to_fp16(testing::FillValue(i, 2));
+    static_cast<ggml_fp16_t*>(v->data)[i] = ggml_fp32_to_fp16(testing::FillValue(i, 3));
   }
   for (int r = 0; r < kRows; ++r) {
     for (int c = 0; c < kKv; ++c) {
