@@ -309,6 +309,7 @@ void CacheStack::AddStats(EngineStats* s) const {
     s->ram_blocks = cs.blocks;
     s->ram_snapshots = cs.snapshots;
     s->ram_tails = cs.tails;
+    s->buffer_pool = BufferPool::Shared().GetStats();
   }
   if (disk_) {
     store::Stats ds = disk_->GetStats();

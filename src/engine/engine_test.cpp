@@ -926,6 +926,7 @@ TEST(EngineIdleTest, AnIdleEngineRefillsTheSizesItsRequestsTook) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_GT(pool.GetStats().warmed, warmed);
+  EXPECT_EQ(engine->GetStats().buffer_pool.warmed, pool.GetStats().warmed) << "for /metrics";
   const uint64_t reused = pool.GetStats().reused;
   EXPECT_EQ(pool.Take(size).size(), size);
   EXPECT_EQ(pool.GetStats().reused, reused + 1) << "served by the warmed buffer";

@@ -10,6 +10,7 @@
 
 #include "engine/request.h"
 #include "store/record.h"
+#include "util/buffer_pool.h"
 
 namespace prefixd::engine {
 
@@ -124,6 +125,9 @@ struct EngineStats {
   std::map<RecordKind, uint64_t> disk_records_by_kind;
   std::vector<SlotView> slots;    // one per slot
   std::optional<RemoteTierStats> remote;  // set when serving with a shared tier
+  // The process's payload buffers kept for reuse beyond the RAM tier's budget (BufferPool::
+  // Shared); all zero without a RAM tier.
+  BufferPoolStats buffer_pool;
 };
 
 }  // namespace prefixd::engine

@@ -80,6 +80,9 @@ class FakeBackend : public Backend {
     s.disk_records_by_kind = {{engine::RecordKind::kBlockRows, 2}, {engine::RecordKind::kSnapshot, 1}};
     s.memory_layout = "attention";
     s.block_size = 16;
+    s.buffer_pool.kept_bytes = 3 << 20;
+    s.buffer_pool.takes = 5;
+    s.buffer_pool.reused = 2;
     s.slots = {engine::SlotView{true, 40, "00000000000000aa", DomainIdOf("")},
                engine::SlotView{}};
     return s;

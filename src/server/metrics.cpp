@@ -77,6 +77,26 @@ void RenderRemote(const engine::RemoteTierStats& r, std::string* out) {
           "direction", {{"written", r.bytes_written}, {"read", r.bytes_read}}, out);
 }
 
+// The payload buffers kept beyond the RAM tier's budget (util/buffer_pool.h): memory the
+// process holds that prefixd_cache_bytes does not count, and whether captures found it present.
+void RenderBufferPool(const BufferPoolStats& p, std::string* out) {
+  Gauge("prefixd_buffer_pool_bytes",
+        "Payload buffers kept for reuse, beyond the RAM tier's budget.", double(p.kept_bytes), out);
+  Gauge("prefixd_buffer_pool_limit_bytes", "The most the buffer pool may keep.", double(p.limit),
+        out);
+  Gauge("prefixd_buffer_pool_noted_bytes",
+        "Payload sizes taken and not refilled yet: what the idle engine warms next.",
+        double(p.noted_bytes), out);
+  ByLabel("prefixd_buffer_pool_takes_total", "counter",
+          "Payload buffers taken, by whether a kept one served (reused) or fresh memory did.",
+          "outcome", {{"reused", p.reused}, {"fresh", p.takes - p.reused}}, out);
+  Counter("prefixd_buffer_pool_warmed_bytes_total",
+          "Bytes the idle engine made present for the next request's payloads.", p.warmed_bytes,
+          out);
+  Counter("prefixd_buffer_pool_dropped_total",
+          "Buffers given back and freed for want of room in the pool.", p.dropped, out);
+}
+
 void RenderEngine(const engine::EngineStats& s, std::string* out) {
   Counter("prefixd_completions_total", "Completions the engine ran.", s.requests, out);
   Counter("prefixd_prompt_tokens_total", "Prompt tokens of all completions.", s.prompt_tokens,
@@ -115,6 +135,7 @@ void RenderEngine(const engine::EngineStats& s, std::string* out) {
           engine::CountsByName(s.evictions_by_tier, cache::TierName), out);
   Gauge("prefixd_slots_busy", "Slots running a request now.", s.slots_busy, out);
   Gauge("prefixd_queue_depth", "Requests waiting for a slot now.", s.queue_depth, out);
+  RenderBufferPool(s.buffer_pool, out);
   if (s.remote) RenderRemote(*s.remote, out);
 }
 

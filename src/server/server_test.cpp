@@ -398,7 +398,8 @@ TEST_F(ServerTest, ModelsHealthTokenizeMetrics) {
         "prefixd_cached_tokens_total", "prefixd_generated_tokens_total",
         "prefixd_cache_hits_total{tier=\"ram\"}", "prefixd_cache_misses_by_reason_total",
         "prefixd_cache_bytes{tier=\"ram\"} 1234", "prefixd_time_to_first_token_seconds_count",
-        "prefixd_requests_cancelled_total 0"}) {
+        "prefixd_requests_cancelled_total 0", "prefixd_buffer_pool_bytes 3145728",
+        "prefixd_buffer_pool_takes_total{outcome=\"fresh\"} 3"}) {
     EXPECT_NE(metrics->body.find(name), std::string::npos) << name;
   }
 }

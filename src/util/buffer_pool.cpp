@@ -30,41 +30,41 @@ bool BufferPool::TakeKept(size_t n, std::vector<uint8_t>* out) {
   {
     MutexLock lock(&mu_);
     stats_.takes++;
-    // The best fit: the shortest kept buffer that holds n without wasting over a quarter.
+    // The best fit: the smallest kept allocation that holds n without wasting over a quarter.
     auto best = kept_.end();
     for (auto it = kept_.begin(); it != kept_.end(); ++it) {
-      if (it->size() < n || it->size() > n + n / 4) continue;
-      if (best == kept_.end() || it->size() < best->size()) best = it;
+      if (!Fits(it->capacity(), n)) continue;
+      if (best == kept_.end() || it->capacity() < best->capacity()) best = it;
     }
     NoteLocked(n);  // served or not, the pool is one buffer short of this size
     if (best == kept_.end()) return false;
     *out = std::move(*best);
     kept_.erase(best);
-    stats_.kept_bytes -= out->size();
+    stats_.kept_bytes -= out->capacity();
     stats_.reused++;
   }
-  out->resize(n);  // a shrink: no byte is written
+  out->resize(n);  // within its allocation: only bytes past its old size are written (zeros)
   return true;
 }
 
 void BufferPool::Give(std::vector<uint8_t>&& buf) {
   std::vector<uint8_t> take = std::move(buf);
   buf.clear();
-  if (take.size() < kMinBytes) return;
+  if (take.capacity() < kMinBytes) return;
   std::deque<std::vector<uint8_t>> freed;  // freed after the lock is let go
   {
     MutexLock lock(&mu_);
-    if (take.size() > limit_) {
+    if (take.capacity() > limit_) {
       stats_.dropped++;
     } else {
-      while (stats_.kept_bytes + take.size() > limit_) {
-        stats_.kept_bytes -= kept_.front().size();
+      while (stats_.kept_bytes + take.capacity() > limit_) {
+        stats_.kept_bytes -= kept_.front().capacity();
         freed.push_back(std::move(kept_.front()));
         kept_.pop_front();
         stats_.dropped++;
       }
-      stats_.kept_bytes += take.size();
-      UnnoteLocked(take.size());
+      stats_.kept_bytes += take.capacity();
+      UnnoteLocked(take.capacity());
       kept_.push_back(std::move(take));
     }
   }
@@ -72,7 +72,7 @@ void BufferPool::Give(std::vector<uint8_t>&& buf) {
 
 void BufferPool::UnnoteLocked(size_t size) {
   for (auto it = noted_.begin(); it != noted_.end(); ++it) {
-    if (size < *it || size > *it + *it / 4) continue;  // Take's fit: it would serve that size
+    if (!Fits(size, *it)) continue;  // it would serve that size
     stats_.noted_bytes -= *it;
     noted_.erase(it);
     return;
@@ -119,11 +119,11 @@ bool BufferPool::WarmOne(const std::function<bool()>& stop) {
   buf.resize(n);  // zeros written into present pages
   std::deque<std::vector<uint8_t>> freed;
   MutexLock lock(&mu_);
-  if (stats_.kept_bytes + n > limit_) {  // filled by Give meanwhile
+  if (stats_.kept_bytes + buf.capacity() > limit_) {  // filled by Give meanwhile
     freed.push_back(std::move(buf));
     return false;
   }
-  stats_.kept_bytes += n;
+  stats_.kept_bytes += buf.capacity();
   stats_.warmed++;
   stats_.warmed_bytes += n;
   kept_.push_back(std::move(buf));

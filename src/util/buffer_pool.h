@@ -56,11 +56,14 @@ class BufferPool {
   // Raises the limit to `limit` bytes when it is lower: several engines in one process share
   // the pool, the largest asking wins.
   void RaiseLimit(uint64_t limit);
-  // A buffer of exactly `n` bytes: a kept one at least `n` and at most n + n / 4 bytes long,
-  // shrunk to `n` (its bytes left as they were), else a fresh one (zeroed, allocated as
-  // ResizeForOverwrite does).
+  // A buffer of exactly `n` bytes: a kept one whose allocation (capacity) is at least `n` and at
+  // most n + n / 4 bytes, sized to `n` (its bytes left as they were, any past its old size
+  // zeroed), else a fresh one (zeroed, allocated as ResizeForOverwrite does). Kept buffers are
+  // matched and counted by their allocation, not their size: a capture takes room for a trailer
+  // that the payload it becomes uses only part of (a Snapshot's 8 bytes of the 64 taken), and
+  // the payload given back must serve the next capture of its size.
   std::vector<uint8_t> Take(size_t n);
-  // The kept half of Take: true with `*out` (empty before) a kept buffer shrunk to `n`; false,
+  // The kept half of Take: true with `*out` (empty before) a kept buffer sized to `n`; false,
   // leaving it empty, when none fits (the caller allocates as it likes).
   bool TakeKept(size_t n, std::vector<uint8_t>* out);
   // Keeps `buf` for a later Take when it is large enough and there is room (dropping the oldest
@@ -77,6 +80,8 @@ class BufferPool {
   BufferPoolStats GetStats() const;
 
  private:
+  // Take's fit: an allocation of `capacity` bytes serves `n` without wasting over a quarter.
+  static bool Fits(size_t capacity, size_t n) { return capacity >= n && capacity <= n + n / 4; }
   void NoteLocked(size_t n) PREFIXD_REQUIRES(mu_);
   // A buffer of `size` bytes was kept: it refills the oldest noted size it would serve.
   void UnnoteLocked(size_t size) PREFIXD_REQUIRES(mu_);

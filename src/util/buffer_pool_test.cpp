@@ -135,6 +135,23 @@ TEST(BufferPoolTest, ABufferGivenBackRefillsANotedSize) {
   EXPECT_EQ(pool.GetStats().kept_bytes, 2 * kMiB + (4 * kMiB + kMiB / 2) + 8 * kMiB);
 }
 
+// A capture takes room for a trailer and the Snapshot it becomes uses part of it (8 of 64
+// bytes): given back when evicted, its allocation serves the next capture of that size.
+TEST(BufferPoolTest, AGivenBufferServesByItsAllocationNotItsSize) {
+  BufferPool pool(64 * kMiB);
+  std::vector<uint8_t> snap = pool.Take(4 * kMiB + 64);
+  snap.resize(4 * kMiB + 8);
+  const uint8_t* data = snap.data();
+  pool.Give(std::move(snap));
+  EXPECT_EQ(pool.GetStats().kept_bytes, 4 * kMiB + 64) << "counted by its allocation";
+  const uint64_t reused = pool.GetStats().reused;
+  std::vector<uint8_t> next = pool.Take(4 * kMiB + 64);
+  EXPECT_EQ(pool.GetStats().reused, reused + 1);
+  EXPECT_EQ(next.data(), data);
+  ASSERT_EQ(next.size(), 4 * kMiB + 64);
+  EXPECT_EQ(pool.GetStats().kept_bytes, 0u);
+}
+
 // Stopped between pieces: nothing kept, the size still noted for the next idle time.
 TEST(BufferPoolTest, WarmingStopsWhenAskedAndResumesLater) {
   BufferPool pool(64 * kMiB);
