@@ -804,6 +804,53 @@ TEST(CaptureInCallTest, FewerCallsSameReuseAndAFinerGrid) {
   EXPECT_EQ(b3->usage.cached_tokens, 0);  // the cuts' grid is a batch (256) apart
 }
 
+// The last prefill call's Snapshots are read once its first token is out (PrefillStep), or,
+// for a request that ends at that token, in Finish before it answers: both take the same
+// captures, and the next turn restores from them alike.
+TEST(CaptureInCallTest, TheLastCallsSnapshotsAreTakenAfterTheFirstToken) {
+  auto ends_at_first = MakeEngine("qwen35", true);
+  auto generates = MakeEngine("qwen35", true);
+  ASSERT_TRUE(ends_at_first && generates);
+  ASSERT_TRUE(ends_at_first->GetStats().capture_in_call);
+  std::vector<std::string> msgs = {
+      kSystem, Msg("user", "Which file plans the prefill?"),
+      Msg("assistant", "scheduler.cpp plans it."), Msg("user", "And which one restores it?")};
+  auto prompt = generates->PrepareChat(Chat(msgs), "", true);
+  ASSERT_TRUE(prompt.ok());
+  const int32_t n = int32_t(prompt->tokens.size());
+  ASSERT_EQ(PlanChunks(n, {}, kBatch, kBatch).size(), 1u) << n;  // one call: it is the last
+  ASSERT_GT(prompt->capture_points.size(), 2u);
+  CompletionRequest req;
+  req.prompt = *prompt;
+  req.sampling.ignore_eos = true;
+  req.max_tokens = 1;
+  auto a = ends_at_first->Complete(req);
+  req.max_tokens = 4;
+  auto b = generates->Complete(req);
+  ASSERT_TRUE(a.ok() && b.ok()) << (a.ok() ? b.status() : a.status()).ToString();
+  EXPECT_EQ(a->usage.prefill_chunks, 1);
+  EXPECT_EQ(a->usage.captures, b->usage.captures);
+  EXPECT_GE(a->usage.captures, int32_t(prompt->capture_points.size()));
+  EXPECT_EQ(a->tokens.size(), 1u);
+  EXPECT_EQ(b->tokens.size(), 4u);
+  EXPECT_EQ(a->tokens[0], b->tokens[0]);
+
+  msgs.push_back(Msg("assistant", "cache_io.cpp restores it."));
+  msgs.push_back(Msg("user", "Read both and tell me, line by line, where a restore of the "
+                             "tail meets the first planned call and what the tiled calls "
+                             "evaluate after it; then list every capture point they take."));
+  auto next = generates->PrepareChat(Chat(msgs), "", true);
+  ASSERT_TRUE(next.ok());
+  ASSERT_GE(int32_t(next->tokens.size()) - prompt->capture_points.back(), kTiledFrom);
+  req.prompt = *next;
+  auto a2 = ends_at_first->Complete(req);
+  auto b2 = generates->Complete(req);
+  ASSERT_TRUE(a2.ok() && b2.ok());
+  EXPECT_GE(a2->usage.cached_tokens, prompt->capture_points.back());
+  EXPECT_EQ(a2->usage.cached_tokens, b2->usage.cached_tokens);
+  EXPECT_EQ(a2->tokens, b2->tokens);
+}
+
 std::string ParamName(const ::testing::TestParamInfo<std::string>& info) {
   std::string s = info.param;
   std::replace(s.begin(), s.end(), '-', '_');

@@ -57,6 +57,13 @@ struct PendingSnapshot {
   std::vector<uint8_t> mtp_carry;  // the MTP head's carry there (MtpSidecar; empty without)
 };
 
+// The capture points a prefill call kept inside itself (Context::SetCallCaptures): the slot's
+// captures [first, first + set), in order.
+struct CallCaptures {
+  size_t first = 0;
+  int32_t set = 0;
+};
+
 enum class Phase { kIdle, kPrefill, kGenerate };
 
 // What a slot's sequence holds between requests: it outlives every request, and a next
@@ -80,6 +87,9 @@ struct SlotRun {
   std::vector<CapturePoint> captures;  // ascending, inside (restored, prompt size]
   size_t next_capture = 0;
   std::vector<PendingSnapshot> pending;
+  // The last prefill call's captures, read once its first token is out (the sequence holds
+  // exactly the prompt until the first decode step, and the call keeps what it captured).
+  std::optional<CallCaptures> last_call;
   std::unique_ptr<Sampler> sampler;
   std::optional<TextStream> stream;
   uint64_t epoch = 0;              // the scheduler's clear epoch when the request started

@@ -43,7 +43,9 @@ struct Usage {
   double prefill_ms = 0;          // restore + prompt evaluation
   double restore_ms = 0;          // of which: lookup, disk reads, assembly, state set
   double prompt_eval_ms = 0;      // of which: inside llama_decode (the model itself)
-  double capture_ms = 0;          // of which: reading the Snapshots of the capture points
+  // Reading the Snapshots of the capture points: part of prefill_ms, except those of the last
+  // prefill call, read after the first token went out (part of decode_ms, like publish_ms).
+  double capture_ms = 0;
   int32_t captures = 0;           // capture points taken (a Snapshot read, or a Tail marked)
   uint64_t restored_bytes = 0;    // state bytes set into the sequence (0: the slot kept it)
   // Before the request queued, on its own thread: opening what the disk Tier adds to its

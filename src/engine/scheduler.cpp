@@ -84,11 +84,10 @@ struct Scheduler::Impl {
   void KeepHeld(Slot& slot, std::span<const Token> generated);
   void ForgetHeld(Slot& slot);
   std::vector<int32_t> PlanPrefill(const Prompt& prompt) const;
-  struct CallCaptures {
-    size_t first = 0;  // the slot's captures [first, first + set) are the call's, in order
-    int32_t set = 0;
-  };
   CallCaptures SetCallCaptures(const Slot& slot, int32_t stop);
+  void CaptureThrough(Slot& slot, int32_t stop, const CallCaptures& in_call);
+  void CaptureLastCall(Slot& slot);
+  void DropLastCall(Slot& slot);
   void PrefillStep(Slot& slot);
   void GenerateStep();
   void Accept(Slot& slot, Token t);
@@ -413,6 +412,7 @@ void Scheduler::Impl::Guarded(Slot& slot, Step&& step) {
 // way, since what it holds is unknown.
 void Scheduler::Impl::AbortSlot(Slot& slot, const std::string& what) {
   Logf(LogLevel::kWarning, "slot %d: request failed: %s", int(slot.seq), what.c_str());
+  DropLastCall(slot);
   slot.run.publish_pending = false;
   if (!slot.run.job) return;
   slot.run.job->completion->Finish(Status::Internal("internal error: " + what));  // unless answered
@@ -541,9 +541,26 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   slot.run.result.usage.prefill_chunks++;
   slot.run.pos = stop;
   slot.run.job->completion->NoteProgress(stop);
-  // Every point up to here: a Snapshot at a planned end is read from the sequence, one inside
-  // the call from the call's captures (those past its capacity are dropped), and Tails of pure
-  // attention are sliced from the rows at publish time.
+  if (stop < n) return CaptureThrough(slot, stop, in_call);
+  slot.run.last_call = in_call;
+  slot.run.result.usage.prefill_ms = MillisSince(slot.run.started);
+  slot.run.decode_started = Clock::now();
+  slot.phase = Phase::kGenerate;
+  if (drafter) slot.run.history = tokens;
+  slot.run.publish_pending = cache_io() != nullptr;
+  // The first token goes out before the cache work: the last call's captures, then the publish.
+  SampleAndAccept(slot, -1);
+  if (slot.phase != Phase::kGenerate) return;  // it ended there: Finish read the captures
+  CaptureLastCall(slot);
+  if (drafter) drafter->Begin(slot.seq, slot.run.domain, tokens);
+  PublishPrompt(slot);
+}
+
+// Takes every capture point up to `stop`, the end of the call just decoded: a Snapshot at a
+// planned end is read from the sequence, one inside the call from the call's captures (those
+// past its capacity are dropped), and Tails of pure attention are sliced from the rows at
+// publish time. Then lets the call's captures go.
+void Scheduler::Impl::CaptureThrough(Slot& slot, int32_t stop, const CallCaptures& in_call) {
   CacheIo* io = cache_io();
   const Clock::time_point t_capture = Clock::now();
   const int32_t captured_before = slot.run.result.usage.captures;
@@ -563,24 +580,27 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
     slot.run.result.usage.capture_ms += MillisSince(t_capture);
   }
   if (in_call.set > 0) ctx->SetCallCaptures(slot.seq, {});
-  if (stop < n) return;
-  slot.run.result.usage.prefill_ms = MillisSince(slot.run.started);
-  slot.run.decode_started = Clock::now();
-  slot.phase = Phase::kGenerate;
-  if (drafter) {
-    drafter->Begin(slot.seq, slot.run.domain, tokens);
-    slot.run.history = tokens;
+}
+
+// The last prefill call's captures (SlotRun::last_call), once: before anything decodes past
+// the prompt.
+void Scheduler::Impl::CaptureLastCall(Slot& slot) {
+  if (std::optional<CallCaptures> in_call = std::exchange(slot.run.last_call, std::nullopt)) {
+    CaptureThrough(slot, slot.run.pos, *in_call);
   }
-  slot.run.publish_pending = io != nullptr;
-  SampleAndAccept(slot, -1);  // the first token goes out before the cache work
-  PublishPrompt(slot);        // (a no-op when the request has ended)
+}
+
+// A request that fails after its last prefill call lets the call's captures go unread.
+void Scheduler::Impl::DropLastCall(Slot& slot) {
+  std::optional<CallCaptures> in_call = std::exchange(slot.run.last_call, std::nullopt);
+  if (in_call && in_call->set > 0) ctx->SetCallCaptures(slot.seq, {});
 }
 
 // Asks the context to keep the slot's state at the capture points strictly inside the call
 // [pos, stop), in the order the captures come: the last of them where there are more than a
 // call keeps (a chat's tail and its latest messages are what a next turn restores). None where
 // Snapshots end calls.
-Scheduler::Impl::CallCaptures Scheduler::Impl::SetCallCaptures(const Slot& slot, int32_t stop) {
+CallCaptures Scheduler::Impl::SetCallCaptures(const Slot& slot, int32_t stop) {
   CallCaptures out{slot.run.next_capture, 0};
   if (!capture_in_call || cache_io() == nullptr) return out;
   std::vector<int32_t> inside;
@@ -828,6 +848,7 @@ void Scheduler::Impl::Settle(Verdict& v) {
 }
 
 void Scheduler::Impl::Finish(Slot& slot, FinishReason reason) {
+  CaptureLastCall(slot);  // a request that ends at its first token: its usage counts them
   std::string tail = slot.run.stream->Finish();
   Completion& completion = *slot.run.job->completion;
   if (reason != FinishReason::kCancelled) completion.Put(tail);
@@ -897,6 +918,7 @@ void Scheduler::Impl::NoteSlot(const Slot& slot) {
 }
 
 void Scheduler::Impl::Fail(Slot& slot, const Status& st) {
+  DropLastCall(slot);
   slot.run.publish_pending = false;
   slot.run.job->completion->Finish(st);
   slot.run.job.reset();
