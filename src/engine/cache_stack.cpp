@@ -1,6 +1,7 @@
 #include "engine/cache_stack.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "cache/domain_registry.h"
 #include "cache/fingerprint.h"
@@ -20,6 +21,7 @@
 #include "util/buffer_pool.h"
 #include "util/env.h"
 #include "util/log.h"
+#include "util/pool_warmer.h"
 
 namespace prefixd::engine {
 
@@ -171,6 +173,7 @@ Status CacheStack::Build(const Model& model, Context& ctx, const ContextOptions&
   ram_ = std::make_unique<cache::PrefixCache>(co);
   // What the RAM tier evicts is kept for the next payloads, up to a quarter of its budget.
   BufferPool::Shared().RaiseLimit(std::min<uint64_t>(options_.ram_budget_bytes / 4, kBufferPoolMax));
+  StartWarming(model, copt);
   PREFIXD_RETURN_IF_ERROR(OpenLowerTiers());
   cache::TieredCache::Lower lower{disk_.get(), remote_.get()};
   if (options_.record_key) {
@@ -183,6 +186,26 @@ Status CacheStack::Build(const Model& model, Context& ctx, const ContextOptions&
   tiers_ = std::make_unique<cache::TieredCache>(*ram_, lower);
   io_ = std::make_unique<CacheIo>(ctx, *tiers_, io, std::move(probe->shape));
   return Status::OK();
+}
+
+MemoryWarming ResolveMemoryWarming(MemoryWarming asked, bool computes_off_host,
+                                   int model_threads, unsigned cores) {
+  if (asked != MemoryWarming::kAuto) return asked;
+  const bool core_free = computes_off_host || (cores > 0 && unsigned(model_threads) < cores);
+  return core_free ? MemoryWarming::kThread : MemoryWarming::kIdle;
+}
+
+void CacheStack::StartWarming(const Model& model, const ContextOptions& copt) {
+  const unsigned cores = std::thread::hardware_concurrency();
+  const int threads = copt.n_threads > 0 ? copt.n_threads : int(cores);
+  const int batch_threads = copt.n_threads_batch > 0 ? copt.n_threads_batch : threads;
+  warming_ = ResolveMemoryWarming(options_.memory_warming, model.computes_off_host(),
+                                  std::max(threads, batch_threads), cores);
+  if (warming_ == MemoryWarming::kThread) {
+    warmer_ = std::make_unique<PoolWarmer>(BufferPool::Shared());
+  }
+  Logf(LogLevel::kInfo, "payload memory warmed: %s%s", MemoryWarmingName(warming_),
+       options_.memory_warming == MemoryWarming::kAuto ? " (auto)" : "");
 }
 
 // The disk tier (with a cache dir) and the shared tier (with a remote cache URL; Redis being
@@ -242,7 +265,7 @@ void CacheStack::NoteForegroundBusy(bool busy) {
 }
 
 bool CacheStack::WarmOne(const std::function<bool()>& stop) {
-  return ram_ != nullptr && BufferPool::Shared().WarmOne(stop);
+  return warming_ == MemoryWarming::kIdle && BufferPool::Shared().WarmOne(stop);
 }
 
 void CacheStack::ReleaseIo() {
@@ -299,6 +322,7 @@ void CacheStack::AddStats(EngineStats* s) const {
   s->state_mode = state_mode_;
   s->chunking_invariant = chunking_invariant_;
   s->capture_in_call = capture_in_call_;
+  s->memory_warming = warming_;
   s->snapshot_spacing = snapshot_spacing_;
   s->cache_on = io_ != nullptr;
   if (ram_) {

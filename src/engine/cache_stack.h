@@ -30,6 +30,9 @@
 #include "engine/job.h"
 #include "engine/model/model.h"
 
+namespace prefixd {
+class PoolWarmer;
+}
 namespace prefixd::cache {
 class TieredCache;
 }
@@ -56,6 +59,12 @@ uint32_t SnapshotSpacing(const EngineOptions& options);
 // of a sliding-window cache of `n_swa` cells): the Snapshots never weigh more than the rows they
 // let a restore skip. Between one Block and `most` (the grid of the cuts).
 uint32_t InCallSnapshotSpacing(const StateShape& shape, int n_swa, uint32_t block, uint32_t most);
+
+// What MemoryWarming::kAuto becomes (any other choice stays): kThread where the model leaves a
+// host core free while it computes (`computes_off_host`, or the most threads it runs, prefill's
+// or decode's, fewer than `cores`), else kIdle.
+MemoryWarming ResolveMemoryWarming(MemoryWarming asked, bool computes_off_host,
+                                   int model_threads, unsigned cores);
 
 class CacheStack {
  public:
@@ -88,8 +97,11 @@ class CacheStack {
   void NoteForegroundBusy(bool busy);
   // Between requests, on the engine's thread: makes memory present for the next requests'
   // payloads, one buffer of a size they took fresh (BufferPool::WarmOne; `stop` asked every few
-  // MiB). True while more is left to warm.
+  // MiB). True while more is left to warm. False at once unless the warming is kIdle (with
+  // kThread the cache's own thread warms, idle or not).
   bool WarmOne(const std::function<bool()>& stop);
+  // How payload memory is warmed (ResolveMemoryWarming of the options'; kOff with the cache off).
+  MemoryWarming memory_warming() const { return warming_; }
   // With draft-mtp: the MTP head's history is cached beside the target's (MtpSidecar), and
   // Prefetch reads it too. Logs and leaves it out where the sidecar cannot be (the cache off,
   // or a target whose entries carry no Snapshot). Runs on the thread that uses the context.
@@ -121,6 +133,8 @@ class CacheStack {
   CacheStack() = default;
   Status Build(const Model& model, Context& ctx, const ContextOptions& copt);
   Status OpenLowerTiers();
+  // Resolves the memory warming and starts its thread when it is kThread.
+  void StartWarming(const Model& model, const ContextOptions& copt);
   Companions CompanionsOf(std::span<const cache::PrefixSummary> ram,
                           std::span<const cache::PrefixSummary> disk) const;
 
@@ -132,6 +146,8 @@ class CacheStack {
   uint32_t snapshot_spacing_ = 0;
   bool open_disk_ = false;  // a prefix on disk is opened, not read into RAM (TieredCache::Promote)
   bool store_busy_ = false;  // what the disk store was last told (SetForegroundBusy)
+  MemoryWarming warming_ = MemoryWarming::kOff;
+  std::unique_ptr<PoolWarmer> warmer_;  // with kThread
   DomainFingerprints fingerprints_;
   std::set<Digest> remembered_domains_;  // written to <cache_dir>/domains once each
   std::unique_ptr<cache::PrefixCache> ram_;          // null: the cache is off

@@ -45,6 +45,11 @@ void DeclareComputeFlags(Flags& flags, EngineFlagValues& v, EngineFlagSet which)
     flags.Int("-t,--threads", &v.threads, "CPU threads for generation; 0: all cores");
     flags.Int("-tb,--threads-batch", &v.threads_batch,
               "CPU threads for prompt processing; 0: the same as --threads");
+    flags.String("--warm-memory", &v.warm_memory,
+                 "when memory for cache payloads is made present ahead of use: idle (between "
+                 "requests), thread (also while the model computes, on a thread of its own), "
+                 "off; auto: thread where the model leaves a core free (layers on a GPU, or "
+                 "fewer threads than cores), else idle");
   }
   if (Has(which, EngineFlagSet::kBatch)) {
     flags.Int("--batch", &v.batch, "logical batch size (prefill chunk)");
@@ -183,13 +188,19 @@ Result<KvType> ToKvType(const std::string& flag, const std::string& name) {
   return Status::InvalidArgument(flag + ": '" + name + "' is not f32, f16, bf16, q8_0 or q4_0");
 }
 
-// --rpc, --device, --cache-type-k, --cache-type-v.
+// --rpc, --device, --cache-type-k, --cache-type-v, --warm-memory.
 Status SetPlacement(const EngineFlagValues& v, EngineOptions& eo) {
   eo.rpc_servers = SplitList(v.rpc);
   eo.devices = SplitList(v.device);
   if (eo.devices.size() > 1 &&
       std::find(eo.devices.begin(), eo.devices.end(), "none") != eo.devices.end()) {
     return Status::InvalidArgument("--device: 'none' (the CPU only) stands alone");
+  }
+  if (std::optional<MemoryWarming> w = ParseMemoryWarming(v.warm_memory)) {
+    eo.memory_warming = *w;
+  } else {
+    return Status::InvalidArgument("--warm-memory: '" + v.warm_memory +
+                                   "' is not auto, idle, thread or off");
   }
   PREFIXD_ASSIGN_OR_RETURN(eo.cache_type_k, ToKvType("--cache-type-k", v.cache_type_k));
   PREFIXD_ASSIGN_OR_RETURN(eo.cache_type_v, ToKvType("--cache-type-v", v.cache_type_v));

@@ -44,6 +44,7 @@ struct EngineFlagValues {
   int64_t ctx = EngineOptions{}.n_ctx_per_slot;  // 0: the model's trained context
   int64_t threads = EngineOptions{}.n_threads;
   int64_t threads_batch = EngineOptions{}.n_threads_batch;
+  std::string warm_memory = MemoryWarmingName(EngineOptions{}.memory_warming);
   int64_t batch = EngineOptions{}.n_batch;
   int64_t ubatch = EngineOptions{}.n_ubatch;
   int64_t gpu_layers = EngineOptions{}.n_gpu_layers;
@@ -87,7 +88,7 @@ enum class EngineFlagSet : uint32_t {
   kBlockSize = 1u << 3,     // --block-size
   kSlots = 1u << 4,         // --slots
   kContext = 1u << 5,       // -c,--ctx
-  kThreads = 1u << 6,       // -t,--threads, -tb,--threads-batch
+  kThreads = 1u << 6,       // -t,--threads, -tb,--threads-batch, --warm-memory
   kBatch = 1u << 7,         // --batch, --ubatch
   kGpuLayers = 1u << 8,     // -ngl,--gpu-layers, --rpc, -dev,--device
   kMaxQueue = 1u << 9,      // --max-queue

@@ -64,6 +64,7 @@ void ExpectSameOptions(const EngineOptions& got, const EngineOptions& want) {
   EXPECT_EQ(got.devices, want.devices);
   EXPECT_EQ(got.cache_type_k, want.cache_type_k);
   EXPECT_EQ(got.cache_type_v, want.cache_type_v);
+  EXPECT_EQ(got.memory_warming, want.memory_warming);
 }
 
 TEST(EngineFlags, DefaultsAreEngineOptionsDefaults) {
@@ -80,7 +81,8 @@ TEST(EngineFlags, ParsedValuesReachTheOptions) {
       kEveryGroup, {"-m", "m.gguf", "--cache-dir", "/c", "--ram-budget", "512M", "--disk-quota",
                     "1TiB", "--block-size", "64", "--slots", "4", "-c", "2048", "-t", "3", "-tb",
                     "5", "--batch", "1024", "--ubatch", "256", "-ngl", "-1", "--max-queue", "0",
-                    "--whole-state", "--no-flash-attn", "--remote-cache", "redis://h:6379"});
+                    "--whole-state", "--no-flash-attn", "--remote-cache", "redis://h:6379",
+                    "--warm-memory", "thread"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->model_path, "m.gguf");
   EXPECT_EQ(o->cache_dir, "/c");
@@ -99,6 +101,7 @@ TEST(EngineFlags, ParsedValuesReachTheOptions) {
   EXPECT_FALSE(o->flash_attn);
   EXPECT_TRUE(o->cache_enabled);
   EXPECT_EQ(o->remote_cache_url, "redis://h:6379");
+  EXPECT_EQ(o->memory_warming, MemoryWarming::kThread);
 }
 
 TEST(EngineFlags, PlacementAndKvTypesReachTheOptions) {
@@ -138,6 +141,7 @@ TEST(EngineFlags, BadValuesGiveTheExactError) {
       {{"-ctk", "q5_1"}, "--cache-type-k: 'q5_1' is not f32, f16, bf16, q8_0 or q4_0"},
       {{"-ctv", "F16"}, "--cache-type-v: 'F16' is not f32, f16, bf16, q8_0 or q4_0"},
       {{"--device", "none,RPC0"}, "--device: 'none' (the CPU only) stands alone"},
+      {{"--warm-memory", "always"}, "--warm-memory: 'always' is not auto, idle, thread or off"},
   };
   for (const auto& [args, message] : cases) {
     Result<EngineOptions> o = Convert(kEveryGroup, args);

@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "engine/cache_stack.h"
 #include "engine/model/model.h"
 #include "engine/prefill.h"
 #include "engine/testgen/test_model.h"
@@ -72,7 +73,8 @@ std::string Slug(const std::string& param) {
 
 
 std::unique_ptr<Engine> MakeEngine(const std::string& param, bool cache,
-                                   const std::string& cache_dir = "", uint32_t slots = 1) {
+                                   const std::string& cache_dir = "", uint32_t slots = 1,
+                                   MemoryWarming warming = MemoryWarming::kAuto) {
   const std::string arch = ArchOf(param);
   EngineOptions o;
   o.whole_state = WholeOf(param);
@@ -88,6 +90,7 @@ std::unique_ptr<Engine> MakeEngine(const std::string& param, bool cache,
   o.n_threads = 2;
   o.cache_enabled = cache;
   o.ram_budget_bytes = 512ull << 20;
+  o.memory_warming = warming;
   if (RpcOf(param)) {
     o.rpc_servers = {testing::TestRpcServer()};
     o.n_gpu_layers = -1;
@@ -956,7 +959,7 @@ TEST(EngineFaultTest, AnExceptionInOneRequestsOwnerFailsOnlyThatRequest) {
 // and not refilled by a buffer given back), so that the next request's captures and rows land
 // in it.
 TEST(EngineIdleTest, AnIdleEngineRefillsTheSizesItsRequestsTook) {
-  auto engine = MakeEngine("qwen35", true);
+  auto engine = MakeEngine("qwen35", true, "", 1, MemoryWarming::kIdle);
   ASSERT_TRUE(engine);
   BufferPool& pool = BufferPool::Shared();
   pool.Clear();
@@ -977,6 +980,58 @@ TEST(EngineIdleTest, AnIdleEngineRefillsTheSizesItsRequestsTook) {
   const uint64_t reused = pool.GetStats().reused;
   EXPECT_EQ(pool.Take(size).size(), size);
   EXPECT_EQ(pool.GetStats().reused, reused + 1) << "served by the warmed buffer";
+}
+
+// With --warm-memory thread, a size taken while a request runs is refilled before the request
+// ends (the engine is never idle meanwhile); with idle, not until it ends.
+TEST(EngineIdleTest, AWarmingThreadRefillsWhileARequestRuns) {
+  const size_t size = (size_t(5) << 20) + 123;
+  for (MemoryWarming warming : {MemoryWarming::kThread, MemoryWarming::kIdle}) {
+    SCOPED_TRACE(MemoryWarmingName(warming));
+    auto engine = MakeEngine("qwen35", true, "", 1, warming);
+    ASSERT_TRUE(engine);
+    EXPECT_EQ(engine->GetStats().memory_warming, warming);
+    BufferPool& pool = BufferPool::Shared();
+    pool.Clear();
+    auto prompt = engine->PrepareText("<|im_start|>user\nCount.<|im_end|>\n");
+    ASSERT_TRUE(prompt.ok());
+    CompletionRequest req;
+    req.prompt = *prompt;
+    req.max_tokens = 1500;  // ~1 s of decode: the warming of one buffer takes milliseconds
+    req.sampling.ignore_eos = true;
+    uint64_t warmed = 0;
+    bool taken = false, warmed_while_busy = false;
+    auto r = engine->Complete(req, [&](const std::string&) {
+      if (!taken) {
+        warmed = pool.GetStats().warmed;
+        pool.Take(size);  // noted while the slot is busy
+        taken = true;
+      } else if (!warmed_while_busy && pool.GetStats().warmed > warmed) {
+        // Read after the count: busy now means busy when it was warmed (one request only).
+        warmed_while_busy = engine->GetStats().slots_busy == 1;
+      }
+      return true;
+    });
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->tokens.size(), 1500u);
+    EXPECT_TRUE(taken);
+    EXPECT_EQ(warmed_while_busy, warming == MemoryWarming::kThread);
+  }
+}
+
+// auto: a thread where the model leaves a host core free, else between requests.
+TEST(EngineIdleTest, AutoWarmsOnAThreadWhereACoreIsFree) {
+  using W = MemoryWarming;
+  EXPECT_EQ(ResolveMemoryWarming(W::kAuto, /*computes_off_host=*/true, 16, 16), W::kThread);
+  EXPECT_EQ(ResolveMemoryWarming(W::kAuto, false, 2, 4), W::kThread);
+  EXPECT_EQ(ResolveMemoryWarming(W::kAuto, false, 4, 4), W::kIdle);
+  EXPECT_EQ(ResolveMemoryWarming(W::kAuto, false, 8, 4), W::kIdle);
+  EXPECT_EQ(ResolveMemoryWarming(W::kAuto, false, 1, 0), W::kIdle) << "cores unknown";
+  for (W w : {W::kIdle, W::kThread, W::kOff}) {
+    EXPECT_EQ(ResolveMemoryWarming(w, true, 1, 16), w);
+    EXPECT_EQ(ParseMemoryWarming(MemoryWarmingName(w)), w);
+  }
+  EXPECT_EQ(ParseMemoryWarming("Thread"), std::nullopt);
 }
 
 }  // namespace

@@ -10,7 +10,25 @@ constexpr std::pair<KvType, const char*> kKvTypeNames[] = {
     {KvType::kF32, "f32"}, {KvType::kF16, "f16"}, {KvType::kBF16, "bf16"},
     {KvType::kQ8_0, "q8_0"}, {KvType::kQ4_0, "q4_0"}};
 
+constexpr std::pair<MemoryWarming, const char*> kWarmingNames[] = {
+    {MemoryWarming::kAuto, "auto"}, {MemoryWarming::kIdle, "idle"},
+    {MemoryWarming::kThread, "thread"}, {MemoryWarming::kOff, "off"}};
+
 }  // namespace
+
+const char* MemoryWarmingName(MemoryWarming warming) {
+  for (const auto& [w, name] : kWarmingNames) {
+    if (w == warming) return name;
+  }
+  return "?";
+}
+
+std::optional<MemoryWarming> ParseMemoryWarming(const std::string& name) {
+  for (const auto& [w, n] : kWarmingNames) {
+    if (name == n) return w;
+  }
+  return std::nullopt;
+}
 
 const char* KvTypeName(KvType type) {
   for (const auto& [t, name] : kKvTypeNames) {

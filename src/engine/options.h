@@ -56,6 +56,22 @@ std::optional<KvType> ParseKvType(const std::string& name);
 // attention).
 bool IsQuantized(KvType type);
 
+// When the memory for the cache's payloads is made present ahead of their captures and
+// restores (util/buffer_pool.h): fresh memory costs more than the copy into it.
+enum class MemoryWarming {
+  kAuto,    // kThread where the model leaves a host core free (its layers offloaded off the
+            // host, or fewer model threads than cores), else kIdle
+  kIdle,    // on the engine's thread, between requests
+  kThread,  // on a thread of its own as soon as a size is taken, while the model computes too
+            // (util/pool_warmer.h)
+  kOff,     // never: every payload that no evicted one serves takes fresh memory
+};
+
+// "auto", "idle", "thread", "off": the flag's names.
+const char* MemoryWarmingName(MemoryWarming warming);
+// The warming named so; nullopt for any other name.
+std::optional<MemoryWarming> ParseMemoryWarming(const std::string& name);
+
 // The defaults here are every command's (the engine flags of engine/engine_flags.h start from
 // EngineOptions{}), but where a command says it chooses its own.
 struct EngineOptions {
@@ -78,6 +94,7 @@ struct EngineOptions {
   int n_threads = 0;                 // decode threads; 0: all cores
   int n_threads_batch = 0;           // prefill threads; 0: the same as n_threads
   bool cache_enabled = true;         // false: --no-cache, the cache fully off
+  MemoryWarming memory_warming = MemoryWarming::kAuto;  // --warm-memory
   int n_gpu_layers = 0;
   // ggml RPC servers (HOST:PORT, llama-server's --rpc) whose devices may hold layers, and the
   // devices to use by name (--device; {"none"}: the CPU only). Both empty: llama.cpp's default

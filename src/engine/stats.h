@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/options.h"
 #include "engine/request.h"
 #include "store/record.h"
 #include "util/buffer_pool.h"
@@ -84,6 +85,7 @@ struct EngineStats {
                                    // bits (the model's graph depends on the chunking)
   bool capture_in_call = false;  // Snapshots captured inside prefill calls (llama.cpp patch
                                  // 0009): capture points do not end calls
+  MemoryWarming memory_warming = MemoryWarming::kOff;  // CacheStack::memory_warming
   uint64_t requests = 0;
   uint64_t prompt_tokens = 0;
   uint64_t cached_tokens = 0;

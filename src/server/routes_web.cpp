@@ -32,6 +32,7 @@ json ModelJson(const RouteContext& ctx, const engine::EngineStats& s) {
           {"cache", s.cache_on ? engine::StateModeName(s.state_mode) : "off"},
           {"chunking_invariant", s.chunking_invariant},
           {"capture_in_call", s.capture_in_call},
+          {"memory_warming", engine::MemoryWarmingName(s.memory_warming)},
           {"snapshot_spacing", s.snapshot_spacing},
           {"n_ctx_per_slot", ctx.backend->n_ctx_per_slot()},
           {"n_vocab", ctx.backend->n_vocab()},

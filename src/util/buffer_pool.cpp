@@ -87,6 +87,18 @@ void BufferPool::NoteLocked(size_t n) {
   }
   noted_.push_back(n);
   stats_.noted_bytes += n;
+  noted_cv_.notify_all();
+}
+
+bool BufferPool::AwaitNoted(const std::atomic<bool>& stop) {
+  MutexLock lock(&mu_);
+  while (noted_.empty() && !stop.load()) noted_cv_.Wait(lock);
+  return !stop.load();
+}
+
+void BufferPool::Interrupt() {
+  MutexLock lock(&mu_);  // a waiter between its check of `stop` and its wait holds the lock
+  noted_cv_.notify_all();
 }
 
 bool BufferPool::WarmOne(const std::function<bool()>& stop) {

@@ -19,12 +19,14 @@
 // in present memory. Noting only the Takes no kept buffer served would warm every other
 // request: one that the warmed buffers served leaves nothing noted for the one after it. So
 // the pool settles at the most the requests took at once (a re-prefill's burst of captures),
-// within the limit.
+// within the limit. A process whose model leaves a host core free while it computes warms on a
+// thread of its own as sizes are noted (PoolWarmer, util/pool_warmer.h: AwaitNoted, Interrupt).
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -75,6 +77,10 @@ class BufferPool {
   // dropped: the pool is full of buffers to serve from); or when `stop` said true (the buffer
   // is freed, its size stays noted).
   bool WarmOne(const std::function<bool()>& stop);
+  // Blocks until a size is noted (true) or `stop` reads true (false). A caller that sets `stop`
+  // for a waiter calls Interrupt after it, which wakes every waiter to read its `stop`.
+  bool AwaitNoted(const std::atomic<bool>& stop);
+  void Interrupt();
   // Frees every kept buffer.
   void Clear();
   BufferPoolStats GetStats() const;
@@ -90,6 +96,7 @@ class BufferPool {
   uint64_t limit_ PREFIXD_GUARDED_BY(mu_);
   std::deque<std::vector<uint8_t>> kept_ PREFIXD_GUARDED_BY(mu_);  // oldest first
   std::deque<size_t> noted_ PREFIXD_GUARDED_BY(mu_);  // sizes to warm, oldest first
+  CondVar noted_cv_;  // signalled as a size is noted, and by Interrupt
   BufferPoolStats stats_ PREFIXD_GUARDED_BY(mu_);
 };
 

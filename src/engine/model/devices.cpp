@@ -174,6 +174,14 @@ Result<std::optional<std::vector<ggml_backend_dev_t>>> ResolveDevices(const Devi
   return std::optional(out);
 }
 
+bool ComputesOffHost(const std::optional<std::vector<ggml_backend_dev_t>>& devices) {
+  for (ggml_backend_dev_t d : devices ? *devices : LocalAccelerators()) {
+    const auto type = ggml_backend_dev_type(d);
+    if (type == GGML_BACKEND_DEVICE_TYPE_GPU || type == GGML_BACKEND_DEVICE_TYPE_IGPU) return true;
+  }
+  return false;
+}
+
 std::string DescribeDevices(const std::vector<ggml_backend_dev_t>& devices) {
   if (devices.empty()) return "CPU only";
   std::string out;

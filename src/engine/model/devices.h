@@ -42,6 +42,10 @@ Result<std::optional<std::vector<ggml_backend_device*>>> ResolveDevices(const De
 // Stays true for the process: the tensors it held are gone. False without the RPC backend.
 bool RpcServerLost(const std::string& endpoint);
 
+// Whether layers offloaded to `devices` (ResolveDevices' answer; nullopt: llama.cpp's default
+// list) compute off the host: the list holds a GPU, an integrated GPU or an RPC device.
+bool ComputesOffHost(const std::optional<std::vector<ggml_backend_device*>>& devices);
+
 // "NAME (description)" of each device, for the start log.
 std::string DescribeDevices(const std::vector<ggml_backend_device*>& devices);
 

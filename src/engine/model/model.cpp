@@ -163,6 +163,7 @@ Result<std::unique_ptr<Model>> Model::Load(const ModelOptions& options) {
   model->vocab_ = llama_model_get_vocab(raw);
   model->path_ = options.path;
   if (devices.has_value()) model->devices_ = DescribeDevices(*devices);
+  model->computes_off_host_ = options.n_gpu_layers != 0 && ComputesOffHost(devices);
   model->rpc_servers_ = options.devices.rpc_servers;
   model->load_mtp_ = options.load_mtp;
   model->arch_ = model->Meta("general.architecture");

@@ -59,6 +59,9 @@ class Model {
   // Where the layers were offered, for the start log: "CPU only", "RPC0 (127.0.0.1:50052)", or
   // "default" when no device was chosen (llama.cpp's own selection).
   const std::string& devices() const { return devices_; }
+  // Whether layers were offloaded (n_gpu_layers) to a device off the host (ComputesOffHost):
+  // the host's cores then wait on it for most of the model's time.
+  bool computes_off_host() const { return computes_off_host_; }
   // IOError naming the rpc-server when one this model's tensors live on was lost (RpcServerLost):
   // every compute and state read or write on it is void from then on.
   Status BackendStatus() const;
@@ -83,6 +86,7 @@ class Model {
   std::string arch_;
   std::string path_;
   std::string devices_ = "default";
+  bool computes_off_host_ = false;
   std::vector<std::string> rpc_servers_;  // the rpc-servers its devices may be on
   StateFormat format_;
   int n_pos_max_ = 0;
