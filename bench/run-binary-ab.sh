@@ -5,12 +5,17 @@
 # own cache dir. Reports, per request and summed, what each server's request log says it spent
 # outside the model: capture_ms, publish_ms, queue_ms, restore_ms, and the bench's TTFT.
 # Writes $OUT/$NAME.md and the two bench reports ($NAME-a.json, $NAME-b.json) beside it.
+# --solo: A alone, then B alone, each request sent as the last one's answer ends, so neither
+# server has idle time between requests (side by side, each idles while the other works).
 #
 # Usage: bench/run-binary-ab.sh BIN_A BIN_B [--name NAME] [--requests N] [--shape tiny|small]
-#        [--max-context N] [--ctx N] [--serve-extra "FLAGS"]
+#        [--max-context N] [--ctx N] [--serve-extra "FLAGS"] [--a-extra "FLAGS"]
+#        [--b-extra "FLAGS"] [--solo]
 #   BIN_B is usually a copy of build/bin/prefixd built before the change (kept in build/bin, so
 #   that its RUNPATH finds the same llama.cpp). --serve-extra: more `prefixd serve` flags for
-#   both ("--ram-budget 600M" reaches the RAM tier's evicting regime within a few requests).
+#   both ("--ram-budget 600M" reaches the RAM tier's evicting regime within a few requests);
+#   --a-extra / --b-extra: flags for one of them only (BIN_A and BIN_B may then be the same
+#   binary: "--warm-memory thread" against "--warm-memory idle").
 # Env: THREADS (2), BATCH (2048), UBATCH (512), OUT (default /tmp/prefixd-binary-ab),
 #      WORK (default /tmp/prefixd-binary-ab).
 set -euo pipefail
@@ -23,6 +28,9 @@ SHAPE=small
 MAX_CONTEXT=65536
 CTX=""
 SERVE_EXTRA=""
+A_EXTRA=""
+B_EXTRA=""
+SOLO=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --name) NAME="$2"; shift ;;
@@ -31,6 +39,9 @@ while [[ $# -gt 0 ]]; do
     --max-context) MAX_CONTEXT="$2"; shift ;;
     --ctx) CTX="$2"; shift ;;
     --serve-extra) SERVE_EXTRA="$2"; shift ;;
+    --a-extra) A_EXTRA="$2"; shift ;;
+    --b-extra) B_EXTRA="$2"; shift ;;
+    --solo) SOLO=1 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -52,23 +63,31 @@ head -n "$REQUESTS" "$trace.full" > "$trace"
 # The context the N requests need: the session starts at ~4K tokens and grows ~1.5K a request.
 full_ctx=$(( MAX_CONTEXT + MAX_CONTEXT / 16 + 1024 ))
 [[ -z "$CTX" ]] && CTX=$(( 4000 + 1600 * REQUESTS + 2048 < full_ctx ? 4000 + 1600 * REQUESTS + 2048 : full_ctx ))
-serve() {  # BIN PORT CACHE_DIR
+serve() {  # BIN PORT CACHE_DIR EXTRA
   echo "exec '$1' serve -m '$model' --alias bench --port $2 --cache-dir '$3' --slots 1 --ctx $CTX \
-    --threads $THREADS --batch $BATCH --ubatch $UBATCH $SERVE_EXTRA"
+    --threads $THREADS --batch $BATCH --ubatch $UBATCH $SERVE_EXTRA $4"
 }
 pa="$(free_port)"; pb="$(free_port)"
 rm -rf "$WORK/cache-a" "$WORK/cache-b"
-"$A" bench --trace "$trace" \
-  --url "http://127.0.0.1:$pa" --label a --server-cmd "$(serve "$A" "$pa" "$WORK/cache-a")" \
-  --server-log "$WORK/$NAME-a.log" --out "$OUT/$NAME-a.json" \
-  --b-url "http://127.0.0.1:$pb" --b-label b --b-server-cmd "$(serve "$B" "$pb" "$WORK/cache-b")" \
-  --b-server-log "$WORK/$NAME-b.log" --b-out "$OUT/$NAME-b.json" >&2
+b_cmd="$(serve "$B" "$pb" "$WORK/cache-b" "$B_EXTRA")"
+a_args=(--url "http://127.0.0.1:$pa" --label a
+        --server-cmd "$(serve "$A" "$pa" "$WORK/cache-a" "$A_EXTRA")"
+        --server-log "$WORK/$NAME-a.log" --out "$OUT/$NAME-a.json")
+if [[ "$SOLO" == 1 ]]; then
+  "$A" bench --trace "$trace" "${a_args[@]}" >&2
+  "$A" bench --trace "$trace" --url "http://127.0.0.1:$pb" --label b --server-cmd "$b_cmd" \
+    --server-log "$WORK/$NAME-b.log" --out "$OUT/$NAME-b.json" >&2
+else
+  "$A" bench --trace "$trace" "${a_args[@]}" --b-url "http://127.0.0.1:$pb" --b-label b \
+    --b-server-cmd "$b_cmd" --b-server-log "$WORK/$NAME-b.log" --b-out "$OUT/$NAME-b.json" >&2
+fi
 python3 "$here/bench/binary_ab_table.py" "$WORK/$NAME-a.log" "$WORK/$NAME-b.log" \
   --title "$NAME: A $A, B $B" > "$OUT/$NAME.md"
 {
   echo
-  echo "Run: \`bench/run-binary-ab.sh A B --name $NAME --requests $REQUESTS --shape $SHAPE\` ($(date -u +%Y-%m-%d);"
-  echo "ctx $CTX, $THREADS threads, batch $BATCH / ubatch $UBATCH, serve extra: \`${SERVE_EXTRA:-none}\`)."
+  echo "Run: \`bench/run-binary-ab.sh A B --name $NAME --requests $REQUESTS --shape $SHAPE$([[ $SOLO == 1 ]] && echo ' --solo')\` ($(date -u +%Y-%m-%d);"
+  echo "ctx $CTX, $THREADS threads, batch $BATCH / ubatch $UBATCH, serve extra: \`${SERVE_EXTRA:-none}\`,"
+  echo "A extra: \`${A_EXTRA:-none}\`, B extra: \`${B_EXTRA:-none}\`; $([[ $SOLO == 1 ]] && echo 'one after the other, back to back' || echo 'side by side'))."
   echo "Shared, noisy machine: compare the two columns of one run."
 } >> "$OUT/$NAME.md"
 cat "$OUT/$NAME.md"
