@@ -14,35 +14,33 @@ constexpr std::pair<MemoryWarming, const char*> kWarmingNames[] = {
     {MemoryWarming::kAuto, "auto"}, {MemoryWarming::kIdle, "idle"},
     {MemoryWarming::kThread, "thread"}, {MemoryWarming::kOff, "off"}};
 
+template <class E, size_t N>
+const char* NameIn(const std::pair<E, const char*> (&table)[N], E value) {
+  for (const auto& [v, name] : table) {
+    if (v == value) return name;
+  }
+  return "?";
+}
+
+template <class E, size_t N>
+std::optional<E> ParseIn(const std::pair<E, const char*> (&table)[N], const std::string& name) {
+  for (const auto& [v, n] : table) {
+    if (name == n) return v;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
-const char* MemoryWarmingName(MemoryWarming warming) {
-  for (const auto& [w, name] : kWarmingNames) {
-    if (w == warming) return name;
-  }
-  return "?";
-}
+const char* MemoryWarmingName(MemoryWarming warming) { return NameIn(kWarmingNames, warming); }
 
 std::optional<MemoryWarming> ParseMemoryWarming(const std::string& name) {
-  for (const auto& [w, n] : kWarmingNames) {
-    if (name == n) return w;
-  }
-  return std::nullopt;
+  return ParseIn(kWarmingNames, name);
 }
 
-const char* KvTypeName(KvType type) {
-  for (const auto& [t, name] : kKvTypeNames) {
-    if (t == type) return name;
-  }
-  return "?";
-}
+const char* KvTypeName(KvType type) { return NameIn(kKvTypeNames, type); }
 
-std::optional<KvType> ParseKvType(const std::string& name) {
-  for (const auto& [t, n] : kKvTypeNames) {
-    if (name == n) return t;
-  }
-  return std::nullopt;
-}
+std::optional<KvType> ParseKvType(const std::string& name) { return ParseIn(kKvTypeNames, name); }
 
 bool IsQuantized(KvType type) { return type == KvType::kQ8_0 || type == KvType::kQ4_0; }
 
