@@ -9,6 +9,9 @@
 // model runs, so the next captures land in present memory. Where every core runs the model it
 // would take one from it: the engine then warms only while idle (MemoryWarming, engine/options.h).
 //
+// Several warmers on one pool (one per engine of a process) share its notes: WarmOne takes each
+// noted size once, whichever warmer runs it.
+//
 // Thread-safety: constructed and destroyed on one thread; nothing else to call.
 #pragma once
 
