@@ -45,9 +45,15 @@ json ChatContent(const std::vector<std::string>& texts) {
   return parts;
 }
 
+// Appends the texts to *out. Merging items appends in place: re-copying the growing text for
+// each item would cost the square of a turn's size.
+void AppendTexts(const std::vector<std::string>& texts, std::string* out) {
+  for (const std::string& t : texts) *out += t;
+}
+
 std::string Concat(const std::vector<std::string>& texts) {
   std::string s;
-  for (const std::string& t : texts) s += t;
+  AppendTexts(texts, &s);
   return s;
 }
 
@@ -98,7 +104,7 @@ class InputConverter {
       return std::nullopt;
     }
     json& m = OpenAssistant(/*for_content=*/true);
-    m["content"] = m["content"].get<std::string>() + Concat(texts);
+    AppendTexts(texts, &m["content"].get_ref<std::string&>());  // in place: one turn's items
     return std::nullopt;
   }
 
@@ -151,11 +157,12 @@ class InputConverter {
     std::string text = Concat(texts);
     if (text.empty()) return std::nullopt;  // encrypted only: nothing a local model can read
     json& m = OpenAssistant(/*for_content=*/false);
-    if (!m["content"].get<std::string>().empty() || m.contains("tool_calls")) {
+    if (!m["content"].get_ref<const std::string&>().empty() || m.contains("tool_calls")) {
       messages.push_back(NewAssistant());  // reasoning opens a turn
     }
     json& open = messages.back();
-    open["reasoning_content"] = open.value("reasoning_content", "") + text;
+    if (!open.contains("reasoning_content")) open["reasoning_content"] = "";
+    open["reasoning_content"].get_ref<std::string&>() += text;  // in place, as the content
     return std::nullopt;
   }
 
