@@ -22,6 +22,7 @@
 #include "server/backend.h"
 #include "server/request_log.h"
 #include "server/server.h"
+#include "store/sealing_key.h"
 #include "util/flags.h"
 
 namespace prefixd::cli {
@@ -54,6 +55,7 @@ struct ServeArgs {
   std::string allowed_hosts;
   std::string cors_origins;
   bool encrypt_cache = false;
+  std::string cache_key_file;
   std::string api_key_file;
   std::string admin_key_file;
   RouterArgs router;
@@ -133,17 +135,19 @@ Status CheckRanges(const ServeArgs& a) {
   return Status::OK();
 }
 
-// --encrypt-cache: the records' key, derived from the cache directory's server-secret (the
-// secret tenant salts come from too), so every server given a copy of it reads the same
-// records, and no one without it.
-Result<AeadKey> RecordKey(const std::string& cache_dir) {
-  if (cache_dir.empty()) {
-    return Status::InvalidArgument(
-        "--encrypt-cache needs a cache directory: its server-secret is where the key comes from");
+// --encrypt-cache: the records' key, from a file, the environment or a systemd credential,
+// never from the cache dir (store/sealing_key.h says where it is looked for, in which order,
+// and what is refused). Every server given the same key material reads the same records.
+Result<AeadKey> RecordKey(const ServeArgs& a, const std::string& cache_dir) {
+  if (!a.encrypt_cache) {
+    return Status::InvalidArgument("--cache-key-file seals nothing without --encrypt-cache");
   }
-  PREFIXD_ASSIGN_OR_RETURN(std::string secret,
-                           server::LoadOrCreateServerSecret(Env::Default(), cache_dir));
-  return DeriveAeadKey(secret, "prefixd cache records v1");
+  PREFIXD_ASSIGN_OR_RETURN(
+      store::SealingKey key,
+      store::LoadSealingKey(Env::Default(),
+                            store::SealingKeySourcesFromEnvironment(a.cache_key_file), cache_dir));
+  server::WriteLogLine(server::LogLine("encrypt_cache").Add("key_from", key.source));
+  return key.key;
 }
 
 Result<engine::EngineOptions> EngineOptionsOf(const ServeArgs& a) {
@@ -151,8 +155,8 @@ Result<engine::EngineOptions> EngineOptionsOf(const ServeArgs& a) {
   engine::EngineFlagValues values = a.engine;
   if (values.cache_dir.empty()) values.cache_dir = DefaultCacheDir();
   PREFIXD_ASSIGN_OR_RETURN(engine::EngineOptions eo, engine::ToEngineOptions(values));
-  if (a.encrypt_cache) {
-    PREFIXD_ASSIGN_OR_RETURN(eo.record_key, RecordKey(eo.cache_dir));
+  if (a.encrypt_cache || !a.cache_key_file.empty()) {
+    PREFIXD_ASSIGN_OR_RETURN(eo.record_key, RecordKey(a, eo.cache_dir));
   }
   return eo;
 }
@@ -285,6 +289,13 @@ int ServeModels(const ServeArgs& a, int argc, char** argv) {
   r.port = int(a.port);
   r.server_name = a.server_name;
   r.cache_dir = a.engine.cache_dir.empty() ? DefaultCacheDir() : a.engine.cache_dir;
+  // Each model's server loads the key itself, inside its own dir under the root: checked here
+  // against the whole root, and before any model starts.
+  if (a.encrypt_cache || !a.cache_key_file.empty()) {
+    if (auto key = RecordKey(a, r.cache_dir == "none" ? "" : r.cache_dir); !key.ok()) {
+      return Fail(key.status());
+    }
+  }
   r.api_key_file = a.api_key_file;
   r.admin_key_file = a.admin_key_file;
   auto max_body = ParseByteSize("--max-body", a.max_body);
@@ -316,9 +327,14 @@ void DeclareRequestFlags(Flags& flags, ServeArgs& a) {
 // --encrypt-cache and who may see what: hosts, origins, prompts in the log.
 void DeclareExposureFlags(Flags& flags, ServeArgs& a) {
   flags.Bool("--encrypt-cache", &a.encrypt_cache,
-             "seal every disk and shared-tier record (AES-256-GCM under a key from the cache "
-             "dir's server-secret): a copied cache dir or a shared Redis shows no prompt, and "
-             "records that do not verify are never used");
+             "seal every disk and shared-tier record (AES-256-GCM) under a key kept outside the "
+             "cache dir (--cache-key-file, PREFIXD_CACHE_KEY_FILE, PREFIXD_CACHE_KEY or the "
+             "systemd credential prefixd-cache-key): a copied cache dir or Redis shows no token "
+             "without it, and records that do not verify are never used");
+  flags.String("--cache-key-file", &a.cache_key_file,
+               "FILE: the --encrypt-cache key, 32+ random bytes or 64+ hex digits, mode 0600, "
+               "outside the cache dir (head -c 32 /dev/urandom > FILE); every server sharing "
+               "records needs the same one");
   flags.String("--allowed-host", &a.allowed_hosts,
                "NAME[,NAME...]: host names requests may use besides IP addresses and "
                "localhost (a page that re-resolves its own name to this machine is refused)");

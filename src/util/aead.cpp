@@ -1,6 +1,7 @@
 #include "util/aead.h"
 
 #include <openssl/evp.h>
+#include <openssl/kdf.h>
 #include <openssl/rand.h>
 
 #include <memory>
@@ -30,6 +31,25 @@ bool Update(EVP_CIPHER_CTX* c, uint8_t* out, std::span<const uint8_t> in) {
 
 AeadKey DeriveAeadKey(std::string_view secret, std::string_view purpose) {
   return HmacSha256(secret, purpose);
+}
+
+Result<AeadKey> HkdfAeadKey(std::string_view material, std::string_view salt,
+                            std::string_view info) {
+  std::unique_ptr<EVP_PKEY_CTX, decltype(&EVP_PKEY_CTX_free)> c(
+      EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, nullptr), &EVP_PKEY_CTX_free);
+  auto bytes = [](std::string_view s) { return reinterpret_cast<const unsigned char*>(s.data()); };
+  AeadKey key{};
+  size_t n = key.size();
+  // An empty salt or info is left unset (what RFC 5869 means by "not provided").
+  const bool ok =
+      c && !material.empty() && EVP_PKEY_derive_init(c.get()) == 1 &&
+      EVP_PKEY_CTX_set_hkdf_md(c.get(), EVP_sha256()) == 1 &&
+      (salt.empty() || EVP_PKEY_CTX_set1_hkdf_salt(c.get(), bytes(salt), int(salt.size())) == 1) &&
+      EVP_PKEY_CTX_set1_hkdf_key(c.get(), bytes(material), int(material.size())) == 1 &&
+      (info.empty() || EVP_PKEY_CTX_add1_hkdf_info(c.get(), bytes(info), int(info.size())) == 1) &&
+      EVP_PKEY_derive(c.get(), key.data(), &n) == 1 && n == key.size();
+  if (!ok) return Status::Internal("HKDF-SHA256 failed (OpenSSL)");
+  return key;
 }
 
 Status AeadSeal(const AeadKey& key, std::span<const uint8_t> aad,

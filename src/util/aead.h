@@ -23,8 +23,16 @@ inline constexpr size_t kAeadOverheadBytes = kAeadNonceBytes + kAeadTagBytes;
 
 using AeadKey = Digest;  // 32 bytes: AES-256
 
-// Derives the key for `purpose` from a secret (HMAC-SHA256(secret, purpose)).
+// Derives the key for `purpose` from a secret (HMAC-SHA256(secret, purpose)). Tests use it for
+// a quick key; `serve --encrypt-cache` takes its key through HkdfAeadKey (store/sealing_key.h).
 AeadKey DeriveAeadKey(std::string_view secret, std::string_view purpose);
+
+// HKDF-SHA256 (RFC 5869, OpenSSL's EVP_PKEY_HKDF): the first 32 bytes of the output keying
+// material from `material` (not empty), `salt` (empty: HashLen zero bytes) and `info` (the
+// purpose, which separates one use of the material from every other). Internal when OpenSSL
+// fails or `material` is empty.
+Result<AeadKey> HkdfAeadKey(std::string_view material, std::string_view salt,
+                            std::string_view info);
 
 // Appends nonce || AES-256-GCM(plaintext) || tag to `out`, the tag covering `aad` too. The
 // plaintext is `pieces` one after another, sealed where they lie (never joined first).

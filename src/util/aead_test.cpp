@@ -46,5 +46,23 @@ TEST(Aead, EachSealHasItsOwnNonceAndEmptyPlaintextsSealToo) {
   EXPECT_TRUE(open->empty());
 }
 
+std::string Unhex(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(char(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+// RFC 5869, appendix A, test cases 1 and 3 (the first 32 of their 42 output bytes).
+TEST(Aead, HkdfMatchesTheRfc5869Vectors) {
+  const std::string ikm(22, '\x0b');
+  auto one = HkdfAeadKey(ikm, Unhex("000102030405060708090a0b0c"), Unhex("f0f1f2f3f4f5f6f7f8f9"));
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(DigestHex(*one), "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf");
+  auto three = HkdfAeadKey(ikm, "", "");
+  ASSERT_TRUE(three.ok()) << three.status().ToString();
+  EXPECT_EQ(DigestHex(*three), "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d");
+  EXPECT_NE(DigestHex(*HkdfAeadKey(ikm, "", "another purpose")), DigestHex(*three));
+}
+
 }  // namespace
 }  // namespace prefixd
