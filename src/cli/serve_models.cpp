@@ -25,6 +25,7 @@ namespace {
 // Router flags that take a value, and the router's switches (none today).
 const char* const kRouterValueFlags[] = {"--models-dir",  "--models",      "--models-max",
                                          "--models-memory", "--models-ttl", "--models-wait",
+                                         "--models-keep-alive-max",
                                          "--host",        "--port",        "--cache-dir",
                                          "--alias",       "--server-name",
                                          "--max-connections-per-address"};
@@ -55,6 +56,10 @@ Result<std::vector<router::ModelSpec>> LoadSpecs(const RouterArgs& r) {
 Result<router::PoolOptions> PoolOptionsOf(const RouterArgs& r) {
   if (r.models_max < 0 || r.models_max > 1024) {
     return Status::InvalidArgument("--models-max: 0 (no limit) or 1..1024");
+  }
+  if (r.models_keep_alive_max_s < 0 || r.models_keep_alive_max_s > 366 * 86400) {
+    return Status::InvalidArgument("--models-keep-alive-max: 0 (tenants' keep_alive ignored) "
+                                   "or seconds, at most 366 days");
   }
   if (r.models_ttl_s < 0 || r.models_wait_s < 1) {
     return Status::InvalidArgument("--models-ttl: 0 (never) or seconds; --models-wait: >= 1 s");
@@ -124,6 +129,9 @@ int ServeRouter(const RouterServeArgs& a) {
   ro.max_body_bytes = a.max_body_bytes;
   ro.max_connections_per_address = a.max_connections_per_address;
   ro.request_read_timeout_ms = a.request_read_timeout_ms;
+  ro.allowed_hosts = a.allowed_hosts;
+  ro.cors_origins = a.cors_origins;
+  ro.tenant_keep_alive_max = std::chrono::seconds(a.router.models_keep_alive_max_s);
   router::ModelRouter http(&pool, auth->get(), ro);
   auto port = http.Bind();
   if (!port.ok()) return Fail(port.status());

@@ -14,6 +14,7 @@ struct RouterArgs {
   std::string models_memory = "0";
   int64_t models_ttl_s = 0;
   int64_t models_wait_s = 120;
+  int64_t models_keep_alive_max_s = 1800;  // RouterOptions::tenant_keep_alive_max
 };
 
 // Whether argv[first..argc) asks for router mode.
@@ -34,6 +35,8 @@ struct RouterServeArgs {
   size_t max_body_bytes = 0;
   size_t max_connections_per_address = 0;
   int request_read_timeout_ms = 0;
+  std::vector<std::string> allowed_hosts;
+  std::vector<std::string> cors_origins;
   std::vector<std::string> child_args;
 };
 

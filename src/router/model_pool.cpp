@@ -112,7 +112,8 @@ std::optional<std::chrono::milliseconds> ModelPool::TtlOf(size_t index) const {
   const ModelSpec& s = specs_[index];
   const int ttl_s = s.ttl_s >= 0 ? s.ttl_s : options_.default_ttl_s;
   if (ttl_s == 0) return std::nullopt;
-  return std::chrono::milliseconds(int64_t(ttl_s) * 1000);
+  const std::chrono::milliseconds configured(int64_t(ttl_s) * 1000);
+  return k.kind == KeepAlive::Kind::kAtLeast ? std::max(configured, k.idle) : configured;
 }
 
 Result<std::string> ModelPool::Resolve(const std::string& name) const {
@@ -413,7 +414,7 @@ std::vector<ModelView> ModelPool::List() const {
     v.state = e.state;
     v.pinned = s.pinned;
     const std::optional<std::chrono::milliseconds> ttl = TtlOf(i);
-    v.ttl_s = ttl ? int((ttl->count() + 999) / 1000) : -1;
+    v.ttl_s = ttl ? (ttl->count() + 999) / 1000 : -1;
     v.in_flight = e.in_flight;
     v.memory_bytes = e.memory_bytes;
     v.port = e.state == ModelState::kLoaded ? e.process->port() : 0;

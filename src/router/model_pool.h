@@ -58,7 +58,7 @@ struct ModelView {
   std::string path;
   ModelState state = ModelState::kUnloaded;
   bool pinned = false;
-  int ttl_s = 0;              // -1: forever; as configured or as the last request asked
+  int64_t ttl_s = 0;          // -1: forever; as configured or as the last request asked
   int in_flight = 0;
   uint64_t memory_bytes = 0;  // measured while loaded; the last measurement after
   int port = 0;               // while loaded
@@ -69,8 +69,10 @@ struct ModelView {
 
 // How long a model stays loaded once idle, as a request asks (Ollama's keep_alive, LM Studio's
 // ttl): it replaces the model's ttl until the next request that asks.
+// kAtLeast is a tenant's ask: `idle` only where it is longer than the configured ttl, so a
+// tenant can keep a model longer (within the router's bound) but never unload it sooner.
 struct KeepAlive {
-  enum class Kind { kAsConfigured, kForever, kFor } kind = Kind::kAsConfigured;
+  enum class Kind { kAsConfigured, kForever, kFor, kAtLeast } kind = Kind::kAsConfigured;
   std::chrono::milliseconds idle{0};  // kFor: 0 unloads it as soon as it is idle
 };
 

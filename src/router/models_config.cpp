@@ -4,6 +4,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <set>
 
@@ -72,6 +73,18 @@ Status ApplyKey(ModelSpec& spec, const std::string& where, const std::string& ke
     if (value != "true") spec.args.push_back(value);
   }
   return Status::OK();
+}
+
+// An id names a directory under the router's cache dir: `..` or a slash would name another.
+bool IsPlainId(const std::string& id) {
+  if (id.empty() || id.size() > 128 || id[0] == '.') return false;
+  for (char c : id) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != ':' &&
+        c != '-') {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -153,8 +166,10 @@ Result<std::vector<ModelSpec>> MergeSpecs(std::vector<ModelSpec> dir_specs,
   if (dir_specs.empty()) return Status::InvalidArgument("no models: the dir holds no .gguf file");
   std::set<std::string> ids;
   for (const ModelSpec& s : dir_specs) {
-    if (s.id.empty() || IsPattern(s.id) || s.id.find('/') != std::string::npos) {
-      return Status::InvalidArgument("model id '" + s.id + "': a plain name without * ? [ or /");
+    if (!IsPlainId(s.id)) {
+      return Status::InvalidArgument("model id '" + s.id.substr(0, 100) +
+                                     "': letters, digits and . _ : - only, not starting with "
+                                     "'.' (it names the model's cache dir)");
     }
     if (s.path.empty()) return Status::InvalidArgument("model " + s.id + ": no `model = PATH`");
     if (!ids.insert(s.id).second) return Status::InvalidArgument("model id " + s.id + " twice");

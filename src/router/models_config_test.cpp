@@ -65,6 +65,12 @@ TEST(ModelsFileTest, MergeOverridesTheDirAndChecksIds) {
   EXPECT_FALSE(none.ok());
   auto pattern = MergeSpecs({}, *ParseModelsFile("[x*]\nmodel=1\n", "f", ""));
   EXPECT_FALSE(pattern.ok());
+  // An id names the model's cache dir under the router's: none may name another dir.
+  for (const char* id : {"..", ".", ".hidden", "a/b", "a b", "x\\y"}) {
+    auto bad = MergeSpecs({}, *ParseModelsFile(std::string("[") + id + "]\nmodel=1\n", "f", ""));
+    EXPECT_FALSE(bad.ok()) << id;
+  }
+  EXPECT_TRUE(MergeSpecs({}, *ParseModelsFile("[qwen3.5-9b:q4_K_M]\nmodel=1\n", "f", "")).ok());
   std::filesystem::remove_all(dir);
   EXPECT_FALSE(ScanModelsDir(dir).ok());
 }

@@ -1,8 +1,10 @@
 // Forward: one request to a model's server on loopback and its answer back, streamed as it
 // comes (SSE included). The upstream request runs on a thread of its own that feeds the
-// response's chunked content provider; a client that goes away cancels the upstream request,
-// which cancels the model server's generation. The lease is held until the upstream request
-// ends.
+// response's chunked content provider; a client that goes away — while a non-streamed answer
+// is being made, during a stream's prefill, or mid-stream — closes the upstream connection,
+// which cancels the model server's work. At most a few MiB of answer wait for a slow reader.
+// The client's Host and key go on with the request. The lease is held until the upstream
+// request ends.
 #pragma once
 
 #include <httplib.h>
@@ -20,7 +22,8 @@ namespace prefixd::router {
 std::string Forward(const httplib::Request& req, httplib::Response& res, ModelPool::Lease lease,
                     const std::string& server_name);
 
-// GETs `path` from the model server at `port` (for /metrics); "" on any failure.
-std::string FetchFromModel(int port, const std::string& path);
+// GETs `path` from the model server at `port` (for /metrics) with `headers` (the caller's key);
+// "" on any failure.
+std::string FetchFromModel(int port, const std::string& path, const httplib::Headers& headers);
 
 }  // namespace prefixd::router

@@ -8,8 +8,14 @@
 #include <thread>
 
 #include "router/proxy.h"
+#include "router/keep_alive.h"
+#include "server/api_json.h"
 #include "server/api_messages.h"
+#include "server/browser_guard.h"
 #include "server/connection_guard.h"
+#include "server/front_door.h"
+#include "server/routes.h"
+#include "server/web_assets.h"
 #include "server/http_io.h"
 #include "server/metrics.h"
 #include "server/request_log.h"
@@ -22,19 +28,27 @@ using json = nlohmann::json;
 using server::ApiError;
 using server::ErrorKind;
 
-ApiError ApiErrorOf(const Status& st) {
+// A failed load's message quotes its server's last log lines, which may hold another tenant's
+// request: for admins only.
+ApiError ApiErrorOf(const Status& st, bool admin = true) {
   switch (st.code()) {
     case Status::Code::kNotFound:
       return {ErrorKind::kModelNotFound, st.message(), "model", "model_not_found"};
     case Status::Code::kAborted: return {ErrorKind::kConflict, st.message(), "", "model_busy"};
     case Status::Code::kResourceExhausted:
       return {ErrorKind::kOverloaded, st.message(), "", "model_no_room"};
-    default: return {ErrorKind::kInternal, st.message(), "", "model_load_failed"};
+    default:
+      return {ErrorKind::kInternal,
+              admin ? st.message() : "the model's server failed to start (an admin sees why)", "",
+              "model_load_failed"};
   }
 }
 
-json ViewJson(const ModelView& v) {
-  return {{"id", v.id},
+// A model as /v1/models shows it. Where it lives (file, port) and why it last failed (its
+// server's log lines, which may quote another tenant's request) are the operator's: a tenant
+// learns only that it failed.
+json ViewJson(const ModelView& v, bool admin) {
+  json j = {{"id", v.id},
           {"object", "model"},
           {"owned_by", "prefixd"},
           {"created", 0},
@@ -50,6 +64,12 @@ json ViewJson(const ModelView& v) {
           {"loads", v.loads},
           {"idle_ms", v.idle_ms},
           {"last_error", v.last_error.empty() ? json() : json(v.last_error)}};
+  if (!admin) {
+    j.erase("path");
+    j.erase("port");
+    if (!v.last_error.empty()) j["last_error"] = "the model's server failed (an admin sees why)";
+  }
+  return j;
 }
 
 // Prometheus families merged from several pages: each family's HELP/TYPE once, then every
@@ -129,49 +149,6 @@ std::string RouterMetrics(const ModelPool& pool) {
   return out + memory + flight;
 }
 
-// "30s", "5m", "1h", "250ms" or a number of seconds -> milliseconds; false when malformed.
-bool ParseDuration(const json& v, int64_t* ms) {
-  if (v.is_number()) {
-    const double s = v.get<double>();
-    if (!(s > -1e9 && s < 1e9)) return false;
-    *ms = int64_t(s * 1000);
-    return true;
-  }
-  if (!v.is_string()) return false;
-  const std::string text = v.get<std::string>();
-  size_t used = 0;
-  double n = 0;
-  try {
-    n = std::stod(text, &used);
-  } catch (...) {
-    return false;
-  }
-  const std::string unit = text.substr(used);
-  const double scale = unit == "" || unit == "s" ? 1000 : unit == "ms" ? 1 : unit == "m" ? 60000
-                       : unit == "h" ? 3600000 : -1;
-  if (scale < 0 || !(n > -1e9 && n < 1e9)) return false;
-  *ms = int64_t(n * scale);
-  return true;
-}
-
-// A request's keep_alive (Ollama: a duration; negative: forever; 0: unload once idle) or ttl
-// (LM Studio: seconds). False with `error` set when it is malformed.
-bool ParseKeepAlive(const json& body, KeepAlive* out, std::string* error) {
-  for (const char* key : {"keep_alive", "ttl"}) {
-    if (!body.contains(key) || body[key].is_null()) continue;
-    int64_t ms = 0;
-    if (!ParseDuration(body[key], &ms) || (std::string(key) == "ttl" && ms < 0)) {
-      *error = std::string(key) + ": a duration such as 300, \"5m\" or \"1h\" (keep_alive < 0: "
-               "keep the model loaded; 0: unload it once idle)";
-      return false;
-    }
-    out->kind = ms < 0 ? KeepAlive::Kind::kForever : KeepAlive::Kind::kFor;
-    out->idle = std::chrono::milliseconds(ms < 0 ? 0 : ms);
-    return true;
-  }
-  return true;
-}
-
 // Errors in the shape of the API the request spoke: Anthropic's for /v1/messages.
 void SendRouterError(const httplib::Request& req, httplib::Response& res, const ApiError& error) {
   if (req.path.rfind("/v1/messages", 0) == 0) {
@@ -211,39 +188,45 @@ std::string LabelMetrics(const std::string& page, const std::string& model) {
   return out;
 }
 
+// The router's own open routes: /health, and the web page's files, which it serves itself
+// (loading no model); the page's API calls name their model and need a key like any other.
+bool RouterIsOpen(const std::string& path) {
+  return path == "/health" || path == "/" || path.rfind("/assets/", 0) == 0;
+}
+
+// Model lifetime is an admin's; so are the model servers' own admin routes (they check again
+// with the same key) and the metrics of every model.
+bool RouterIsAdmin(const std::string& method, const std::string& path) {
+  if (method == "POST" && (path.rfind("/v1/models/", 0) == 0 || path == "/models/load" ||
+                           path == "/models/unload")) {
+    return true;
+  }
+  return server::IsAdminRoute(method, path);
+}
+
 struct ModelRouter::Impl {
   Impl(ModelPool* p, const server::TenantAuth* a, RouterOptions o)
-      : pool(p), auth(a), options(std::move(o)),
-        http(server::ConnectionLimits{std::chrono::milliseconds(options.request_read_timeout_ms),
-                                      options.max_connections_per_address},
-             &metrics) {}
+      : pool(p), options(std::move(o)),
+        door(a, server::FrontDoorOptions{options.allowed_hosts, options.cors_origins},
+             server::RouteRights{RouterIsOpen, RouterIsAdmin}, SendRouterError),
+        http(server::ConnectionLimits::Of(options.request_read_timeout_ms,
+                                          options.max_connections_per_address),
+             &metrics, &door) {}
 
   ModelPool* const pool;
-  const server::TenantAuth* const auth;
   RouterOptions options;
   server::ServerMetrics metrics;  // counts the connection guard's refusals
+  server::FrontDoor door;         // before `http`, which runs it on every request
   server::ConnectionGuardedServer http;
   std::atomic<bool> stopping{false};
   std::thread ticker;
 
-  // A missing or unknown key is a 401 before anything is loaded; admin routes need an admin.
-  bool Authorized(const httplib::Request& req, httplib::Response& res, bool admin_route) const {
-    if (!auth->enabled()) return true;
-    const auto outcome = auth->Check(req.get_header_value("Authorization"),
-                                     req.get_header_value("x-api-key"));
-    if (!outcome.tenant) {
-      SendRouterError(req, res, server::UnauthorizedError(outcome.failure));
-      return false;
-    }
-    if (admin_route && !outcome.tenant->admin) {
-      SendRouterError(req, res, server::ForbiddenError(*auth, req.path));
-      return false;
-    }
-    return true;
-  }
+  bool IsAdmin(const httplib::Request& req) const { return door.TenantOf(req).admin; }
 
   // The model a forwarded request names and how long it asks the model to stay; a name ""
-  // with `res` set when it names none (or asks wrongly).
+  // with `res` set when it names none (or asks wrongly). The body is parsed only after the
+  // front door let the request in, and only when it nests no deeper than the model's server
+  // would accept.
   struct Target {
     std::string model;
     KeepAlive keep_alive;
@@ -251,14 +234,21 @@ struct ModelRouter::Impl {
   Target TargetOf(const httplib::Request& req, httplib::Response& res) const {
     Target t;
     if (req.method == "POST" && !req.body.empty()) {
+      if (!server::api_json::DepthWithin(req.body, server::api_json::kMaxRequestDepth)) {
+        SendRouterError(req, res, ApiError::Invalid(
+            "request body nests deeper than " +
+            std::to_string(server::api_json::kMaxRequestDepth)));
+        return {};
+      }
       const json body = json::parse(req.body, nullptr, false);
       if (body.is_object()) {
         if (body.contains("model") && body["model"].is_string()) t.model = body["model"];
-        std::string error;
-        if (!ParseKeepAlive(body, &t.keep_alive, &error)) {
-          SendRouterError(req, res, ApiError::Invalid(error, "keep_alive"));
+        Result<KeepAlive> asked = ParseKeepAlive(body);
+        if (!asked.ok()) {
+          SendRouterError(req, res, ApiError::Invalid(asked.status().message(), "keep_alive"));
           return {};
         }
+        t.keep_alive = KeepAliveFor(*asked, IsAdmin(req), options.tenant_keep_alive_max);
       }
     }
     if (t.model.empty()) t.model = ModelOfQuery(req);
@@ -299,13 +289,12 @@ struct ModelRouter::Impl {
   }
 
   void ForwardRoute(const httplib::Request& req, httplib::Response& res) {
-    if (!Authorized(req, res, false)) return;
     const Target target = TargetOf(req, res);
     if (target.model.empty()) return;
     for (int attempt = 0;; ++attempt) {
       Result<ModelPool::Lease> lease = pool->Acquire(target.model, target.keep_alive);
       if (!lease.ok()) {
-        SendRouterError(req, res, ApiErrorOf(lease.status()));
+        SendRouterError(req, res, ApiErrorOf(lease.status(), IsAdmin(req)));
         return;
       }
       const int port = lease->port();
@@ -321,32 +310,59 @@ struct ModelRouter::Impl {
     }
   }
 
+  void SendModel(const httplib::Request& req, httplib::Response& res, const std::string& name) {
+    Result<std::string> id = pool->Resolve(name);
+    if (!id.ok()) return SendRouterError(req, res, ApiErrorOf(id.status()));
+    for (const ModelView& v : pool->List()) {
+      if (v.id == *id) server::SendJson(res, ViewJson(v, IsAdmin(req)).dump());
+    }
+  }
+
   void ModelAction(const httplib::Request& req, const std::string& id, bool load,
                    httplib::Response& res) {
     const Status st = load ? pool->Load(id) : pool->Unload(id);
-    if (!st.ok()) {
-      SendRouterError(req, res, ApiErrorOf(st));
-      return;
-    }
-    for (const ModelView& v : pool->List()) {
-      if (v.id == *pool->Resolve(id)) server::SendJson(res, ViewJson(v).dump());
-    }
+    if (!st.ok()) return SendRouterError(req, res, ApiErrorOf(st));
+    SendModel(req, res, id);
   }
 
-  void ListModels(httplib::Response& res) const {
+  void ListModels(const httplib::Request& req, httplib::Response& res) const {
+    const bool admin = IsAdmin(req);
     json data = json::array();
-    for (const ModelView& v : pool->List()) data.push_back(ViewJson(v));
+    for (const ModelView& v : pool->List()) data.push_back(ViewJson(v, admin));
     server::SendJson(res, json{{"object", "list"}, {"data", data}}.dump());
   }
 
-  void Metrics(httplib::Response& res) const {
+  // The router's lines, then each loaded model's page, fetched with the caller's key.
+  void Metrics(const httplib::Request& req, httplib::Response& res) const {
+    httplib::Headers identity;
+    for (const char* name : {"Authorization", "x-api-key"}) {
+      if (req.has_header(name)) identity.emplace(name, req.get_header_value(name));
+    }
     MetricFamilies families;
     families.Add(RouterMetrics(*pool));
     for (const ModelView& v : pool->List()) {
       if (v.state != ModelState::kLoaded) continue;
-      families.Add(LabelMetrics(FetchFromModel(v.port, "/metrics"), v.id));
+      families.Add(LabelMetrics(FetchFromModel(v.port, "/metrics", identity), v.id));
     }
     res.set_content(families.Render(), "text/plain; version=0.0.4");
+  }
+
+  // The web page: / names its model (a redirect to the only loaded one, or the first), and
+  // its files come from this binary; neither loads a model.
+  void Page(const httplib::Request& req, httplib::Response& res) const {
+    if (req.path == "/" && ModelOfQuery(req).empty()) {
+      std::string id = OnlyLoaded();
+      if (id.empty()) id = pool->List().front().id;
+      res.set_redirect("/?model=" + httplib::encode_query_component(id));
+      return;
+    }
+    const server::WebAsset* a = server::FindWebAsset(req.path);
+    if (a == nullptr) {
+      return SendRouterError(req, res, {ErrorKind::kNotFound, "no such file", "", ""});
+    }
+    res.set_content(reinterpret_cast<const char*>(a->data), a->size, a->content_type);
+    res.set_header("Cache-Control", "no-cache");
+    for (const auto& [name, value] : server::PageHeaders()) res.set_header(name, value);
   }
 
   void Routes() {
@@ -355,38 +371,27 @@ struct ModelRouter::Impl {
     });
     for (const char* path : {"/v1/models", "/models"}) {
       http.Get(path, [this](const httplib::Request& req, httplib::Response& res) {
-        if (Authorized(req, res, false)) ListModels(res);
+        ListModels(req, res);
       });
     }
     http.Get(R"(/v1/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-      if (!Authorized(req, res, false)) return;
-      Result<std::string> id = pool->Resolve(req.matches[1].str());
-      if (!id.ok()) return SendRouterError(req, res, ApiErrorOf(id.status()));
-      for (const ModelView& v : pool->List()) {
-        if (v.id == *id) server::SendJson(res, ViewJson(v).dump());
-      }
+      SendModel(req, res, req.matches[1].str());
     });
-    // The web page is each model's own: / without a model opens the first model's.
-    http.Get("/", [this](const httplib::Request& req, httplib::Response& res) {
-      if (!ModelOfQuery(req).empty()) return ForwardRoute(req, res);
-      const std::vector<ModelView> all = pool->List();
-      std::string id = OnlyLoaded();
-      if (id.empty()) id = all.front().id;
-      res.set_redirect("/?model=" + httplib::encode_query_component(id));
-    });
+    auto page = [this](const httplib::Request& req, httplib::Response& res) { Page(req, res); };
+    http.Get("/", page);
+    http.Get("/assets/[^/]+", page);
     http.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
-      if (Authorized(req, res, false)) Metrics(res);
+      Metrics(req, res);
     });
     http.Post(R"(/v1/models/([^/]+)/(load|unload))",
               [this](const httplib::Request& req, httplib::Response& res) {
-                if (Authorized(req, res, true)) {
-                  ModelAction(req, req.matches[1].str(), req.matches[2].str() == "load", res);
-                }
+                ModelAction(req, req.matches[1].str(), req.matches[2].str() == "load", res);
               });
     http.Post(R"(/models/(load|unload))", [this](const httplib::Request& req,
                                                  httplib::Response& res) {
-      if (!Authorized(req, res, true)) return;
-      const json body = json::parse(req.body, nullptr, false);
+      const json body = server::api_json::DepthWithin(req.body, 8)
+                            ? json::parse(req.body, nullptr, false)
+                            : json();
       if (!body.is_object() || !body.contains("model") || !body["model"].is_string()) {
         SendRouterError(req, res, ApiError::Invalid("the body is {\"model\": \"ID\"}", "model"));
         return;
@@ -399,13 +404,10 @@ struct ModelRouter::Impl {
     http.Get(".*", forward);
     http.Post(".*", forward);
     http.Delete(".*", forward);
-    http.Options(".*", forward);
   }
 
   void SetUp() {
-    const size_t n = options.n_http_threads;
-    const size_t max = n + options.max_connections_per_address;
-    http.new_task_queue = [n, max] { return new httplib::ThreadPool(n, max); };
+    http.UseThreads(options.n_http_threads);
     http.set_payload_max_length(options.max_body_bytes);
     http.set_read_timeout(60);
     http.set_write_timeout(60);

@@ -4,6 +4,7 @@
 //
 // Routes it answers itself:
 //   GET  /health                       ok while the router runs
+//   GET  /, GET /assets/{file}         the web page, from this binary (no model loaded)
 //   GET  /v1/models, GET /models       every model with its state, memory, pin, ttl
 //   POST /v1/models/{id}/load|unload   (and llama-server's POST /models/load|unload with
 //                                      {"model": id}); admin routes when API keys are on
@@ -16,14 +17,20 @@
 // within the wait limit is a 503 with Retry-After; a model server that ends mid-answer is a
 // 502 (or a cut stream).
 //
-// With API keys, a request needs a valid key before anything is loaded for it; the model's
-// server checks the same keys again (and keeps its tenants apart as `serve -m` does).
+// Every request passes the same front door as `serve -m` (server/front_door.h: Host, Origin,
+// cross-site, Content-Type, keys, admin rights) before anything is parsed, loaded or
+// forwarded; the request goes on with its own Host and key, so the model's server judges it
+// again the same way (and keeps its tenants apart as `serve -m` does). Model lifetime (load,
+// unload, metrics of every model, keep_alive shorter than configured) is an admin's right when
+// keys are on (keep_alive.h). A tenant sees no model's path, port or failure log.
 //
 // Lifecycle: Bind(), then Serve() blocks until Stop() (any thread).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "router/model_pool.h"
 #include "server/auth.h"
@@ -38,7 +45,12 @@ struct RouterOptions {
   size_t max_body_bytes = 32u << 20;
   size_t n_http_threads = 32;
   size_t max_connections_per_address = 32;
-  int request_read_timeout_ms = 60000;
+  int request_read_timeout_ms = 60000;  // 0: no deadline but the 60 s per read
+  std::vector<std::string> allowed_hosts;  // as serve's --allowed-host (front_door.h)
+  std::vector<std::string> cors_origins;   // as serve's --cors-origin
+  // The longest a tenant's keep_alive may keep a model loaded (keep_alive.h); 0: a tenant's
+  // keep_alive is ignored. Admins' (or everybody's, with keys off) are bounded by kMaxKeepAlive.
+  std::chrono::milliseconds tenant_keep_alive_max{30 * 60 * 1000};
 };
 
 class ModelRouter {

@@ -3,7 +3,7 @@
 namespace prefixd::server::api_json {
 namespace {
 
-constexpr int kMaxDepth = 64;
+constexpr int kMaxDepth = kMaxRequestDepth;
 
 std::string StringAt(const json& obj, const char* key) {
   const json* f = Field(obj, key);

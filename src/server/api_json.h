@@ -17,6 +17,9 @@ namespace prefixd::server::api_json {
 using json = nlohmann::ordered_json;
 using MaybeError = std::optional<ApiError>;
 
+// How deep a request body may nest: every entry point checks it before parsing.
+inline constexpr int kMaxRequestDepth = 64;
+
 // True when no array/object in `body` (JSON text) nests deeper than `max_depth` (strings
 // skipped): checked before parsing, so that a deep body cannot exhaust the stack.
 bool DepthWithin(const std::string& body, int max_depth);

@@ -12,9 +12,31 @@
 #include <vector>
 
 #include "server/api_error.h"
+#include "server/http_io.h"
 #include "server/request_log.h"
 
 namespace prefixd::server {
+
+ConnectionLimits ConnectionLimits::Of(int request_read_timeout_ms, size_t max_per_address) {
+  ConnectionLimits l;
+  l.request_read_deadline = request_read_timeout_ms > 0
+                                ? std::chrono::milliseconds(request_read_timeout_ms)
+                                : std::chrono::milliseconds(std::chrono::hours(24 * 365));
+  l.max_per_address = max_per_address;
+  return l;
+}
+
+ConnectionGuardedServer::ConnectionGuardedServer(ConnectionLimits limits, ServerMetrics* metrics,
+                                                 const FrontDoor* door)
+    : limits_(limits), counts_(limits.max_per_address), metrics_(metrics) {
+  httplib::Server::set_pre_routing_handler(
+      [door](const httplib::Request& req, httplib::Response& res) {
+        MarkRequestStart();
+        return door->Check(req, res) == FrontDoor::Verdict::kPass
+                   ? httplib::Server::HandlerResponse::Unhandled
+                   : httplib::Server::HandlerResponse::Handled;
+      });
+}
 
 bool AddressCounts::Acquire(const std::string& address) {
   MutexLock lock(&mu_);
@@ -216,6 +238,13 @@ void CloseGracefully(socket_t fd) {
 }
 
 }  // namespace
+
+void ConnectionGuardedServer::UseThreads(size_t base) {
+  const size_t max = base + limits_.max_per_address;
+  new_task_queue = [base, max] {
+    return new httplib::ThreadPool(base, max, kMaxQueuedConnections);
+  };
+}
 
 bool ConnectionGuardedServer::process_and_close_socket(socket_t sock) {
   std::string address;

@@ -43,8 +43,15 @@ std::string LogfmtValue(const std::string& value) {
 }
 
 LogLine& LogLine::Add(const std::string& key, const std::string& value) {
-  text_ += " " + key + "=" + LogfmtValue(value);
+  text_ += " " + key + "=" + LogfmtValue(BoundForLog(value));
   return *this;
+}
+
+std::string BoundForLog(const std::string& value) {
+  if (value.size() <= kMaxLoggedValueBytes) return value;
+  size_t cut = kMaxLoggedValueBytes;
+  while (cut > 0 && (static_cast<unsigned char>(value[cut]) & 0xC0) == 0x80) --cut;  // whole UTF-8
+  return value.substr(0, cut) + "...(" + std::to_string(value.size() - cut) + " more bytes)";
 }
 
 LogLine& LogLine::Add(const std::string& key, long long value) {

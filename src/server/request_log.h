@@ -18,9 +18,15 @@ namespace prefixd::server {
 
 class Backend;
 
+// A value longer than this is cut (whole UTF-8 characters) with a note of what was left out:
+// a client's 4 MB string costs the log a few hundred bytes.
+inline constexpr size_t kMaxLoggedValueBytes = 512;
+std::string BoundForLog(const std::string& value);
+
 class LogLine {
  public:
   explicit LogLine(const std::string& event) : text_("prefixd " + event) {}
+  // Adds key=value, the value bounded (BoundForLog) and quoted as logfmt needs.
   LogLine& Add(const std::string& key, const std::string& value);
   LogLine& Add(const std::string& key, long long value);
   LogLine& Add(const std::string& key, double value);

@@ -9,7 +9,7 @@
 //   agent APIs:  POST /v1/responses, POST /v1/messages, POST /v1/messages/count_tokens
 //                (routes_agent.cpp: translated to and from chat completions)
 // docs/http-api.md describes every shape. Authentication and rights are checked before routing
-// (server.cpp): a route reads its tenant with TenantOf(), and admin routes (IsAdminRoute) are
+// (front_door.h): a route reads its tenant with TenantOf(), and admin routes (IsAdminRoute) are
 // only reached with an admin key, or when keys are off.
 #pragma once
 

@@ -8,8 +8,8 @@
 
 #include "server/admission.h"
 #include "server/api_messages.h"
-#include "server/browser_guard.h"
 #include "server/connection_guard.h"
+#include "server/front_door.h"
 #include "server/http_io.h"
 #include "server/request_log.h"
 #include "server/routes.h"
@@ -27,16 +27,16 @@ std::string HostName() {
 }  // namespace
 
 struct HttpServer::Impl {
-  explicit Impl(ServerOptions o)
-      : options(std::move(o)), http(LimitsOf(options), &metrics) {}
-  static ConnectionLimits LimitsOf(const ServerOptions& o) {
-    ConnectionLimits l;
-    l.request_read_deadline = o.request_read_timeout_ms > 0
-                                  ? std::chrono::milliseconds(o.request_read_timeout_ms)
-                                  : std::chrono::hours(24 * 365);  // none
-    l.max_per_address = o.max_connections_per_address;
-    return l;
-  }
+  Impl(ServerOptions o, const TenantAuth* auth)
+      : options(std::move(o)),
+        door(auth, FrontDoorOptions{options.allowed_hosts, options.cors_origins},
+             RouteRights{IsOpenRoute, IsAdminRoute},
+             [](const httplib::Request&, httplib::Response& res, const ApiError& e) {
+               SendError(res, e);  // OnError gives the Anthropic routes their shape
+             }),
+        http(ConnectionLimits::Of(options.request_read_timeout_ms,
+                                  options.max_connections_per_address),
+             &metrics, &door) {}
 
   ServerOptions options;
   ServerMetrics metrics;
@@ -44,63 +44,14 @@ struct HttpServer::Impl {
   std::atomic<bool> stopping{false};
   std::unique_ptr<Admission> admission;
   RouteContext ctx;
+  FrontDoor door;  // before `http`, which runs it on every request
   ConnectionGuardedServer http;
 
   void SetUp();
-  httplib::Server::HandlerResponse PreRoute(const httplib::Request& req, httplib::Response& res);
   void OnError(const httplib::Request& req, httplib::Response& res);
   ApiError MadeUpError(const httplib::Request& req, int status) const;
   void OnResponse(const httplib::Request& req, const httplib::Response& res);
 };
-
-namespace {
-
-}  // namespace
-
-// The browser checks (browser_guard.h), authentication (401) and rights (403), before any
-// route runs. /health and the web page's static files need no key (IsOpenRoute).
-httplib::Server::HandlerResponse HttpServer::Impl::PreRoute(const httplib::Request& req,
-                                                            httplib::Response& res) {
-  MarkRequestStart();
-  if (auto e = CheckHost(req.get_header_value("Host"), options.allowed_hosts)) {
-    SendError(res, *e);
-    return httplib::Server::HandlerResponse::Handled;
-  }
-  const std::string origin = req.get_header_value("Origin");
-  const bool preflight = req.method == "OPTIONS";
-  for (const auto& [name, value] : CorsHeaders(origin, options.cors_origins, preflight)) {
-    res.set_header(name, value);
-  }
-  if (preflight) {  // allowed or not, a preflight is answered here; only an allowed one opens
-    if (res.has_header("Access-Control-Allow-Origin")) {
-      res.status = 204;
-    } else {
-      SendError(res, {ErrorKind::kForbidden,
-                      "cross-origin requests from '" + origin.substr(0, 200) +
-                          "' are not allowed: start prefixd serve with --cors-origin ORIGIN",
-                      "", "origin_not_allowed"});
-    }
-    return httplib::Server::HandlerResponse::Handled;
-  }
-  if (IsOpenRoute(req.path)) return httplib::Server::HandlerResponse::Unhandled;
-  const bool has_key = req.has_header("Authorization") || req.has_header("x-api-key");
-  if (auto e = CheckContentType(req.method, req.get_header_value("Content-Type"), has_key)) {
-    SendError(res, *e);
-    return httplib::Server::HandlerResponse::Handled;
-  }
-  if (!ctx.auth->enabled()) return httplib::Server::HandlerResponse::Unhandled;
-  TenantAuth::Outcome auth =
-      ctx.auth->Check(req.get_header_value("Authorization"), req.get_header_value("x-api-key"));
-  if (!auth.tenant) {
-    SendError(res, UnauthorizedError(auth.failure));
-    return httplib::Server::HandlerResponse::Handled;
-  }
-  if (!auth.tenant->admin && IsAdminRoute(req.method, req.path)) {
-    SendError(res, ForbiddenError(*ctx.auth, req.path));
-    return httplib::Server::HandlerResponse::Handled;
-  }
-  return httplib::Server::HandlerResponse::Unhandled;
-}
 
 // Called by httplib for every response with status >= 400; gives the ones httplib made up
 // itself (unknown route, body too large, unparsable request) the OpenAI error shape, and every
@@ -145,20 +96,12 @@ void HttpServer::Impl::OnResponse(const httplib::Request& req, const httplib::Re
 }
 
 void HttpServer::Impl::SetUp() {
-  // Threads beyond the base start as connections need them, up to the one address's cap more:
-  // an address at its cap leaves every base thread to the others.
-  const size_t n_threads = options.n_http_threads;
-  const size_t max_threads = n_threads + options.max_connections_per_address;
-  http.new_task_queue = [n_threads, max_threads] {
-    return new httplib::ThreadPool(n_threads, max_threads);
-  };
+  http.UseThreads(options.n_http_threads);
   http.set_payload_max_length(options.max_body_bytes);
   http.set_read_timeout(60);
   http.set_write_timeout(60);
   http.set_keep_alive_timeout(5);  // an idle keep-alive connection holds a thread
   http.set_tcp_nodelay(true);
-  http.set_pre_routing_handler(
-      [this](const httplib::Request& req, httplib::Response& res) { return PreRoute(req, res); });
   // Called as each response is written: the handler is done with its admission place.
   http.set_post_routing_handler(
       [this](const httplib::Request&, httplib::Response& res) {
@@ -169,8 +112,9 @@ void HttpServer::Impl::SetUp() {
   http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     OnError(req, res);
   });
+  // What went wrong is for the operator's log; the client learns only that something did.
   http.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
         std::string what = "unknown";
         try {
           if (ep) std::rethrow_exception(ep);
@@ -178,7 +122,9 @@ void HttpServer::Impl::SetUp() {
           what = e.what();
         } catch (...) {
         }
-        SendError(res, {ErrorKind::kInternal, "internal error: " + what, "", ""});
+        WriteLogLine(LogLine("handler_exception").Add("route", RouteLabel(req.path))
+                         .Add("what", what));
+        SendError(res, {ErrorKind::kInternal, "internal error", "", ""});
       });
   http.set_logger(
       [this](const httplib::Request& req, const httplib::Response& res) { OnResponse(req, res); });
@@ -190,7 +136,7 @@ void HttpServer::Impl::SetUp() {
 }
 
 HttpServer::HttpServer(Backend* backend, const TenantAuth* auth, ServerOptions options)
-    : impl_(std::make_unique<Impl>(std::move(options))) {
+    : impl_(std::make_unique<Impl>(std::move(options), auth)) {
   impl_->admission = std::make_unique<Admission>(impl_->options.max_admitted);
   impl_->ctx.backend = backend;
   impl_->ctx.auth = auth;

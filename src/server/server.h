@@ -1,7 +1,8 @@
 // HttpServer: prefixd's OpenAI-compatible HTTP server over a Backend.
 //
-// Sets up cpp-httplib: the routes (routes.h), authentication and rights before routing (401 and
-// 403 in the OpenAI error shape; /health and the web page's files are always open), an early 503 for generation requests
+// Sets up cpp-httplib: the routes (routes.h), the front door before routing (front_door.h: the
+// browser checks, keys and rights, as the router runs them; /health and the web page's files
+// need no key), an early 503 for generation requests
 // beyond ServerOptions::max_admitted (admission.h), a body-size limit (413), OpenAI-shaped errors
 // for unknown routes (404), wrong methods (405) and handler exceptions (500), a thread pool
 // large enough for every slot and queued request plus a few spare threads for /health and
