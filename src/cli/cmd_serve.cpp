@@ -303,6 +303,8 @@ int ServeModels(const ServeArgs& a, int argc, char** argv) {
   r.max_body_bytes = size_t(*max_body);
   r.max_connections_per_address = size_t(a.max_connections_per_address);
   r.request_read_timeout_ms = int(a.request_read_timeout_s * 1000);
+  r.allowed_hosts = SplitList(a.allowed_hosts);
+  r.cors_origins = SplitList(a.cors_origins);
   r.child_args = ChildCommonArgs(argc, argv, 2);
   RaiseDescriptorLimit();
   return ServeRouter(r);
@@ -364,6 +366,9 @@ void DeclareRouterFlags(Flags& flags, RouterArgs& r) {
             "seconds an idle model stays loaded (a models file's ttl overrides); 0: forever");
   flags.Int("--models-wait", &r.models_wait_s,
             "seconds a request waits for its model to load or for room, before a 503");
+  flags.Int("--models-keep-alive-max", &r.models_keep_alive_max_s,
+            "seconds the longest a tenant's keep_alive/ttl may keep a model loaded past its "
+            "ttl (with API keys; admins' are theirs); 0: tenants' keep_alive is ignored");
 }
 
 // Every flag of serve, in the order --help lists them: the engine's between the server's.
