@@ -34,6 +34,7 @@ Flight::Flight(const RouteContext& ctx, const httplib::Request& req, ResponseMet
       meta_(std::move(meta)),
       route_(std::move(route)),
       tenant_label_(std::move(tenant_label)),
+      tenant_salt_(request.tenant_salt),
       session_(SessionKeyOf(req)),
       stream_(stream),
       prompt_tokens_(request.prompt.tokens),
@@ -101,6 +102,7 @@ void Flight::Log(int status) {
       line.Add("diverged_at", (long long)r->cache.diverged_at);
     }
     ctx_.metrics->RecordCompletion(*r, ttft_seconds_);
+    ctx_.metrics->RecordTenantUsage(tenant_salt_, *r);
   } else {
     line.Add("error", r.status().ToString());
   }
@@ -125,6 +127,7 @@ RequestRecord Flight::Record(int status, bool cancelled, double total_s) const {
   rec.id = meta_.id;
   rec.route = route_;
   rec.tenant = tenant_label_;
+  rec.tenant_salt = tenant_salt_;
   rec.session = session_.id;
   rec.status = status;
   rec.stream = stream_;

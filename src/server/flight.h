@@ -58,6 +58,7 @@ class Flight {
   ResponseMeta meta_;
   std::string route_;
   std::string tenant_label_;
+  std::string tenant_salt_;  // CompletionRequest::tenant_salt: whose counters and records
   SessionKey session_;  // what the request says of its session (session_key.h)
   bool stream_;
   std::vector<Token> prompt_tokens_;  // kept for the divergence context in the log

@@ -141,6 +141,47 @@ void RenderEngine(const engine::EngineStats& s, std::string* out) {
 
 }  // namespace
 
+void RequestCounters::Add(const engine::CompletionResult& r) {
+  requests++;
+  prompt_tokens += uint64_t(r.usage.prompt_tokens);
+  cached_tokens += uint64_t(r.usage.cached_tokens);
+  evaluated_tokens += uint64_t(r.usage.evaluated_tokens);
+  generated_tokens += uint64_t(r.usage.completion_tokens);
+  draft_tokens += uint64_t(r.usage.draft_tokens);
+  draft_accepted += uint64_t(r.usage.draft_accepted);
+  restored_bytes += r.usage.restored_bytes;
+  switch (r.cache.tier) {
+    case engine::CacheTier::kSlot: hits_slot++; break;
+    case engine::CacheTier::kRam: hits_ram++; break;
+    case engine::CacheTier::kDisk: hits_disk++; break;
+    case engine::CacheTier::kRemote: hits_remote++; break;
+    case engine::CacheTier::kNone:
+      misses++;
+      misses_by_reason[r.cache.miss == engine::CacheMiss::kNotMissed ? engine::CacheMiss::kDisabled
+                                                                     : r.cache.miss]++;
+      break;
+  }
+}
+
+RequestCounters RequestCountersOf(const engine::EngineStats& s) {
+  RequestCounters c;
+  c.requests = s.requests;
+  c.prompt_tokens = s.prompt_tokens;
+  c.cached_tokens = s.cached_tokens;
+  c.evaluated_tokens = s.evaluated_tokens;
+  c.generated_tokens = s.generated_tokens;
+  c.draft_tokens = s.draft_tokens;
+  c.draft_accepted = s.draft_accepted;
+  c.hits_slot = s.hits_slot;
+  c.hits_ram = s.hits_ram;
+  c.hits_disk = s.hits_disk;
+  c.hits_remote = s.hits_remote;
+  c.restored_bytes = s.restored_bytes;
+  c.misses = s.misses;
+  c.misses_by_reason = s.misses_by_reason;
+  return c;
+}
+
 Histogram::Histogram(std::vector<double> bounds)
     : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
 
@@ -181,6 +222,18 @@ void ServerMetrics::RecordCompletion(const engine::CompletionResult& result,
   if (ttft_seconds >= 0) ttft_.Observe(ttft_seconds);
   prefill_.Observe(result.usage.prefill_ms / 1000.0);
   queue_wait_.Observe(result.usage.queue_ms / 1000.0);
+}
+
+void ServerMetrics::RecordTenantUsage(const std::string& tenant_salt,
+                                      const engine::CompletionResult& result) {
+  MutexLock lock(&mu_);
+  by_tenant_[tenant_salt].Add(result);
+}
+
+RequestCounters ServerMetrics::TenantUsage(const std::string& tenant_salt) const {
+  MutexLock lock(&mu_);
+  auto it = by_tenant_.find(tenant_salt);
+  return it == by_tenant_.end() ? RequestCounters{} : it->second;
 }
 
 void ServerMetrics::RecordCancelled() {

@@ -1,6 +1,8 @@
 // ServerMetrics: what the HTTP layer counts (requests by route and status, latencies,
 // cancellations), rendered together with the engine's counters as Prometheus text
-// (exposition format 0.0.4) for GET /metrics. docs/http-api.md lists every name.
+// (exposition format 0.0.4) for GET /metrics (an admin route when keys are on: the page is
+// every tenant's). docs/http-api.md lists every name. It also keeps each tenant's own
+// RequestCounters, for what GET /v1/cache and /v1/cache/stats show a tenant.
 //
 // Thread-safety: every method may be called from any thread (one mutex).
 #pragma once
@@ -15,6 +17,25 @@
 #include "util/mutex.h"
 
 namespace prefixd::server {
+
+// The per-request counters of the engine's stats (EngineStats::requests to misses_by_reason):
+// over every request (RequestCountersOf), or over one tenant's (ServerMetrics::TenantUsage).
+struct RequestCounters {
+  uint64_t requests = 0;
+  uint64_t prompt_tokens = 0, cached_tokens = 0, evaluated_tokens = 0, generated_tokens = 0;
+  uint64_t draft_tokens = 0, draft_accepted = 0;
+  uint64_t hits_slot = 0, hits_ram = 0, hits_disk = 0, hits_remote = 0;
+  uint64_t restored_bytes = 0;
+  uint64_t misses = 0;
+  std::map<engine::CacheMiss, uint64_t> misses_by_reason;
+
+  // Adds one finished request, counted as the engine counts every request (its scheduler's
+  // CountRequest).
+  void Add(const engine::CompletionResult& result);
+};
+
+// The engine's counters: every tenant's requests together.
+RequestCounters RequestCountersOf(const engine::EngineStats& s);
 
 // A Prometheus histogram with fixed upper bounds (seconds). Not thread-safe by itself.
 class Histogram {
@@ -47,6 +68,15 @@ class ServerMetrics {
   // One completion's session key, by where it was found (session_key.h).
   void RecordSession(SessionSource source);
 
+  // One finished request (a completion or a warm) of the tenant whose salt is `tenant_salt`
+  // (auth.h), added to that tenant's counters. They are kept by the full salt, never by the
+  // short log label, which two tenants may share. The map holds one entry per tenant that ran a
+  // request: salts come only from the keys listed in the key files (one salt, "", without
+  // keys), so it is bounded by the number of keys, which a restart alone changes.
+  void RecordTenantUsage(const std::string& tenant_salt, const engine::CompletionResult& result);
+  // That tenant's counters; all zero before its first request.
+  RequestCounters TenantUsage(const std::string& tenant_salt) const;
+
   // The whole /metrics page.
   std::string Render(const engine::EngineStats& engine) const;
 
@@ -64,6 +94,7 @@ class ServerMetrics {
   uint64_t connections_refused_ PREFIXD_GUARDED_BY(mu_) = 0;
   uint64_t read_deadline_cuts_ PREFIXD_GUARDED_BY(mu_) = 0;
   std::map<SessionSource, uint64_t> sessions_by_source_ PREFIXD_GUARDED_BY(mu_);
+  std::map<std::string, RequestCounters> by_tenant_ PREFIXD_GUARDED_BY(mu_);  // by salt
 };
 
 }  // namespace prefixd::server

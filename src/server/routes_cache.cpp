@@ -1,7 +1,8 @@
-// Cache admin: GET /v1/cache (the engine's counters as JSON), POST /v1/cache/warm (prefill a
-// prompt so that later requests sharing its prefix restore it; runs under the caller's tenant
-// salt and generates one token), POST /v1/cache/clear (drops every cached entry, all tenants;
-// an admin route).
+// Cache admin: GET /v1/cache (the cache's counters as JSON: the engine's, every tenant's, for
+// an admin or with keys off; a tenant's own requests' for a tenant), POST /v1/cache/warm
+// (prefill a prompt so that later requests sharing its prefix restore it; runs under the
+// caller's tenant salt and generates one token), POST /v1/cache/clear (drops every cached
+// entry, all tenants; an admin route). Also which routes are admin routes (IsAdminRoute).
 #include <nlohmann/json.hpp>
 
 #include "server/cache_json.h"
@@ -45,8 +46,10 @@ void Warm(const RouteContext& ctx, const httplib::Request& req, httplib::Respons
     return SendError(res, *e);
   }
   creq.max_tokens = 1;
+  const std::string salt = creq.tenant_salt;
   auto r = ctx.backend->Complete(std::move(creq));
   if (!r.ok()) return SendError(res, ApiErrorFromStatus(r.status()));
+  ctx.metrics->RecordTenantUsage(salt, *r);  // the engine counts a warm as a request too
   SendJson(res, Dump({{"prompt_tokens", r->usage.prompt_tokens},
                       {"cached_tokens", r->usage.cached_tokens},
                       {"evaluated_tokens", r->usage.evaluated_tokens},
@@ -54,16 +57,26 @@ void Warm(const RouteContext& ctx, const httplib::Request& req, httplib::Respons
                       {"prefill_ms", r->usage.prefill_ms}}));
 }
 
+// An admin (or the one local user with keys off) sees every tenant's counters; a tenant its own.
+void Counters(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const Tenant t = ctx.TenantOf(req);
+  const engine::EngineStats s = ctx.backend->GetStats();
+  SendJson(res, Dump(t.admin ? CacheCountersJson(s)
+                             : TenantCacheCountersJson(s, ctx.metrics->TenantUsage(t.salt))));
+}
+
 }  // namespace
 
 bool IsAdminRoute(const std::string& method, const std::string& path) {
   if (method == "POST" && path == "/v1/cache/clear") return true;
+  // Every tenant's traffic in one page: Prometheus scrapes it with an admin key.
+  if (path == "/metrics") return true;
   return method == "DELETE" && path.rfind("/v1/cache/entries/", 0) == 0;
 }
 
 void RegisterCacheRoutes(httplib::Server& http, const RouteContext& ctx) {
-  http.Get("/v1/cache", [&ctx](const httplib::Request&, httplib::Response& res) {
-    SendJson(res, Dump(CacheCountersJson(ctx.backend->GetStats())));
+  http.Get("/v1/cache", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    Counters(ctx, req, res);
   });
   http.Post("/v1/cache/warm", Admitted(ctx, [&ctx](const httplib::Request& req,
                                                    httplib::Response& res) {

@@ -1,6 +1,6 @@
 // The web page and the JSON it reads (docs/http-api.md, "Web page"):
 //   GET /, GET /assets/{name}          the embedded page (web_assets.h); open without a key
-//   GET /v1/cache/stats                model, slots, tiers, counters
+//   GET /v1/cache/stats                model, slots, tiers, counters (a tenant: its own)
 //   GET /v1/cache/entries              the cached prefix trees (the caller's domain; admins: all)
 //   DELETE /v1/cache/entries/{domain}/{root}   evicts one tree (an admin route)
 //   GET /v1/requests/recent[?after=N]  the last completions (the caller's; admins: everyone's)
@@ -39,14 +39,15 @@ json ModelJson(const RouteContext& ctx, const engine::EngineStats& s) {
           {"block_size", s.block_size}};
 }
 
-// Every slot; what it holds (its session and length) only when it is the caller's, or to an
-// admin: another tenant's session id and prompt length are that tenant's.
+// Every slot; whether it is busy and what it holds (its session and length) only when it is
+// the caller's, or to an admin: another tenant's slot is shown idle and empty, since its
+// session, prompt length and busy time are that tenant's traffic.
 json SlotsJson(const engine::EngineStats& s, const std::string* own_domain) {
   json slots = json::array();
   for (size_t i = 0; i < s.slots.size(); ++i) {
     const engine::SlotView& v = s.slots[i];
     const bool mine = own_domain == nullptr || v.domain == *own_domain;
-    slots.push_back({{"index", i}, {"busy", v.busy}, {"n_tokens", mine ? v.n_tokens : 0},
+    slots.push_back({{"index", i}, {"busy", mine && v.busy}, {"n_tokens", mine ? v.n_tokens : 0},
                      {"session", !mine || v.session.empty() ? json(nullptr) : json(v.session)}});
   }
   return slots;
@@ -73,24 +74,65 @@ json TiersJson(const engine::EngineStats& s) {
   return {{"ram", ram}, {"disk", disk}, {"shared", nullptr}};
 }
 
-// GET /v1/cache's counters and the share of prompt tokens the cache served.
-json TotalsJson(const engine::EngineStats& s) {
-  json totals = CacheCountersJson(s);
-  totals["token_hit_ratio"] =
-      s.prompt_tokens == 0 ? 0.0 : double(s.cached_tokens) / double(s.prompt_tokens);
-  return totals;
+// A tenant's share of the tiers: what its own prefix trees hold in each (as GET
+// /v1/cache/entries lists them) against the tier's size; evictions are every tenant's (null).
+json TenantTiersJson(const engine::EngineStats& s, const std::vector<engine::CachedPrefix>& own) {
+  engine::PrefixTierView ram, disk;
+  for (const engine::CachedPrefix& p : own) {
+    for (auto [sum, v] : {std::pair{&ram, &p.ram}, std::pair{&disk, &p.disk}}) {
+      sum->blocks += v->blocks;
+      sum->snapshots += v->snapshots;
+      sum->tails += v->tails;
+      sum->bytes += v->bytes;
+    }
+  }
+  json ram_json = {{"used_bytes", ram.bytes}, {"budget_bytes", s.ram_budget_bytes},
+                   {"blocks", ram.blocks}, {"snapshots", ram.snapshots}, {"tails", ram.tails},
+                   {"evictions", nullptr}};
+  json disk_json = nullptr;
+  if (s.disk_quota_bytes > 0) {
+    json by_kind = json::object();
+    for (auto [kind, n] : {std::pair{engine::RecordKind::kBlockRows, disk.blocks},
+                           std::pair{engine::RecordKind::kSnapshot, disk.snapshots},
+                           std::pair{engine::RecordKind::kTail, disk.tails}}) {
+      if (n > 0) by_kind[engine::RecordKindName(kind)] = n;
+    }
+    disk_json = {{"used_bytes", disk.bytes}, {"quota_bytes", s.disk_quota_bytes},
+                 {"records", disk.blocks + disk.snapshots + disk.tails},
+                 {"records_by_kind", by_kind}, {"evictions", nullptr}};
+  }
+  return {{"ram", ram_json}, {"disk", disk_json}, {"shared", nullptr}};
 }
 
+// The counters (GET /v1/cache's view for this caller) and the share of prompt tokens the cache
+// served of them.
+json TotalsJson(json counters) {
+  const double prompt = counters["prompt_tokens"].get<double>();
+  counters["token_hit_ratio"] =
+      prompt == 0 ? 0.0 : counters["cached_tokens"].get<double>() / prompt;
+  return counters;
+}
+
+// An admin sees the whole server. A tenant sees the model, its own slots, its own share of the
+// tiers and its own counters; the queue's depth is every tenant's (null).
 void Stats(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
   const engine::EngineStats s = ctx.backend->GetStats();
   const Tenant t = ctx.TenantOf(req);
+  json caller = {{"tenant", t.label}, {"admin", t.admin}};
+  if (t.admin) {
+    return SendJson(res, Dump({{"model", ModelJson(ctx, s)}, {"caller", caller},
+                               {"slots", SlotsJson(s, nullptr)},
+                               {"queue_depth", s.queue_depth},
+                               {"tiers", TiersJson(s)},
+                               {"totals", TotalsJson(CacheCountersJson(s))}}));
+  }
   const std::string own = ctx.backend->DomainIdOf(t.salt);
-  SendJson(res, Dump({{"model", ModelJson(ctx, s)},
-                      {"caller", {{"tenant", t.label}, {"admin", t.admin}}},
-                      {"slots", SlotsJson(s, t.admin ? nullptr : &own)},
-                      {"queue_depth", s.queue_depth},
-                      {"tiers", TiersJson(s)},
-                      {"totals", TotalsJson(s)}}));
+  const RequestCounters mine = ctx.metrics->TenantUsage(t.salt);
+  SendJson(res, Dump({{"model", ModelJson(ctx, s)}, {"caller", caller},
+                      {"slots", SlotsJson(s, &own)},
+                      {"queue_depth", nullptr},
+                      {"tiers", TenantTiersJson(s, ctx.backend->ListCachedPrefixes(&t.salt))},
+                      {"totals", TotalsJson(TenantCacheCountersJson(s, mine))}}));
 }
 
 json TierViewJson(const engine::PrefixTierView& v) {
@@ -167,7 +209,7 @@ void Recent(const RouteContext& ctx, const httplib::Request& req, httplib::Respo
   }
   const Tenant t = ctx.TenantOf(req);
   json requests = json::array();
-  for (const RequestRecord& r : ctx.recent->Since(after, t.admin ? nullptr : &t.label)) {
+  for (const RequestRecord& r : ctx.recent->Since(after, t.admin ? nullptr : &t.salt)) {
     requests.push_back(RecordJson(r));
   }
   SendJson(res, Dump({{"scope", t.admin ? "all" : "tenant"}, {"requests", requests}}));

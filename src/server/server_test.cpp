@@ -519,6 +519,81 @@ TEST_F(ServerTest, AdminFileAloneTurnsKeysOn) {
   std::filesystem::remove(admin);
 }
 
+httplib::Headers Bearer(const std::string& key) { return {{"Authorization", "Bearer " + key}}; }
+
+// With keys on, GET /v1/cache shows a tenant the counters of its own requests (completions and
+// warms) and nothing every tenant moves; an admin sees the engine's, everyone's.
+TEST_F(ServerTest, ATenantsCacheCountersMoveWithItsOwnRequestsOnly) {
+  std::string keys = WriteKeyFile("keys", "tenant-a\ntenant-b\n");
+  std::string admin = WriteKeyFile("admin", "admin-1\n");
+  Start(keys, admin);
+  auto counters = [&](const std::string& key) {
+    auto r = Client().Get("/v1/cache", Bearer(key));
+    EXPECT_EQ(r->status, 200) << r->body;
+    return json::parse(r->body);
+  };
+  ASSERT_EQ(Post("/v1/chat/completions", kChat, Bearer("tenant-b"))->status, 200);
+  const json b_before = counters("tenant-b");
+  EXPECT_EQ(b_before["scope"], "tenant");
+  EXPECT_EQ(b_before["requests"], 1);
+
+  int64_t prompt = 0, cached = 0, generated = 0;
+  for (int i = 0; i < 2; ++i) {
+    auto r = Post("/v1/chat/completions", kChat, Bearer("tenant-a"));
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json usage = json::parse(r->body)["usage"];
+    prompt += usage["prompt_tokens"].get<int64_t>();
+    cached += usage["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+    generated += usage["completion_tokens"].get<int64_t>();
+  }
+  auto warm = Post("/v1/cache/warm", R"({"prompt":"warm me"})", Bearer("tenant-a"));
+  ASSERT_EQ(warm->status, 200) << warm->body;
+  prompt += json::parse(warm->body)["prompt_tokens"].get<int64_t>();
+  generated += 1;  // a warm generates one token
+
+  EXPECT_EQ(counters("tenant-b"), b_before) << "B's view moved with A's requests";
+  const json a = counters("tenant-a");
+  EXPECT_EQ(a["requests"], 3);
+  EXPECT_EQ(a["prompt_tokens"], prompt);
+  EXPECT_GT(cached, 0);
+  EXPECT_EQ(a["cached_tokens"], cached);
+  EXPECT_EQ(a["evaluated_tokens"], prompt - cached);
+  EXPECT_EQ(a["generated_tokens"], generated);
+  EXPECT_EQ(a["hits"]["ram"], 1);
+  EXPECT_EQ(a["misses"], 2);
+  for (const char* everyones : {"bytes_by_tier", "evictions_by_tier", "slots_busy",
+                                "queue_depth", "draft_prefill_tokens", "draft_restored_tokens"}) {
+    EXPECT_FALSE(a.contains(everyones)) << everyones;
+  }
+  const json all = counters("admin-1");
+  EXPECT_EQ(all["requests"], 4) << "the admin sees every tenant's";
+  EXPECT_FALSE(all.contains("scope"));
+  EXPECT_EQ(all["bytes_by_tier"]["ram"], 1234);
+  std::filesystem::remove(keys);
+  std::filesystem::remove(admin);
+}
+
+// /metrics is every tenant's traffic: with keys on, an admin route (Prometheus sends an admin
+// key as Authorization: Bearer); without keys it stays open (ModelsHealthTokenizeMetrics).
+TEST_F(ServerTest, MetricsNeedAnAdminKeyWhenKeysAreOn) {
+  std::string keys = WriteKeyFile("keys", "tenant-a\n");
+  std::string admin = WriteKeyFile("admin", "admin-1\n");
+  Start(keys, admin);
+  ASSERT_EQ(Post("/v1/chat/completions", kChat, Bearer("tenant-a"))->status, 200);
+  ExpectError(Client().Get("/metrics", Bearer("tenant-a")), 403, "", "admin_key_required");
+  ExpectError(Client().Get("/metrics"), 401, "", "invalid_api_key");
+  auto page = Client().Get("/metrics", Bearer("admin-1"));
+  ASSERT_EQ(page->status, 200) << page->body;
+  EXPECT_NE(page->body.find("prefixd_prompt_tokens_total"), std::string::npos);
+  EXPECT_EQ(Client().Get("/metrics", httplib::Headers{{"x-api-key", "admin-1"}})->status, 200);
+  // A tenant still reads the model list, and it names no file.
+  auto models = Client().Get("/v1/models", Bearer("tenant-a"));
+  ASSERT_EQ(models->status, 200);
+  EXPECT_EQ(models->body.find('/'), std::string::npos) << models->body;
+  std::filesystem::remove(keys);
+  std::filesystem::remove(admin);
+}
+
 TEST_F(ServerTest, WithoutKeysEveryRouteIsOpen) {
   Start();
   EXPECT_EQ(Post("/v1/cache/clear", "")->status, 200);

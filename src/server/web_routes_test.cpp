@@ -33,11 +33,12 @@ class WebRoutesTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  // Keys on: tenants "tenant-a", "tenant-b"; admin "admin-1". Else no keys.
-  void Start(bool keys) {
+  // Keys on: tenants "tenant-a", "tenant-b" (or `tenant_keys`, one a line); admin "admin-1".
+  // Else no keys.
+  void Start(bool keys, const std::string& tenant_keys = "tenant-a\ntenant-b\n") {
     AuthOptions ao{"", "", dir_.string()};
     if (keys) {
-      ao.key_file = WriteFile("keys", "tenant-a\ntenant-b\n");
+      ao.key_file = WriteFile("keys", tenant_keys);
       ao.admin_key_file = WriteFile("admin", "admin-1\n");
     }
     auto auth = TenantAuth::Create(Env::Default(), ao);
@@ -203,6 +204,71 @@ TEST_F(WebRoutesTest, OnlyAdminsEvictAnEntry) {
   EXPECT_EQ(json::parse(evicted->body)["ram_entries"], 1);
   EXPECT_TRUE(GetJson("/v1/cache/entries", "admin-1")["entries"].empty());
   EXPECT_EQ(Client().Delete(path, Key("admin-1"))->status, 404);
+}
+
+// With keys on, a tenant's /v1/cache/stats is its own: its slots, its share of the tiers, its
+// counters. Nothing in it moves when another tenant sends requests; an admin's view does.
+TEST_F(WebRoutesTest, ATenantsStatsDoNotMoveWithAnotherTenantsRequests) {
+  Start(/*keys=*/true);
+  Chat("from tenant b", "tenant-b");
+  const json b_before = GetJson("/v1/cache/stats", "tenant-b");
+  EXPECT_EQ(b_before["caller"]["admin"], false);
+  EXPECT_EQ(b_before["totals"]["requests"], 1);
+  EXPECT_TRUE(b_before["queue_depth"].is_null());
+  // The fake's busy slot 0 is the keyless tenant's: B sees it idle and empty.
+  EXPECT_EQ(b_before["slots"][0]["busy"], false);
+  EXPECT_EQ(b_before["slots"][0]["n_tokens"], 0);
+  // B's share of RAM is its one prompt's tree (the fake holds a byte per token), not the
+  // tier's 1234 bytes; evictions are everyone's.
+  EXPECT_EQ(b_before["tiers"]["ram"]["used_bytes"], b_before["totals"]["prompt_tokens"]);
+  EXPECT_EQ(b_before["tiers"]["ram"]["budget_bytes"], 4096);
+  EXPECT_TRUE(b_before["tiers"]["ram"]["evictions"].is_null());
+  EXPECT_EQ(b_before["tiers"]["disk"]["records"], 0);
+  EXPECT_FALSE(b_before["totals"].contains("bytes_by_tier"));
+
+  Chat("from tenant a", "tenant-a");
+  Chat("from tenant a, again", "tenant-a");
+  EXPECT_EQ(GetJson("/v1/cache/stats", "tenant-b"), b_before) << "B's view moved with A's";
+  const json a = GetJson("/v1/cache/stats", "tenant-a");
+  EXPECT_EQ(a["totals"]["requests"], 2);
+  EXPECT_GT(a["totals"]["token_hit_ratio"].get<double>(), 0.0);
+  EXPECT_EQ(a["tiers"]["ram"]["blocks"], 2);
+  const json all = GetJson("/v1/cache/stats", "admin-1");
+  EXPECT_EQ(all["totals"]["requests"], 3);
+  EXPECT_EQ(all["slots"][0]["busy"], true);
+  EXPECT_EQ(all["tiers"]["ram"]["used_bytes"], 1234);
+  EXPECT_EQ(all["queue_depth"], 0);
+}
+
+// Two keys whose 32-bit log labels collide: under the server secret below, "tenant-17198" and
+// "tenant-20660" are both tenant 21e90f31 in the logs (found by a birthday search). Each sees
+// its own recent requests alone, numbered by its own count, never the other's.
+TEST_F(WebRoutesTest, RecentRequestsAreScopedByTheTenantNotItsLabel) {
+  WriteFile("server-secret", "label-collision-test-secret-0032");
+  Start(/*keys=*/true, "tenant-17198\ntenant-20660\n");
+  const std::string a = "tenant-17198", b = "tenant-20660";
+  ASSERT_EQ(GetJson("/v1/cache/stats", a)["caller"]["tenant"], "21e90f31");
+  ASSERT_EQ(GetJson("/v1/cache/stats", b)["caller"]["tenant"], "21e90f31");
+
+  Chat("from b", b);
+  Chat("from a", a);
+  Chat("from a, again", a);
+  const json mine = GetJson("/v1/requests/recent", b)["requests"];
+  ASSERT_EQ(mine.size(), 1u) << mine.dump();
+  EXPECT_EQ(mine[0]["seq"], 1);
+  const json theirs = GetJson("/v1/requests/recent", a)["requests"];
+  ASSERT_EQ(theirs.size(), 2u) << theirs.dump();
+  EXPECT_EQ(theirs[1]["seq"], 2);
+  // B's next request is its second, whatever A sent meanwhile; `after` pages B's numbers.
+  Chat("from b, again", b);
+  const json next = GetJson("/v1/requests/recent?after=1", b)["requests"];
+  ASSERT_EQ(next.size(), 1u) << next.dump();
+  EXPECT_EQ(next[0]["seq"], 2);
+  EXPECT_EQ(GetJson("/v1/cache", b)["requests"], 2);
+  const json all = GetJson("/v1/requests/recent", "admin-1");
+  EXPECT_EQ(all["scope"], "all");
+  ASSERT_EQ(all["requests"].size(), 4u);
+  EXPECT_EQ(all["requests"][3]["seq"], 4);
 }
 
 }  // namespace
