@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The architecture sweep (issue 12): every architecture the pinned llama.cpp's test-model
+"""The architecture sweep: every architecture the pinned llama.cpp's test-model
 generator (test-llama-archs) supports, served by `prefixd serve`, with and without the cache.
 
 For each generated model: serve it (127.0.0.1, a port the server picks, a fresh cache dir,

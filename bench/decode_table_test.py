@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Unit tests of bench/decode_table.py: medians over rounds, ratios and the issue-11 floors.
+"""Unit tests of bench/decode_table.py: medians over rounds, ratios and the floors.
 No server, no model."""
 import json
 import os

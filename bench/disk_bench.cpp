@@ -212,8 +212,8 @@ int Run(const Args& a) {
     const double read_bw = bench::PlainReadGBps(a.work_dir + "/cache/records", &bytes);
     const engine::EngineStats es = warm->engine->GetStats();
     warm->engine.reset();
-    // The same restart with the disk hit read into the RAM tier first (the path before issue
-    // 15), side by side; that Engine's RAM tier then holds the prefix for the RAM restore.
+    // The same restart with the disk hit read into the RAM tier first (the path before
+    // restores read disk records straight into the sequence), side by side; that Engine's RAM tier then holds the prefix for the RAM restore.
     engine::EngineOptions through_ram = RestartOptions(a, *base);
     through_ram.disk_hits_through_ram = true;
     auto via = TimeFirstToken(through_ram, messages);
@@ -259,7 +259,7 @@ int Run(const Args& a) {
                   cache::TierName(warm->r.cache.tier), cache::TierName(want));
     }
     if (cold && warm->r.tokens != cold->r.tokens) std::printf("     output differs from cold!\n");
-    std::printf("     %s through RAM (before issue 15): %.1f+%.1f ms, %.2f GB/s, %.0f%% of read()\n",
+    std::printf("     %s through RAM (the old path): %.1f+%.1f ms, %.2f GB/s, %.0f%% of read()\n",
                 remote_cache.empty() ? "disk" : "remote", vu.prefetch_ms, vu.restore_ms, via_bw,
                 100 * via_ratio.back());
     std::printf("     %s into fresh memory (no kept buffers): %.1f+%.1f ms, %.2f GB/s\n",
@@ -277,7 +277,7 @@ int Run(const Args& a) {
   std::printf("\nmedians over %lld reps:\n", (long long)a.reps);
   std::printf("restore from %s / plain sequential read: %.0f%% (target >= 50%%)\n",
               remote_cache.empty() ? "disk" : "the shared tier", 100 * Median(disk_ratio));
-  std::printf("restore from %s read into RAM first (before issue 15) / plain read: %.0f%%\n",
+  std::printf("restore from %s read into RAM first (the old path) / plain read: %.0f%%\n",
               remote_cache.empty() ? "disk" : "the shared tier", 100 * Median(via_ratio));
   std::printf("restore from %s into fresh memory (no kept buffers): %.2f GB/s\n",
               remote_cache.empty() ? "disk" : "the shared tier", Median(fresh_gbps));

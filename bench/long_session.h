@@ -1,4 +1,4 @@
-// The long-session report (issues 10 and 11): two replays of the same long session
+// The long-session report: two replays of the same long session
 // (GenerateLongSession) against two servers — prefixd and llama-server — side by side, per
 // request and in total, plus the decode throughput runs (bench/decode.h) of any number of
 // server configurations. docs/bench.md explains every number.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long-session bench (issues 10 and 11): one agent session that grows by ~1.5K tokens a request
+# Long-session bench: one agent session that grows by ~1.5K tokens a request
 # up to --max-context, replayed against prefixd serve and against llama-server built from the
 # SAME pinned llama.cpp source, side by side (both running, each request sent to one then the
 # other, the order alternating) with the same model, context, batch and threads; then decode

@@ -75,7 +75,7 @@ if [[ "$SKIP_RESTORE" == 0 ]]; then
     "$DISK_BENCH" --model "$model" --shape "$SHAPE" --tokens "$TOKENS" --reps "$REPS" \
       --threads "$THREADS" --work-dir "$WORK/disk-bench" --remote-cache "redis://127.0.0.1:$redis_port"
   } | tee "$OUT/shared-tier-restore-qwen35-$SHAPE.txt"
-  # The other yardstick, in the same run: redis-benchmark's GET (one client) of values the
+  # A second yardstick, in the same run: redis-benchmark's GET (one client) of values the
   # size of a rows record, against the restore's GB/s (records read and set into the sequence):
   # the restart's (buffers kept by the Engines before it, as a running server keeps what its RAM
   # tier evicted) and the one into fresh memory (a server's first restore). redis-benchmark runs

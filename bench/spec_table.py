@@ -5,7 +5,7 @@ Reads the per-round results `run-<shape>-<label>-<round>.json` (each `prefixd be
 --decode-reps 1`) of four servers: prefixd and llama-server, each with and without the same
 --spec-type. For every stream count: the median over the rounds of the aggregate tokens/s, the
 acceptance of each speculating server (drafted tokens taken / drafted, summed over every
-stream of every round), and the ratios the issue asks for: prefixd with speculation over
+stream of every round), and the ratios prefixd is held to: prefixd with speculation over
 llama-server with it (>= 0.95) and over prefixd without it.
 
 Usage: spec_table.py --runs DIR --spec-type T --model M --out spec.json --md spec.md
@@ -73,7 +73,7 @@ def markdown(rows, spec_type, model):
     out = [f"# Speculative decoding ({spec_type}): prefixd vs llama-server, {model}", "",
            "Median over interleaved rounds of the aggregate tokens/s of N concurrent streams "
            "(`ignore_eos`, greedy; bench/decode.h); acceptance = drafted tokens taken / drafted. "
-           f"Issue 31 asks prefixd with speculation >= {FLOOR}x llama-server with it.", "",
+           f"The floor: prefixd with speculation >= {FLOOR}x llama-server with it.", "",
            "| streams | tokens | rounds | prefixd | prefixd spec | llama-server | llama-server spec "
            "| spec / llama-server spec | prefixd speedup | llama-server speedup "
            "| acceptance prefixd | acceptance llama-server |",

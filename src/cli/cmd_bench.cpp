@@ -221,7 +221,7 @@ void TraceFlags(Flags& flags, BenchArgs& a) {
 
 void LongSessionFlags(Flags& flags, BenchArgs& a) {
   flags.Bool("--long-session", &a.long_session,
-             "generate one long agent session instead of the agent trace (issue 10)");
+             "generate one long agent session instead of the agent trace");
   flags.Int("--max-context", &a.max_context,
             "long session: the last prompt plus --max-tokens stays below this, approx tokens");
   flags.Int("--start-tokens", &a.start_tokens, "long session: the first request, approx tokens");
@@ -232,7 +232,7 @@ void LongSessionFlags(Flags& flags, BenchArgs& a) {
 
 void DecodeFlags(Flags& flags, BenchArgs& a) {
   flags.Bool("--decode", &a.decode,
-             "measure decode tokens/s with concurrent streams instead of replaying (issue 11)");
+             "measure decode tokens/s with concurrent streams instead of replaying");
   flags.String("--decode-streams", &a.decode_streams, "decode: concurrent stream counts");
   flags.Int("--decode-tokens", &a.decode_tokens, "decode: max_tokens per stream (ignore_eos)");
   flags.Int("--decode-reps", &a.decode_reps, "decode: runs per stream count (median)");
