@@ -4,6 +4,7 @@
 
 namespace prefixd::cli {
 
+int CmdLaunch(int argc, char** argv);
 int CmdRun(int argc, char** argv);
 int CmdServe(int argc, char** argv);
 int CmdBench(int argc, char** argv);

@@ -25,6 +25,8 @@ struct Command {
 
 const Command kCommands[] = {
     {"serve", prefixd::cli::CmdServe, "run the OpenAI-compatible HTTP server"},
+    {"launch", prefixd::cli::CmdLaunch,
+     "start Claude Code, Codex or opencode against a running prefixd, set up for its model"},
     {"run", prefixd::cli::CmdRun, "generate text for one prompt and print it"},
     {"bench", prefixd::cli::CmdBench, "replay an agent trace and report prefix reuse"},
     {"cache", prefixd::cli::CmdCache, "inspect and manage a cache directory"},

@@ -53,6 +53,15 @@ std::string ErrorBody(const ApiError& error) {
   return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+ApiError ApiError::ContextExceeded(int64_t n_prompt, int64_t n_ctx, std::string param) {
+  const std::string p = std::to_string(n_prompt), c = std::to_string(n_ctx);
+  return {ErrorKind::kContextExceeded,
+          "prompt is too long: " + p + " tokens > " + c + " maximum. This model's maximum "
+          "context length is " + c + " tokens, but the prompt has " + p + " tokens: shorten or "
+          "compact the conversation.",
+          std::move(param), "context_length_exceeded"};
+}
+
 ApiError ApiErrorFromStatus(const Status& status) {
   switch (status.code()) {
     case Status::Code::kInvalidArgument: {

@@ -38,6 +38,11 @@ struct ApiError {
   static ApiError Invalid(std::string message, std::string param = "") {
     return {ErrorKind::kInvalidRequest, std::move(message), std::move(param), ""};
   }
+  // A prompt of n_prompt tokens past a window of n_ctx, worded so that each client family
+  // recognises it and compacts: Anthropic's "prompt is too long: N tokens > M maximum" (Claude
+  // Code reads the numbers), OpenAI's code context_length_exceeded and its "maximum context
+  // length" sentence (Codex, opencode).
+  static ApiError ContextExceeded(int64_t n_prompt, int64_t n_ctx, std::string param);
 };
 
 // The HTTP status for an error kind. The only place an error's status is chosen.

@@ -19,7 +19,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { makeModel, post, startServer, tempDir, writeKeys } from '../e2e/harness.js';
+import { BIN, makeModel, post, startServer, tempDir, writeKeys } from '../e2e/harness.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const cli = (name) => join(here, 'node_modules', '.bin', name);
@@ -161,6 +161,42 @@ describe('the agents\' own CLIs against prefixd serve', () => {
     }
   }
 
+  // `prefixd launch`: the same clients, set up by the launcher alone (the test writes no client
+  // config): every request 200 and names the served model, and Claude Code knows the window.
+  const LAUNCHED = {
+    'claude-code': ['claude', ['-p', 'Read main.py and explain it.'],
+      { DISABLE_AUTOUPDATER: '1', DISABLE_TELEMETRY: '1', DISABLE_ERROR_REPORTING: '1' }],
+    codex: ['codex', ['-c', 'check_for_update_on_startup=false', '-c', 'analytics.enabled=false',
+      'exec', '--skip-git-repo-check', 'Read main.py and explain it.'], {}],
+    opencode: ['opencode', ['run', 'Read main.py and explain it.'], { OPENCODE_DISABLE_MODELS_FETCH: '1',
+      OPENCODE_DISABLE_AUTOUPDATE: '1', OPENCODE_DISABLE_LSP_DOWNLOAD: '1' }],
+  };
+  async function launched(name, server, key) {
+    const root = tempDir(`launch-${name}`);
+    try {
+      const repo = gitRepo(root);
+      const [program, args, extra] = LAUNCHED[name];
+      const env = { HOME: join(root, 'home'), XDG_CONFIG_HOME: join(root, 'config'),
+        CODEX_HOME: join(root, 'codex-home'), PREFIXD_URL: server.url, PREFIXD_API_KEY: key, ...extra };
+      for (const d of [env.HOME, env.CODEX_HOME]) mkdirSync(d, { recursive: true });
+      const n0 = requests(server).length;
+      const r = await run(BIN, ['launch', program, '--client-bin', cli(program), '--', ...args],
+        { cwd: repo, env });
+      assert.equal(r.code, 0, `${name} through prefixd launch failed:\n${r.out}`);
+      assert.match(r.out, /prefixd launch: .* model tiny, window 32768/);
+      assert.doesNotMatch(r.out, /doesn't recognize the model|assumes a context window/);
+      const sent = requests(server).slice(n0);
+      assert.ok(sent.length > 0, `${name} sent no request:\n${r.out}`);
+      for (const q of sent) assert.equal(q.status, 200, `${name}: ${q.route} answered ${q.status}`);
+      console.log(`[ agents ] ${name} through prefixd launch: ${sent.length} requests, all 200`);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  }
+
+  it('Claude Code through prefixd launch', async () => launched('claude-code', keyed, KEY));
+  it('Codex through prefixd launch', async () => launched('codex', keyed, KEY));
+  it('opencode through prefixd launch', async () => launched('opencode', open, ''));
   it('Claude Code (keys on)', async () => session('claude-code', keyed, KEY));
   it('Claude Code (keys off)', async () => session('claude-code', open, ''));
   it('Codex (keys on)', async () => session('codex', keyed, KEY));
