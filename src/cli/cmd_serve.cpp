@@ -52,6 +52,7 @@ struct ServeArgs {
   int64_t max_connections_per_address = int64_t(server::ServerOptions{}.max_connections_per_address);
   std::string logit_bias;
   bool log_prompts = false;
+  std::string images = server::ImageModeName(kServer.images.mode);
   std::string allowed_hosts;
   std::string cors_origins;
   bool encrypt_cache = false;
@@ -132,6 +133,7 @@ Status CheckRanges(const ServeArgs& a) {
   if (a.n_predict < 0 || a.n_predict > (1 << 24)) {
     return Status::InvalidArgument("--n-predict: 0 (no cap) or 1..16777216");
   }
+  if (auto mode = server::ParseImageMode(a.images); !mode.ok()) return mode.status();
   return Status::OK();
 }
 
@@ -183,6 +185,7 @@ Result<server::ServerOptions> ServerOptionsOf(const ServeArgs& a) {
   so.max_admitted = size_t(a.engine.slots + a.engine.max_queue);
   so.n_predict = int(a.n_predict);
   so.log_prompts = a.log_prompts;
+  PREFIXD_ASSIGN_OR_RETURN(so.images.mode, server::ParseImageMode(a.images));
   so.request_read_timeout_ms = int(a.request_read_timeout_s * 1000);
   so.max_connections_per_address = size_t(a.max_connections_per_address);
   so.allowed_hosts = SplitList(a.allowed_hosts);
@@ -310,7 +313,7 @@ int ServeModels(const ServeArgs& a, int argc, char** argv) {
   return ServeRouter(r);
 }
 
-// --logit-bias, --n-predict and the HTTP limits.
+// --logit-bias, --n-predict, --images and the HTTP limits.
 void DeclareRequestFlags(Flags& flags, ServeArgs& a) {
   flags.String("-l,--logit-bias", &a.logit_bias,
                "TOKEN_ID(+|-)BIAS[,...]: added to every request's logits for these tokens, "
@@ -324,6 +327,10 @@ void DeclareRequestFlags(Flags& flags, ServeArgs& a) {
             "however they trickle; 0: none but 60 s per read");
   flags.Int("--max-connections-per-address", &a.max_connections_per_address,
             "connections one client address may have open; more get 429 at once; 0: no cap");
+  flags.String("--images", &a.images,
+               "what an image in a request becomes for a model that reads none: stand-in (a "
+               "short text in the prompt saying what it was; the response's X-Prefixd-Images "
+               "header says so, and the session goes on) or refuse (a 400 image_not_supported)");
 }
 
 // --encrypt-cache and who may see what: hosts, origins, prompts in the log.

@@ -1,6 +1,7 @@
 #include "server/api_messages.h"
 
 #include "server/api_json.h"
+#include "server/image_part.h"
 
 namespace prefixd::server {
 namespace {
@@ -23,16 +24,21 @@ void NormalizeBillingHeader(std::string* text) {
   text->replace(begin, end - begin, std::string(end - begin, 'f'));
 }
 
+// The text of a text block; any other block is an error.
+MaybeError TextBlock(const json& b, const std::string& where, std::string* text) {
+  std::string type;
+  if (!b.is_object()) return WrongType(where, "an object", b);
+  if (auto e = GetString(b, where, "type", true, &type)) return e;
+  if (type != "text") return Unsupported(Join(where, "type"), "a '" + type + "' block here (only text)");
+  return GetString(b, where, "text", true, text);
+}
+
 // The text of an array of text blocks, joined by `sep`; any other block is an error.
 MaybeError TextBlocks(const json& blocks, const std::string& path, const char* sep,
                       std::string* out) {
   for (size_t i = 0; i < blocks.size(); ++i) {
-    const json& b = blocks[i];
-    std::string where = Index(path, i), type, text;
-    if (!b.is_object()) return WrongType(where, "an object", b);
-    if (auto e = GetString(b, where, "type", true, &type)) return e;
-    if (type != "text") return Unsupported(Join(where, "type"), "a '" + type + "' block here (only text)");
-    if (auto e = GetString(b, where, "text", true, &text)) return e;
+    std::string text;
+    if (auto e = TextBlock(blocks[i], Index(path, i), &text)) return e;
     if (i > 0) *out += sep;
     *out += text;
   }
@@ -63,26 +69,85 @@ MaybeError ConvertSystem(const json& req, json* messages) {
   return std::nullopt;
 }
 
+// An image block's source as a chat image part (image_part.h reads and checks the image): a
+// base64 source as a data URL, a url source as it is (the chat path refuses remote URLs).
+MaybeError ImageBlock(const json& b, const std::string& where, json* out) {
+  const std::string spath = Join(where, "source");
+  const json* src = Field(b, "source");
+  if (!src) return ApiError::Invalid("'" + spath + "' is required", spath);
+  if (!src->is_object()) return WrongType(spath, "an object", *src);
+  std::string type, media_type, data;
+  if (auto e = GetString(*src, spath, "type", true, &type)) return e;
+  if (type == "url") {
+    if (auto e = GetString(*src, spath, "url", true, &data)) return e;
+    *out = ChatImagePart<json>(std::move(data), spath);
+    return std::nullopt;
+  }
+  if (type != "base64") {
+    const std::string tpath = Join(spath, "type");
+    return ApiError::Invalid(tpath + ": image source type '" + type + "': this server keeps no "
+                                     "files; send a base64 source",
+                             tpath);
+  }
+  if (auto e = GetString(*src, spath, "media_type", false, &media_type)) return e;
+  if (auto e = GetString(*src, spath, "data", true, &data)) return e;
+  *out = ChatImagePart<json>(ImageDataUrl(media_type, data), spath);
+  return std::nullopt;
+}
+
+// A tool result's content array (text and image blocks): its texts joined by "\n" when it
+// has no image, else text and image parts in order.
+MaybeError ToolResultContent(const json& blocks, const std::string& path, json* out) {
+  json parts = json::array();
+  bool has_image = false;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const json& b = blocks[i];
+    const std::string where = Index(path, i);
+    if (b.is_object() && b.value("type", "") == "image") {
+      json image;
+      if (auto e = ImageBlock(b, where, &image)) return e;
+      parts.push_back(std::move(image));
+      has_image = true;
+      continue;
+    }
+    std::string text;
+    if (auto e = TextBlock(b, where, &text)) return e;
+    parts.push_back({{"type", "text"}, {"text", std::move(text)}});
+  }
+  if (has_image) {
+    *out = std::move(parts);
+    return std::nullopt;
+  }
+  std::string text;
+  for (size_t i = 0; i < parts.size(); ++i) text += (i ? "\n" : "") + parts[i]["text"].get<std::string>();
+  *out = std::move(text);
+  return std::nullopt;
+}
+
 // One Anthropic message's blocks, sorted into what the chat messages need.
 struct Blocks {
   std::vector<std::string> texts;
+  json user_parts = json::array();  // a user turn's text and image parts, in order
+  bool has_image = false;
   std::string reasoning;
   json tool_calls = json::array();
   json tool_results = json::array();  // chat "tool" messages
 };
 
 MaybeError ToolResult(const json& b, const std::string& where, Blocks* out) {
-  std::string id, text;
+  std::string id;
+  json content = "";
   if (auto e = GetString(b, where, "tool_use_id", true, &id)) return e;
   const json* c = Field(b, "content");
   if (c && c->is_string()) {
-    text = c->get<std::string>();
+    content = *c;
   } else if (c && c->is_array()) {
-    if (auto e = TextBlocks(*c, Join(where, "content"), "\n", &text)) return e;
+    if (auto e = ToolResultContent(*c, Join(where, "content"), &content)) return e;
   } else if (c) {
-    return WrongType(Join(where, "content"), "a string or an array of text blocks", *c);
+    return WrongType(Join(where, "content"), "a string or an array of text and image blocks", *c);
   }
-  out->tool_results.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", text}});
+  out->tool_results.push_back(
+      {{"role", "tool"}, {"tool_call_id", id}, {"content", std::move(content)}});
   return std::nullopt;
 }
 
@@ -106,7 +171,15 @@ MaybeError ReadBlock(const json& b, const std::string& where, const std::string&
   bool assistant = role == "assistant";
   if (type == "text") {
     if (auto e = GetString(b, where, "text", true, &text)) return e;
+    out->user_parts.push_back({{"type", "text"}, {"text", text}});
     out->texts.push_back(std::move(text));
+    return std::nullopt;
+  }
+  if (type == "image" && !assistant) {
+    json image;
+    if (auto e = ImageBlock(b, where, &image)) return e;
+    out->user_parts.push_back(std::move(image));
+    out->has_image = true;
     return std::nullopt;
   }
   if (type == "thinking" && assistant) {
@@ -117,8 +190,9 @@ MaybeError ReadBlock(const json& b, const std::string& where, const std::string&
   if (type == "redacted_thinking" && assistant) return std::nullopt;  // no text to render
   if (type == "tool_use" && assistant) return ToolUse(b, where, out);
   if (type == "tool_result" && !assistant) return ToolResult(b, where, out);
-  if (type == "image" || type == "document") {
-    return Unsupported(Join(where, "type"), "'" + type + "' blocks (this server reads text only)");
+  if (type == "document") {
+    return Unsupported(Join(where, "type"), "a 'document' block (this server reads text and "
+                                            "images only)");
   }
   return Unsupported(Join(where, "type"), "a '" + type + "' block in a " + role + " message");
 }
@@ -168,6 +242,8 @@ MaybeError ConvertMessage(const json& msg, const std::string& path, json* messag
     if (!blocks.reasoning.empty()) m["reasoning_content"] = blocks.reasoning;
     if (!blocks.tool_calls.empty()) m["tool_calls"] = std::move(blocks.tool_calls);
     messages->push_back(std::move(m));
+  } else if (blocks.has_image) {
+    messages->push_back({{"role", "user"}, {"content", std::move(blocks.user_parts)}});
   } else if (!blocks.texts.empty() || blocks.tool_results.empty()) {
     json content;
     if (blocks.texts.size() == 1) {

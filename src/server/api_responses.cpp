@@ -1,6 +1,7 @@
 #include "server/api_responses.h"
 
 #include "server/api_json.h"
+#include "server/image_part.h"
 
 namespace prefixd::server {
 namespace {
@@ -43,6 +44,58 @@ json ChatContent(const std::vector<std::string>& texts) {
   json parts = json::array();
   for (const std::string& t : texts) parts.push_back({{"type", "text"}, {"text", t}});
   return parts;
+}
+
+// An input_image part as a chat image part (image_part.h reads and checks the image).
+MaybeError InputImage(const json& part, const std::string& where, json* out) {
+  std::string url, file_id;
+  if (auto e = GetString(part, where, "image_url", false, &url)) return e;
+  if (auto e = GetString(part, where, "file_id", false, &file_id)) return e;
+  if (url.empty() && !file_id.empty()) {
+    const std::string fpath = Join(where, "file_id");
+    return ApiError::Invalid(fpath + ": an image by file_id: this server keeps no files; send "
+                                     "image_url as a data URL (data:image/png;base64,...)",
+                             fpath);
+  }
+  if (url.empty()) {
+    return ApiError::Invalid("'" + Join(where, "image_url") + "' is required",
+                             Join(where, "image_url"));
+  }
+  *out = ChatImagePart<json>(std::move(url), Join(where, "image_url"));
+  return std::nullopt;
+}
+
+// The chat parts of a content array of input_text and input_image parts, in order.
+MaybeError ReadInputParts(const json& content, const std::string& path, json* parts) {
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    std::string where = Index(path, i), type, text;
+    if (!part.is_object()) return WrongType(where, "an object", part);
+    if (auto e = GetString(part, where, "type", true, &type)) return e;
+    if (type == "input_image") {
+      json image;
+      if (auto e = InputImage(part, where, &image)) return e;
+      parts->push_back(std::move(image));
+      continue;
+    }
+    if (type != "input_text") {
+      return Unsupported(Join(where, "type"), "content part type '" + type +
+                                                  "' (only input_text, input_image)");
+    }
+    if (auto e = GetString(part, where, "text", true, &text)) return e;
+    parts->push_back({{"type", "text"}, {"text", std::move(text)}});
+  }
+  return std::nullopt;
+}
+
+// The texts of chat parts, when none is an image; else nullopt.
+std::optional<std::vector<std::string>> OnlyTexts(const json& parts) {
+  std::vector<std::string> texts;
+  for (const json& p : parts) {
+    if (p["type"] != "text") return std::nullopt;
+    texts.push_back(p["text"].get<std::string>());
+  }
+  return texts;
 }
 
 // Appends the texts to *out. Merging items appends in place: re-copying the growing text for
@@ -96,6 +149,8 @@ class InputConverter {
       return WrongType(cpath, "a string or an array of content parts", *c);
     } else if (role == "assistant") {
       if (auto e = ReadTextParts(*c, cpath, {"output_text", "input_text", "refusal"}, &texts)) return e;
+    } else if (role == "user") {
+      return AddUserParts(*c, cpath);
     } else {
       if (auto e = ReadTextParts(*c, cpath, {"input_text"}, &texts)) return e;
     }
@@ -105,6 +160,15 @@ class InputConverter {
     }
     json& m = OpenAssistant(/*for_content=*/true);
     AppendTexts(texts, &m["content"].get_ref<std::string&>());  // in place: one turn's items
+    return std::nullopt;
+  }
+
+  // A user message's content array: its texts as before, or text and image parts in order.
+  MaybeError AddUserParts(const json& content, const std::string& path) {
+    json parts = json::array();
+    if (auto e = ReadInputParts(content, path, &parts)) return e;
+    std::optional<std::vector<std::string>> texts = OnlyTexts(parts);
+    messages.push_back({{"role", "user"}, {"content", texts ? ChatContent(*texts) : parts}});
     return std::nullopt;
   }
 
@@ -130,15 +194,18 @@ class InputConverter {
     std::string opath = Join(path, "output");
     const json* o = Field(item, "output");
     if (!o) return ApiError::Invalid("'" + opath + "' is required", opath);
-    std::vector<std::string> texts;
+    json content;
     if (o->is_string()) {
-      texts.push_back(o->get<std::string>());
+      content = *o;
     } else if (o->is_array()) {
-      if (auto e = ReadTextParts(*o, opath, {"input_text"}, &texts)) return e;
+      json parts = json::array();
+      if (auto e = ReadInputParts(*o, opath, &parts)) return e;
+      std::optional<std::vector<std::string>> texts = OnlyTexts(parts);
+      content = texts ? json(Concat(*texts)) : std::move(parts);
     } else {
-      return WrongType(opath, "a string or an array of input_text parts", *o);
+      return WrongType(opath, "a string or an array of input_text and input_image parts", *o);
     }
-    messages.push_back({{"role", "tool"}, {"tool_call_id", call_id}, {"content", Concat(texts)}});
+    messages.push_back({{"role", "tool"}, {"tool_call_id", call_id}, {"content", std::move(content)}});
     return std::nullopt;
   }
 

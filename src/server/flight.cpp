@@ -90,6 +90,7 @@ void Flight::Log(int status) {
   line.Add("id", meta_.id).Add("route", route_).Add("status", (long long)status);
   line.Add("tenant", tenant_label_).Add("stream", (long long)(stream_ ? 1 : 0));
   if (!session_.id.empty()) line.Add("session", session_.id);
+  if (!images_.empty()) line.Add("images", images_);
   ctx_.metrics->RecordSession(session_.source);
   const Result<CompletionResult>& r = run_->result();
   bool cancelled = run_->cancelled();

@@ -49,6 +49,9 @@ class Flight {
   bool cancelled() const { return run_->cancelled(); }
   const ResponseMeta& meta() const { return meta_; }
 
+  // The log line's `images` field: what the prompt's images became ("stand-in; n=2").
+  void NoteImages(std::string images) { images_ = std::move(images); }
+
   // Writes the log line and the metrics, and adds the request to ctx.recent. `status` is the HTTP status sent (200 for a stream
   // whose headers went out). Only the first call counts.
   void Log(int status);
@@ -61,6 +64,7 @@ class Flight {
   std::string tenant_salt_;  // CompletionRequest::tenant_salt: whose counters and records
   SessionKey session_;  // what the request says of its session (session_key.h)
   bool stream_;
+  std::string images_;  // NoteImages(); "" when the request had none
   std::vector<Token> prompt_tokens_;  // kept for the divergence context in the log
   engine::PrepareTimes prepare_times_;  // the prompt's preparation, for the log
   double prepare_ms_ = 0;              // from the request's start to the run's start

@@ -1,6 +1,7 @@
 #include "server/request_parse.h"
 
 #include "server/api_json.h"
+#include "server/image_part.h"
 #include "server/system_messages.h"
 
 #include <algorithm>
@@ -219,16 +220,30 @@ MaybeError ParseGeneration(const json& obj, const ParseLimits& limits, Generatio
   return ParseStreaming(obj, p);
 }
 
-MaybeError CheckContent(const json& msg, const std::string& where) {
+// Image parts are counted into *n_images (image_part.h reads them); only user and tool
+// messages may hold them (a tool message's do when an adapter translated a tool result).
+MaybeError CheckContent(const json& msg, const std::string& where, size_t* n_images) {
   const json* c = Field(msg, "content");
   if (!c || c->is_string()) return std::nullopt;
   if (!c->is_array()) {
     return ApiError::Invalid(where + ".content must be a string, an array of parts or null",
                              "messages");
   }
-  for (const json& part : *c) {
+  const bool images_allowed = msg["role"] == "user" || msg["role"] == "tool";
+  for (size_t j = 0; j < c->size(); ++j) {
+    const json& part = (*c)[j];
+    if (part.is_object() && part.contains("type") && part["type"] == "image_url") {
+      if (!images_allowed) {
+        return ApiError::Invalid(where + ".content[" + std::to_string(j) +
+                                     "]: image parts belong in user and tool messages",
+                                 "messages");
+      }
+      ++*n_images;
+      continue;
+    }
     if (!part.is_object() || !part.contains("type") || part["type"] != "text") {
-      return ApiError::Invalid(where + ".content: only parts of type 'text' are supported",
+      return ApiError::Invalid(where + ".content: only parts of type 'text' and 'image_url' "
+                                       "are supported",
                                "messages");
     }
     if (!part.contains("text") || !part["text"].is_string()) {
@@ -239,7 +254,7 @@ MaybeError CheckContent(const json& msg, const std::string& where) {
   return std::nullopt;
 }
 
-MaybeError CheckMessage(const json& msg, size_t i) {
+MaybeError CheckMessage(const json& msg, size_t i, size_t* n_images) {
   std::string where = "messages[" + std::to_string(i) + "]";
   if (!msg.is_object()) return ApiError::Invalid(where + " must be an object", "messages");
   auto role = msg.find("role");
@@ -260,18 +275,28 @@ MaybeError CheckMessage(const json& msg, size_t i) {
   if (const json* tc = Field(msg, "tool_calls"); tc && !tc->is_array()) {
     return ApiError::Invalid(where + ".tool_calls must be an array", "messages");
   }
-  return CheckContent(msg, where);
+  return CheckContent(msg, where, n_images);
 }
 
-MaybeError ParseMessages(const json& obj, std::string* out) {
+// The messages, checked, their images as `images` says (image_part.h: each becomes its
+// stand-in, counted into *n_images), their system messages placed.
+MaybeError ParseMessages(const json& obj, const ImageOptions& images, std::string* out,
+                         size_t* n_images) {
   const json* m = Field(obj, "messages");
   if (!m) return ApiError::Invalid("'messages' is required", "messages");
   if (!m->is_array()) return WrongType("messages", "an array", *m);
   if (m->empty()) return ApiError::Invalid("'messages' must not be empty", "messages");
+  size_t n_image_parts = 0;
   for (size_t i = 0; i < m->size(); ++i) {
-    if (auto e = CheckMessage((*m)[i], i)) return e;
+    if (auto e = CheckMessage((*m)[i], i, &n_image_parts)) return e;
   }
-  *out = PlaceSystemMessages(*m).dump(-1, ' ', false, json::error_handler_t::replace);
+  if (n_image_parts == 0) {
+    *out = PlaceSystemMessages(*m).dump(-1, ' ', false, json::error_handler_t::replace);
+    return std::nullopt;
+  }
+  json messages = *m;
+  if (auto e = StandInImageParts(&messages, images, n_images)) return e;
+  *out = PlaceSystemMessages(messages).dump(-1, ' ', false, json::error_handler_t::replace);
   return std::nullopt;
 }
 
@@ -538,7 +563,7 @@ MaybeError ParseChatRequest(const std::string& body, const ParseLimits& limits,
                             ChatRequest* out) {
   json obj;
   if (auto e = ParseObject(body, &obj)) return e;
-  if (auto e = ParseMessages(obj, &out->messages_json)) return e;
+  if (auto e = ParseMessages(obj, limits.images, &out->messages_json, &out->n_images)) return e;
   if (auto e = ParseTools(obj, &out->tools_json)) return e;
   if (auto e = ParseGeneration(obj, limits, &out->params)) return e;
   return ParseChatOnly(obj, out);
@@ -579,12 +604,15 @@ MaybeError ParseDetokenizeRequest(const std::string& body, std::vector<engine::T
   return ParseTokenArray(*t, limits, "tokens", out);
 }
 
-MaybeError ParseWarmRequest(const std::string& body, WarmRequest* out) {
+MaybeError ParseWarmRequest(const std::string& body, WarmRequest* out,
+                            const ImageOptions& images) {
   json obj;
   if (auto e = ParseObject(body, &obj)) return e;
   if (Field(obj, "messages")) {
     out->is_chat = true;
-    if (auto e = ParseMessages(obj, &out->chat.messages_json)) return e;
+    if (auto e = ParseMessages(obj, images, &out->chat.messages_json, &out->chat.n_images)) {
+      return e;
+    }
     if (auto e = ParseTools(obj, &out->chat.tools_json)) return e;
     engine::ChatRenderOptions& r = out->chat.render;
     r.tools_json = out->chat.tools_json;

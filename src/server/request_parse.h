@@ -12,6 +12,7 @@
 #include "engine/sampler.h"
 #include "engine/codec/types.h"
 #include "server/api_error.h"
+#include "server/image_part.h"
 
 namespace prefixd::server {
 
@@ -37,6 +38,8 @@ struct ChatRequest {
   engine::ChatRenderOptions render;
   bool logprobs = false;      // params.sampling.top_logprobs >= 0 when true
   GenerationParams params;
+  // Image parts in the messages, each replaced by its text stand-in (image_part.h).
+  size_t n_images = 0;
 };
 
 struct TextCompletionRequest {
@@ -49,6 +52,7 @@ struct TextCompletionRequest {
 struct ParseLimits {
   int max_tokens_limit = 1 << 20;  // max_tokens above this is out of range (the context size)
   int vocab_hint = 1 << 30;        // token ids must be in [0, vocab_hint)
+  ImageOptions images;             // what the messages' image parts become (image_part.h)
 };
 
 // Each returns nullopt and fills *out on success, or the error to answer.
@@ -93,6 +97,8 @@ struct WarmRequest {
   ChatRequest chat;
   std::string prompt;
 };
-std::optional<ApiError> ParseWarmRequest(const std::string& body, WarmRequest* out);
+// Its images are read as `images` says (a chat completion's are as ParseLimits::images says).
+std::optional<ApiError> ParseWarmRequest(const std::string& body, WarmRequest* out,
+                                         const ImageOptions& images = {});
 
 }  // namespace prefixd::server

@@ -226,7 +226,8 @@ TEST(RequestParse, ChecksMessages) {
       R"({"messages":[{"content":"x"}]})",
       R"({"messages":[{"role":"user"}]})",
       R"({"messages":[{"role":"user","content":5}]})",
-      R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})",
+      R"({"messages":[{"role":"user","content":[{"type":"input_audio"}]}]})",
+      R"({"messages":[{"role":"assistant","content":[{"type":"image_url"}]}]})",
       R"({"messages":[{"role":"assistant","content":null,"tool_calls":{}}]})",
   };
   for (const char* body : bad) {

@@ -40,6 +40,7 @@ struct RouteContext {
   std::vector<std::string> aliases;        // ServerOptions::aliases
   std::vector<std::pair<int32_t, float>> logit_bias;  // ServerOptions::logit_bias
   bool log_prompts = false;                // ServerOptions::log_prompts
+  ImageOptions images;                     // ServerOptions::images
   Admission* admission = nullptr;          // the places of work routes (Admitted)
   const std::atomic<bool>* stopping = nullptr;  // true once the server is shutting down
 

@@ -39,7 +39,7 @@ std::optional<ApiError> WarmPrompt(const RouteContext& ctx, WarmRequest w,
 
 void Warm(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
   WarmRequest w;
-  if (auto e = ParseWarmRequest(req.body, &w)) return SendError(res, *e);
+  if (auto e = ParseWarmRequest(req.body, &w, ctx.images)) return SendError(res, *e);
   CompletionRequest creq;
   creq.tenant_salt = ctx.TenantOf(req).salt;
   if (auto e = WarmPrompt(ctx, std::move(w), creq.tenant_salt, &creq.prompt)) {

@@ -26,6 +26,7 @@ struct Prepared {
   Prompt prompt;
   GenerationParams params;
   bool logprobs = false;
+  size_t n_images = 0;  // image parts that stand in the prompt as text (image_part.h)
 };
 
 // `scope`: the tenant's salt, whose memo entries the render and tokens are.
@@ -35,6 +36,7 @@ std::optional<ApiError> PrepareChat(const RouteContext& ctx, const std::string& 
   if (auto e = ParseChatRequest(body, ctx.Limits(), &chat)) return e;
   out->params = std::move(chat.params);
   out->logprobs = chat.logprobs;
+  out->n_images = chat.n_images;
   chat.render.memo_scope = scope;
   auto prompt = ctx.backend->PrepareChat(chat.messages_json, chat.render);
   if (!prompt.ok()) {
@@ -287,8 +289,13 @@ void HandleCompletion(const RouteContext& ctx, Endpoint ep, const std::string& b
   const engine::OutputFormat output = prepared.prompt.output;
   StreamStart start{meta.model, int64_t(prepared.prompt.tokens.size())};
   std::vector<std::string> client_stop = prepared.params.stop;
+  const size_t n_images = prepared.n_images;
   auto flight = std::make_shared<Flight>(ctx, req, meta, route, tenant.label,
                                          ToEngineRequest(std::move(prepared), tenant), stream);
+  if (n_images > 0) {  // the response and the log say that the model saw stand-ins
+    res.set_header(kImagesHeader, ImagesHeaderValue(n_images));
+    flight->NoteImages(ImagesHeaderValue(n_images));
+  }
   std::string first_text;
   Event ev = stream ? flight->Wait(&first_text) : (flight->Drain(), Event::kFinished);
   if (ev == Event::kFinished && !flight->result().ok()) {

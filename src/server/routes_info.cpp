@@ -24,6 +24,7 @@ ParseLimits RouteContext::Limits() const {
   ParseLimits l;
   l.max_tokens_limit = int(backend->n_ctx_per_slot());
   l.vocab_hint = backend->n_vocab();
+  l.images = images;
   return l;
 }
 
@@ -108,7 +109,7 @@ void Detokenize(const RouteContext& ctx, const httplib::Request& req, httplib::R
 // `prefixd bench` needs no second round trip and no guess about BOS.
 void ApplyTemplate(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
   WarmRequest w;
-  if (auto e = ParseWarmRequest(req.body, &w)) return SendError(res, *e);
+  if (auto e = ParseWarmRequest(req.body, &w, ctx.images)) return SendError(res, *e);
   if (!w.is_chat) return SendError(res, ApiError::Invalid("'messages' is required", "messages"));
   w.chat.render.memo_scope = ctx.TenantOf(req).salt;
   auto prompt = ctx.backend->PrepareChat(w.chat.messages_json, w.chat.render);

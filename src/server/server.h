@@ -20,6 +20,7 @@
 
 #include "server/auth.h"
 #include "server/backend.h"
+#include "server/image_part.h"
 #include "server/metrics.h"
 #include "util/status.h"
 
@@ -70,6 +71,9 @@ struct ServerOptions {
   // The most tokens one request generates (llama-server's -n): a larger max_tokens, or none,
   // is lowered to it. 0: no cap but the context.
   int n_predict = 0;
+  // What an image in a request becomes for this model, which reads none (serve --images), and
+  // the limits every image is checked against (image_part.h).
+  ImageOptions images;
 };
 
 class HttpServer {
