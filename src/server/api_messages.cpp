@@ -29,7 +29,9 @@ MaybeError TextBlock(const json& b, const std::string& where, std::string* text)
   std::string type;
   if (!b.is_object()) return WrongType(where, "an object", b);
   if (auto e = GetString(b, where, "type", true, &type)) return e;
-  if (type != "text") return Unsupported(Join(where, "type"), "a '" + type + "' block here (only text)");
+  if (type != "text") {
+    return Unsupported(Join(where, "type"), "a '" + type + "' block here (only text)");
+  }
   return GetString(b, where, "text", true, text);
 }
 
@@ -119,7 +121,10 @@ MaybeError ToolResultContent(const json& blocks, const std::string& path, json* 
     return std::nullopt;
   }
   std::string text;
-  for (size_t i = 0; i < parts.size(); ++i) text += (i ? "\n" : "") + parts[i]["text"].get<std::string>();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) text += '\n';
+    text += parts[i]["text"].get_ref<const std::string&>();
+  }
   *out = std::move(text);
   return std::nullopt;
 }

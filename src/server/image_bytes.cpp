@@ -17,7 +17,9 @@ uint32_t Be32(std::string_view b, size_t at) { return Be16(b, at) << 16 | Be16(b
 uint32_t Le16(std::string_view b, size_t at) {
   return uint32_t(uint8_t(b[at])) | uint32_t(uint8_t(b[at + 1])) << 8;
 }
-uint32_t Le24(std::string_view b, size_t at) { return Le16(b, at) | uint32_t(uint8_t(b[at + 2])) << 16; }
+uint32_t Le24(std::string_view b, size_t at) {
+  return Le16(b, at) | uint32_t(uint8_t(b[at + 2])) << 16;
+}
 uint32_t Le32(std::string_view b, size_t at) { return Le16(b, at) | Le16(b, at + 2) << 16; }
 
 std::string Hex(uint8_t byte) {
@@ -248,7 +250,9 @@ Result<std::string> DecodeBase64(std::string_view base64) {
   if (base64.empty()) return Status::InvalidArgument("not base64: it is empty");
   if (base64.size() > size_t(INT_MAX)) return Status::InvalidArgument("not base64: too long");
   size_t padding = 0;
-  if (base64.back() == '=') padding = base64.size() >= 2 && base64[base64.size() - 2] == '=' ? 2 : 1;
+  if (base64.back() == '=') {
+    padding = base64.size() >= 2 && base64[base64.size() - 2] == '=' ? 2 : 1;
+  }
   for (size_t i = 0; i + padding < base64.size(); ++i) {
     if (!IsBase64Char(base64[i])) {
       return Status::InvalidArgument("not base64: byte " + std::to_string(i) + " is " +

@@ -108,7 +108,8 @@ describe('Agent APIs', () => {
       await assert.rejects(
         openai.responses.create({ model: 'tiny', input: [{ role: 'user',
           content: [{ type: 'input_image', image_url: 'http://x/y.png' }] }] }),
-        (e) => e.status === 400 && e.param === 'input[0].content[0].type');
+        (e) => e.status === 400 && e.param === 'input[0].content[0].image_url'
+          && /fetches nothing/.test(e.message));
       await assert.rejects(
         openai.responses.create({ model: 'tiny', input: 'hi', max_output_tokens: 100000 }),
         (e) => e.status === 400 && e.param === 'max_output_tokens');
