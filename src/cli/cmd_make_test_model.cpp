@@ -46,6 +46,7 @@ int CmdMakeTestModel(int argc, char** argv) {
   std::string chat_template;
   int64_t nextn = 0;
   bool predictable = false;
+  std::string script;
   Flags flags("make-test-model",
               "write a random-weight GGUF model of a real architecture, with a byte-level BPE "
               "tokenizer and a Qwen3-style chat template, or a real tokenizer and template "
@@ -74,6 +75,9 @@ int CmdMakeTestModel(int argc, char** argv) {
              "with --nextn on qwen35 or qwen3next: a trunk that answers by its last token only "
              "(every residual branch writes zero) and an MTP head built to predict it, so "
              "drafts are accepted; for tests and benches of accepted drafts");
+  flags.String("--script", &script,
+               "qwen35 or qwen3next: the model's answer to any prompt is TEXT, then the end of "
+               "the turn (each token of TEXT at most once; at most 63 tokens on tiny)");
   flags.String("-o,--out", &out, "the .gguf file to write (required)");
   return RunWithFlags(flags, argc, argv, [&] {
     engine::TestModelSpec spec{arch, shape, static_cast<uint64_t>(seed)};
@@ -85,6 +89,7 @@ int CmdMakeTestModel(int argc, char** argv) {
     }
     spec.nextn_layers = uint32_t(nextn);
     spec.predictable = predictable;
+    spec.script = script;
     return Make(spec, out);
   });
 }

@@ -481,6 +481,37 @@ INSTANTIATE_TEST_SUITE_P(Archs, NextnArchTest,
                            return n;
                          });
 
+// A scripted model answers any prompt with its script, then the end of the turn, by greedy
+// decoding and with a margin wide enough for sampling; a script whose table would be ambiguous
+// is refused, and so are archs without the predictable trunk.
+TEST(TestModelTest, AScriptedModelAnswersItsScriptThenEndsTheTurn) {
+  const std::string path = TestModels::Get().dir() + "/qwen35-script.gguf";
+  TestModelSpec spec{"qwen35", "tiny", 1};
+  spec.script = "Summary: the files were read.";
+  ASSERT_TRUE(MakeTestModel(spec, path).ok());
+  llama_model_params params = llama_model_default_params();
+  params.n_gpu_layers = 0;
+  std::unique_ptr<llama_model, ModelFree> model(llama_model_load_from_file(path.c_str(), params));
+  ASSERT_NE(model, nullptr);
+  const llama_vocab* vocab = llama_model_get_vocab(model.get());
+  std::vector<llama_token> want = Tokenize(vocab, spec.script, false);
+  llama_token end = llama_vocab_eot(vocab);
+  if (end == LLAMA_TOKEN_NULL) end = llama_vocab_eos(vocab);
+  want.push_back(end);
+  for (const char* prompt : {"<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n",
+                             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nList "
+                             "the files.<|im_end|>\n<|im_start|>assistant\n"}) {
+    EXPECT_EQ(Greedy(model.get(), Tokenize(vocab, prompt, true), int(want.size())), want) << prompt;
+  }
+  spec.script = "x x x";  // " x" twice: what follows it would be ambiguous
+  const Status twice = MakeTestModel(spec, path + ".bad");
+  EXPECT_EQ(twice.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(twice.message().find("comes twice"), std::string::npos) << twice.message();
+  TestModelSpec other{"llama", "tiny", 1};
+  other.script = "Hi.";
+  EXPECT_EQ(MakeTestModel(other, path + ".bad").code(), Status::Code::kInvalidArgument);
+}
+
 TEST(TestModelTest, GeneratorArchsAreTinyOnlyAndNeedTheGenerator) {
   const std::string out = TestModels::Get().dir() + "/bad.gguf";
   Status st = MakeTestModel({"deepseek2", "small", 1}, out);

@@ -7,8 +7,10 @@ namespace {
 using json = nlohmann::json;
 using Env = std::vector<std::pair<std::string, std::string>>;
 
-// Where a client compacts: its output cap and a margin below the window stay free.
-int64_t CompactAt(const ServedModel& m) { return m.context - m.max_output - m.context / 16; }
+// Where a client compacts: its output cap and a quarter of the window stay free, so that the
+// next turn's input fits too (Codex compacts only after a turn, on the tokens it used; a turn
+// that then does not fit fails instead of compacting).
+int64_t CompactAt(const ServedModel& m) { return m.context - m.max_output - m.context / 4; }
 
 // A TOML basic string, as Codex's `-c key=value` parses the value.
 std::string TomlString(const std::string& s) {

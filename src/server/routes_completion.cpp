@@ -71,11 +71,7 @@ std::optional<ApiError> FitContext(const RouteContext& ctx, Endpoint ep, Prepare
   int64_t n_ctx = ctx.backend->n_ctx_per_slot();
   if (n_prompt == 0) return ApiError::Invalid("the prompt is empty", param);
   if (n_prompt >= n_ctx) {
-    return ApiError{ErrorKind::kContextExceeded,
-                    "This model's maximum context length is " + std::to_string(n_ctx) +
-                        " tokens, but the prompt has " + std::to_string(n_prompt) +
-                        " tokens. Please shorten the prompt.",
-                    param, "context_length_exceeded"};
+    return ApiError::ContextExceeded(n_prompt, n_ctx, param);
   }
   int64_t room = n_ctx - n_prompt;
   int64_t want = p->params.max_tokens < 0 ? room : p->params.max_tokens;

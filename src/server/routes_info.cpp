@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/http_io.h"
+#include "server/model_window.h"
 #include "server/routes.h"
 #include "server/server.h"
 
@@ -61,11 +62,33 @@ namespace {
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+// RFC 3339, as the Anthropic Models API's created_at.
+std::string Rfc3339(int64_t t) {
+  char buf[32];
+  std::tm tm{};
+  const std::time_t tt = std::time_t(t);
+  gmtime_r(&tt, &tm);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// The model's window under every name the clients read it by (ModelWindowOf): OpenAI's list
+// entry, the Anthropic Models API's fields (Claude Code's gateway discovery), and the names
+// vLLM, LM Studio and OpenRouter use.
 json ModelJson(const RouteContext& ctx, const std::string& id, int64_t created) {
+  const ModelWindow w = ModelWindowOf(ctx.backend->n_ctx_per_slot(), ctx.n_predict);
   return {{"id", id},
           {"object", "model"},
           {"created", created},
           {"owned_by", "prefixd"},
+          {"type", "model"},
+          {"display_name", id},
+          {"created_at", Rfc3339(created)},
+          {"max_input_tokens", w.context},
+          {"max_tokens", w.max_output},
+          {"context_window", w.context},
+          {"context_length", w.context},
+          {"max_model_len", w.context},
           {"meta", {{"n_ctx_per_slot", ctx.backend->n_ctx_per_slot()},
                     {"n_vocab", ctx.backend->n_vocab()}}}};
 }

@@ -202,3 +202,65 @@ describe('the agents\' own CLIs against prefixd serve', () => {
   it('Codex (keys on)', async () => session('codex', keyed, KEY));
   it('opencode (keys on)', async () => session('opencode', keyed, KEY));
 });
+
+// A session longer than the model's window: a scripted model (make-test-model --script) whose
+// answers end as a real model's do, on a 16K window, and Claude Code through prefixd launch
+// given 2,000 words a turn until the conversation has outgrown the window twice. Claude Code
+// knows the window, so it compacts before a request would be refused: every request 200, the
+// conversation shrinks at each compaction, and every request after the first restores at
+// least half its prompt from the cache (after a compaction: the system prompt and tools,
+// measured 0.56 of the prompt at the first compaction and 0.71 at each later one).
+describe('Claude Code past the model\'s window', () => {
+  let dir; let server;
+  const WINDOW = 16384;
+  before(async () => {
+    dir = tempDir('agents-window');
+    const model = join(dir, 'scripted.gguf');
+    execFileSync(BIN, ['make-test-model', '--arch', 'qwen35', '--shape', 'tiny', '--vocab', 'qwen35',
+      '--template', 'Qwen3.5-4B', '--script', 'Done</think>\n\nSummary: the user shared words; I kept them in mind.',
+      '--out', model], { stdio: ['ignore', 'ignore', 'inherit'] });
+    server = await startServer({ model, args: ['--alias', 'tiny', '--slots', '2', '--ctx', String(WINDOW)] });
+  });
+  after(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('compacts before the window is full, and the cache keeps its system prompt', async () => {
+    const root = tempDir('agent-window');
+    try {
+      const repo = gitRepo(root);
+      const env = { HOME: join(root, 'home'), XDG_CONFIG_HOME: join(root, 'config'), PREFIXD_URL: server.url,
+        DISABLE_AUTOUPDATER: '1', DISABLE_TELEMETRY: '1', DISABLE_ERROR_REPORTING: '1' };
+      mkdirSync(env.HOME, { recursive: true });
+      const vocabulary = ['alpha', 'beta', 'gamma', 'delta', 'omega', 'build', 'test', 'file', 'parser', 'cache'];
+      let sentTokens = 0;
+      let turn = 0;
+      const n0 = requests(server).length;
+      while (sentTokens < 2 * WINDOW) {
+        turn += 1;
+        const words = Array.from({ length: 2000 }, (_, i) => vocabulary[(i * 7 + turn * 3) % 10]).join(' ');
+        const r = await run(BIN, ['launch', 'claude', '--client-bin', cli('claude'), '--', '-p',
+          ...(turn > 1 ? ['--continue'] : []), `Turn ${turn}: remember these words: ${words}`], { cwd: repo, env });
+        assert.equal(r.code, 0, `turn ${turn}:\n${r.out}`);
+        assert.match(r.out, /Summary: the user shared words/, `turn ${turn} got its answer`);
+        const t = await post(server, '/tokenize', { content: words });
+        sentTokens += t.json.tokens.length;
+      }
+      const sent = requests(server).slice(n0).filter((q) => q.route === '/v1/messages');
+      for (const q of sent) assert.equal(q.status, 200, `a request answered ${q.status}: ${q.error ?? ''}`);
+      let compactions = 0;
+      for (let i = 1; i < sent.length; i++) {
+        if (sent[i].prompt_tokens < sent[i - 1].prompt_tokens) compactions += 1;
+        const kept = sent[i].cached / sent[i].prompt_tokens;
+        assert.ok(kept >= 0.5, `request ${i}: restored ${sent[i].cached} of ${sent[i].prompt_tokens}`);
+      }
+      console.log(`[ agents ] Claude Code past a ${WINDOW}-token window: ${turn} turns, ${sentTokens} tokens `
+        + `of input, ${sent.length} requests all 200, ${compactions} compactions, restored `
+        + `${sent.slice(1).map((q) => (q.cached / q.prompt_tokens).toFixed(2)).join(' ')}`);
+      assert.ok(compactions >= 2, `compactions: ${compactions}`);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});

@@ -60,12 +60,21 @@ Status MakeOwn(const TestModelSpec& spec, const TokenizerChoice& tokenizer,
   PREFIXD_ASSIGN_OR_RETURN(GgufPtr meta, BuildMetadata(spec, tokenizer, dims, &n_layer));
   test_model::WeightInit init;
   init.seed = spec.seed;
-  init.predictable = spec.predictable;
+  init.predictable = spec.predictable || !spec.script.empty();
   init.n_layer = n_layer - spec.nextn_layers;  // the trunk's scales: its weights stay the same
-  const Weights weights = {test_model::FillTensor, &init, &init.error};
+  Weights weights = {test_model::FillTensor, &init, &init.error, nullptr};
+  if (!spec.script.empty()) {
+    if (spec.arch != "qwen35" && spec.arch != "qwen3next") {
+      return Status::InvalidArgument("a scripted test model is made for qwen35 and qwen3next");
+    }
+    weights.finish = [&spec](const llama_model* model, const auto& tensors) {
+      return test_model::ApplyScript(model, tensors, spec.script);
+    };
+  }
   const std::string desc = "prefixd test model: random weights (" + Seed(spec.seed) +
                            TokenizerNote(spec, tokenizer) +
-                           (spec.nextn_layers > 0 ? ", an MTP head" : "") + "), not trained";
+                           (spec.nextn_layers > 0 ? ", an MTP head" : "") +
+                           (spec.script.empty() ? "" : ", a scripted answer") + "), not trained";
   return WriteModel(meta.get(), weights, desc, out_path, spec.nextn_layers > 0);
 }
 
@@ -95,6 +104,9 @@ Status MakeFromUpstream(const TestModelSpec& spec, const TokenizerChoice& tokeni
                                    "(MTP heads: " + test_model::NextnArchList() + ")");
   }
   if (spec.nextn_layers > 1) return Status::InvalidArgument(spec.arch + " takes one NextN layer");
+  if (!spec.script.empty()) {
+    return Status::InvalidArgument("a scripted test model is made for qwen35 and qwen3next");
+  }
   if (spec.predictable) {
     return Status::InvalidArgument("test model arch '" + spec.arch + "' comes from llama.cpp's "
                                    "generator: predictable MTP heads are made for qwen35 and "
@@ -116,7 +128,7 @@ Status MakeFromUpstream(const TestModelSpec& spec, const TokenizerChoice& tokeni
   dims.n_vocab = test_model::VocabSize(tokenizer, dims.n_vocab);
   const GgufPtr meta = model.BuildMetadata(tokenizer, dims.n_vocab, dims.n_ctx_train,
                                            UpstreamName(spec), spec.nextn_layers);
-  const Weights weights = {test_model::UpstreamModel::FillTensor, &model, &model.error()};
+  const Weights weights = {test_model::UpstreamModel::FillTensor, &model, &model.error(), nullptr};
   const std::string desc = "prefixd test model: llama.cpp test-llama-archs " + spec.arch + "-" +
                            model.variant() + " (" + Seed(spec.seed) +
                            TokenizerNote(spec, tokenizer) +

@@ -43,6 +43,14 @@ struct TestModelSpec {
   // the same answer from the token it is given (eh_proj passes the token's half through; its
   // LM head and embeddings are the trunk's). Drafts are then accepted, short of a near-tie.
   bool predictable = false;
+  // A scripted model (qwen35, qwen3next): its greedy answer to any prompt is this text, then
+  // the end of the turn, so that a client sees answers that end, as a real model's do. The
+  // trunk is the predictable one (its answer depends on the last token only) and the
+  // embeddings and LM head hold a table from each token of the script to the next (the first
+  // after any token not in the script, the end of turn after the last). The margin is wide
+  // enough for sampling at temperature 1 to follow it. Refused: a token that comes twice (the
+  // table would be ambiguous), more tokens than the model's width allows (63 for tiny).
+  std::string script;
 };
 
 // Writes the model described by `spec` to `out_path` (through a temporary file in the same

@@ -2,12 +2,15 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ggml.h"
 #include "gguf.h"
+
+struct llama_model;
 #include "util/status.h"
 
 namespace prefixd::engine::test_model {
@@ -101,7 +104,19 @@ struct Weights {
   void (*fill)(ggml_tensor* tensor, void* userdata) = nullptr;
   void* userdata = nullptr;
   const std::string* error = nullptr;  // set by `fill` when it cannot fill a tensor
+  // Run on the built model before it is written, with every tensor `fill` filled (a script
+  // table needs the model's own vocabulary: ApplyScript). Empty: nothing.
+  std::function<Status(const llama_model*, const std::vector<const ggml_tensor*>&)> finish;
 };
+
+// TestModelSpec::script: tokenizes `script` with the model's vocabulary and writes the table
+// "each script token -> the next, the last -> end of turn, any other token -> the first" into
+// token_embd.weight and output.weight. REQUIRES: a trunk whose residual branches write zero
+// (WeightInit::predictable), so the last hidden state is the last token's embedding.
+// InvalidArgument when a token comes twice (the table could not say what follows it), when the
+// script holds the end-of-turn token, is empty, or has more tokens than n_embd - 1.
+Status ApplyScript(const llama_model* model, const std::vector<const ggml_tensor*>& tensors,
+                   const std::string& script);
 
 // Builds the model described by `meta` with llama.cpp (on the CPU), fills it by `weights`,
 // writes it as GGUF with every key of `meta` and the description `desc` (through a temporary

@@ -218,6 +218,7 @@ Status WriteModel(gguf_context* meta, const Weights& weights, const std::string&
   Status st;
   {
     PREFIXD_ASSIGN_OR_RETURN(ModelPtr model, BuildModel(meta, &recorder, with_mtp));
+    if (weights.finish) PREFIXD_RETURN_IF_ERROR(weights.finish(model.get(), recorder.tensors));
     llama_model_save_to_file(model.get(), saved.c_str());
     st = AddDropped(saved, meta, recorder.tensors, out_tmp, desc, with_mtp);  // reads the live model
   }
