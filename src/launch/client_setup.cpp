@@ -86,6 +86,17 @@ LaunchPlan OpencodePlan(const LaunchTarget& t) {
   return p;
 }
 
+// What the client's own first request holds before the user's words (measured with the
+// pinned versions and Qwen3.5's tokenizer).
+const char* OwnPromptOf(Client client) {
+  switch (client) {
+    case Client::kClaude: return "about 12.8K tokens";
+    case Client::kCodex: return "about 10.4K tokens";
+    case Client::kOpencode: return "about 9.3K tokens";
+  }
+  return "";
+}
+
 // A shell word: quoted unless plainly safe.
 std::string ShellWord(const std::string& s) {
   if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -154,16 +165,15 @@ Result<ServedModel> PickModel(const json& models, const std::string& wanted) {
   return Status::NotFound("the server has no model '" + wanted + "' (it lists: " + ids + ")");
 }
 
-int64_t MinWindowOf(Client client) { return client == Client::kClaude ? 16384 : 8192; }
+int64_t MinWindowOf(Client) { return 16384; }
 
 Result<LaunchPlan> PlanLaunch(Client client, const LaunchTarget& target) {
   const int64_t min = MinWindowOf(client);
   if (target.model.context < min) {
     return Status::NotSupported(
         std::string(ClientName(client)) + " needs a window of at least " + std::to_string(min) +
-        " tokens (its own instructions and tools take " +
-        (client == Client::kClaude ? "about 12K" : "about 6K") + " and it keeps room for the "
-        "answer); model " + target.model.id + " has " + std::to_string(target.model.context) +
+        " tokens (its own instructions and tools take " + OwnPromptOf(client) +
+        " and it keeps room for the answer); model " + target.model.id + " has " + std::to_string(target.model.context) +
         ": serve it with --ctx " + std::to_string(min) + " or more");
   }
   switch (client) {

@@ -49,9 +49,9 @@ struct ServedModel {
 // ids; InvalidArgument when the entry says no window.
 Result<ServedModel> PickModel(const nlohmann::json& models, const std::string& wanted);
 
-// The smallest window each client works in: Claude Code's own system prompt and tools take
-// about 12K tokens and it keeps its output cap free below the window; Codex's and opencode's
-// take about 6K.
+// The smallest window each client works in: 16K. Each client's own instructions and tools
+// take 9-13K tokens of it (Claude Code 12.8K, Codex 10.4K, opencode 9.3K, measured with the
+// pinned versions), and it keeps its output cap free below the window.
 int64_t MinWindowOf(Client client);
 
 struct LaunchTarget {

@@ -96,8 +96,10 @@ TEST(ClientSetupTest, AWindowTooSmallForTheClientIsRefusedWithTheReason) {
   auto claude = PlanLaunch(Client::kClaude, Target(8192));
   ASSERT_FALSE(claude.ok());
   EXPECT_NE(claude.status().message().find("--ctx 16384"), std::string::npos);
-  EXPECT_TRUE(PlanLaunch(Client::kCodex, Target(8192)).ok());
-  EXPECT_FALSE(PlanLaunch(Client::kOpencode, Target(4096)).ok());
+  auto codex = PlanLaunch(Client::kCodex, Target(8192));
+  ASSERT_FALSE(codex.ok());
+  EXPECT_NE(codex.status().message().find("10.4K"), std::string::npos);
+  EXPECT_TRUE(PlanLaunch(Client::kOpencode, Target(16384)).ok());
 }
 
 TEST(ClientSetupTest, TheDescriptionHidesTheKey) {
