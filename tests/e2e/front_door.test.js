@@ -179,7 +179,7 @@ describe('the router, past its door', () => {
     return res.json();
   }
 
-  it('ends a forwarded request whose client went away, streamed or not', async () => {
+  it('ends a forwarded request whose client went away, streamed or not, in prefill too', async () => {
     const r = await router(['--ctx', '32768']);
     const warm = await fetch(`${r.url}/v1/chat/completions`, { method: 'POST',
       headers: { 'Content-Type': 'application/json' }, body: chat() });
@@ -208,6 +208,25 @@ describe('the router, past its door', () => {
         headers: { 'Content-Type': 'application/json' } });
       assert.equal(load.status, 200);
     }
+    // A stream abandoned during its prefill (24K tokens): the model's server stops prefilling.
+    const abort = new AbortController();
+    const long = fetch(`${r.url}/v1/chat/completions`, { method: 'POST', signal: abort.signal,
+      headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ model: MODEL, stream: true,
+        max_tokens: 4, messages: [{ role: 'user', content: 'alpha beta gamma delta '.repeat(1800) }] }) })
+      .then((x) => x.text()).catch(() => 'aborted');
+    await sleep(400);
+    abort.abort();
+    assert.equal(await long, 'aborted');
+    let last;
+    for (let i = 0; i < 200 && !last; i++) {
+      await sleep(50);
+      const recent = await (await fetch(`${r.url}/v1/requests/recent?model=${MODEL}`)).json();
+      last = recent.requests.find((q) => q.prompt_tokens > 20000);
+    }
+    assert.ok(last, 'the request ended');
+    assert.equal(last.cancelled, true);
+    assert.ok(last.evaluated_tokens < last.prompt_tokens, `prefilled ${last.evaluated_tokens} of ${last.prompt_tokens}`);
+    console.log(`[ front door ] a stream abandoned in prefill: ${last.evaluated_tokens} of ${last.prompt_tokens} tokens prefilled`);
   });
 
   it('reads a keep_alive past any clock as forever, never as "now"', async () => {
