@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "cache/store_tier.h"
@@ -72,9 +73,15 @@ struct HeldSequence {
   std::vector<Token> tokens;  // decoded into the slot's seq, positions [0, size); empty: empty
   Digest domain{};
   size_t tail = 0;            // the last prompt's last capture point (its tail)
+
+  // How much of a prompt of `domain` this sequence serves: the tokens they share, when that is
+  // all the held tokens or reaches the held prompt's tail (all but its generation prompt,
+  // which the next turn's history renders otherwise): a continuing turn, an exact repeat, an
+  // edited last message. 0 when the prompt does not continue it.
+  size_t Continues(std::span<const Token> prompt, const Digest& prompt_domain) const;
 };
 
-// One request's run on a slot: made anew when the request is admitted (Scheduler::Impl::Start),
+// One request's run on a slot: made anew when the request is admitted (StartRun),
 // so nothing of the request before it carries over.
 struct SlotRun {
   std::unique_ptr<Job> job;
@@ -106,6 +113,11 @@ struct SlotRun {
   Clock::time_point decode_started;
 };
 
+// The run of `job` on a slot it was just admitted to: its sampler, its text stream, its
+// queue and prefetch times; `epoch`: the clear its held tokens were checked against.
+SlotRun StartRun(std::unique_ptr<Job> job, const Digest& domain, std::unique_ptr<Sampler> sampler,
+                 uint64_t epoch);
+
 // A sequence of the context and what runs on it.
 struct Slot {
   int32_t seq = 0;
@@ -114,5 +126,14 @@ struct Slot {
   HeldSequence held;       // lasts across requests
   SlotRun run;             // the request's own; meaningful while phase != kIdle
 };
+
+// What the slot's sequence holds when its request ends: the prompt up to slot.run.pos and the
+// generated tokens that were fed back (the last sampled one never was). `generated`: the tokens
+// sampled.
+HeldSequence HeldAfter(const Slot& slot, std::span<const Token> generated);
+
+// What GetStats shows of the slot: a busy slot's prompt, an idle one's held tokens, and with
+// the cache on (`cache_on`) the prefix tree they belong to.
+SlotView ViewOf(const Slot& slot, bool cache_on, uint32_t block_size);
 
 }  // namespace prefixd::engine

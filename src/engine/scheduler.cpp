@@ -1,50 +1,27 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
-#include <cmath>
 #include <deque>
-#include <filesystem>
 #include <future>
 #include <optional>
 #include <atomic>
-#include <set>
 #include <thread>
 #include <utility>
 
 #include "engine/cache_io.h"
-#include "engine/cache_stack.h"
-#include "engine/context.h"
 #include "engine/job.h"
 #include "engine/prefill.h"
 #include "engine/prefix_views.h"
-#include "engine/speculation.h"
+#include "engine/worker_parts.h"
 #include "util/log.h"
 #include "util/mutex.h"
 
 namespace prefixd::engine {
 
-namespace {
-
-// What Verify took of a slot's draft, applied by Settle once every slot of the call has read
-// its logits: a checkpoint's replay is a decode of its own, after which the call's are gone.
-struct Verdict {
-  Slot* slot = nullptr;
-  int32_t pos0 = 0;             // where the call's tokens for this slot start
-  std::vector<Token> decoded;   // the next token and the draft, as decoded
-  std::optional<FinishReason> reason;  // the request ends (after the rollback)
-  Status failed;                // sampling failed after the tokens taken
-};
-
-}  // namespace
-
-struct Scheduler::Impl {
+// The worker's parts (the context, the cache, the step units: WorkerParts) and the loop's state.
+struct Scheduler::Impl : WorkerParts {
   const Model& model;
   EngineOptions options;
-  std::unique_ptr<Context> ctx;
-  std::unique_ptr<CacheStack> cache;  // set by Setup; off (io() null) with --no-cache
-  std::unique_ptr<Drafter> drafter;   // null: no speculation
-  Rollback rollback = Rollback::kNone;
-  bool capture_in_call = false;  // Snapshots captured inside calls (CacheStack::capture_in_call)
 
   mutable Mutex mu;
   CondVar cv;
@@ -68,10 +45,8 @@ struct Scheduler::Impl {
 
   Impl(const Model& m, const EngineOptions& o) : model(m), options(o) {}
 
-  CacheIo* cache_io() const { return cache ? cache->io() : nullptr; }
   void Run(std::promise<Status>& ready);
   Status Setup();
-  void ReleaseContext();
   void Loop();
   bool AwaitWork();
   bool Admit();
@@ -81,38 +56,23 @@ struct Scheduler::Impl {
              std::unique_ptr<Sampler> sampler);
   void Refuse(std::unique_ptr<Job> job, const Status& st);
   void Apply(Slot& slot, Restoration restoration);
-  void KeepHeld(Slot& slot, std::span<const Token> generated);
   void ForgetHeld(Slot& slot);
   std::vector<int32_t> PlanPrefill(const Prompt& prompt) const;
-  CallCaptures SetCallCaptures(const Slot& slot, int32_t stop);
-  void CaptureThrough(Slot& slot, int32_t stop, const CallCaptures& in_call);
-  void CaptureLastCall(Slot& slot);
-  void DropLastCall(Slot& slot);
+  void CountCaptureErrors(const std::vector<Status>& failed);
   void PrefillStep(Slot& slot);
   void GenerateStep();
-  void Accept(Slot& slot, Token t);
-  std::optional<FinishReason> Take(Slot& slot, Token t);
-  Status SetUpSpeculation();
   void DraftAll();
-  int32_t DraftRoom(Slot& slot);
-  void KeepDraft(Slot& slot);
-  Verdict Verify(Slot& slot, int32_t base);
-  void Settle(Verdict& v);
+  void Settle(const Verdict& v);
   void EndSampleFailure(Slot& slot, const Status& st);
   void PublishPrompt(Slot& slot);
-  Result<Token> SampleFor(Slot& slot, int32_t logits_index);
   void SampleAndAccept(Slot& slot, int32_t logits_index);
   template <class Step>
   void Guarded(Slot& slot, Step&& step);
   void AbortSlot(Slot& slot, const std::string& what);
   void StartJob(std::unique_ptr<Job> job);
-  void NoteLogprobs(Slot& slot, const float* logits, Token t);
-  bool RenderSpecial(const Slot& slot, Token t) const;
-  std::vector<Token> eog_tokens;  // masked for requests with ignore_eos
   void Finish(Slot& slot, FinishReason reason) PREFIXD_EXCLUDES(publish_mu);
   void NoteSlot(const Slot& slot) PREFIXD_EXCLUDES(mu);
   void Fail(Slot& slot, const Status& st);
-  void CountRequest(const CompletionResult& r) PREFIXD_EXCLUDES(mu);
   void FreeSlot() PREFIXD_EXCLUDES(mu);  // one slot fewer busy; wakes FlushDisk
   void CountCacheError(CacheWork what, const Status& st) PREFIXD_EXCLUDES(mu);
 };
@@ -141,85 +101,23 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(const Model& model,
 void Scheduler::Impl::Run(std::promise<Status>& ready) {
   Status st = Setup();
   const bool ok = st.ok();
-  if (!ok) ReleaseContext();
+  if (!ok) Release();  // the context is freed by the thread that used it
   ready.set_value(std::move(st));  // `ready` is gone after this
   if (!ok) return;
   Loop();
-  ReleaseContext();
-}
-
-// The context is freed by the thread that used it.
-void Scheduler::Impl::ReleaseContext() {
-  if (cache) cache->ReleaseIo();
-  drafter.reset();  // its draft model's context belongs to this thread too
-  ctx.reset();
+  Release();  // the context is freed by the thread that used it
 }
 
 Status Scheduler::Impl::Setup() {
-  ContextOptions copt;
-  copt.n_ctx_per_seq = options.n_ctx_per_slot;
-  copt.n_seq = options.n_slots;
-  copt.n_batch = options.n_batch;
-  copt.n_ubatch = options.n_ubatch;
-  copt.n_threads = options.n_threads;
-  copt.n_threads_batch = options.n_threads_batch;
-  copt.flash_attn = options.flash_attn;
-  copt.type_k = options.cache_type_k;
-  copt.type_v = options.cache_type_v;
-  if (options.spec.enabled()) {
-    PREFIXD_ASSIGN_OR_RETURN(drafter, Drafter::Create(options.spec, options.n_slots));
-    copt.n_rs_seq = RecurrentSnapshotsFor(drafter->n_max());
-  }
-  ContextOptions main_copt = copt;
-  // Recurrent states kept inside one prefill call: 16 covers the message points, their
-  // variants and the Block grid of a 512-token call; a call with more drops the rest (reuse
-  // granularity, not correctness). Each is one sequence's recurrent state of memory.
-  if (options.capture_in_call) main_copt.n_rs_capture = 16;
-  PREFIXD_ASSIGN_OR_RETURN(ctx, Context::Create(model, main_copt));
-  if (drafter && drafter->needs_draft_model()) {
-    PREFIXD_RETURN_IF_ERROR(drafter->AttachDraftModel(*ctx, copt));
-  }
-  if (drafter && drafter->needs_mtp_head()) {
-    PREFIXD_RETURN_IF_ERROR(drafter->AttachMtpHead(*ctx, copt));
-  }
+  PREFIXD_RETURN_IF_ERROR(Build(model, options));
   slots.resize(options.n_slots);
-  for (Token t = 0; t < model.n_vocab(); ++t) {
-    if (model.IsEndOfGeneration(t)) eog_tokens.push_back(t);
-  }
   for (uint32_t i = 0; i < options.n_slots; ++i) slots[i].seq = int32_t(i);
-  {
-    MutexLock lock(&mu);
-    slot_views.resize(options.n_slots);
-  }
-  EngineOptions cache_options = options;
-  // The MTP head's carry is read at the end of a call: with draft-mtp, calls end at captures.
-  cache_options.capture_in_call &= !(drafter && drafter->needs_mtp_head());
-  PREFIXD_ASSIGN_OR_RETURN(cache, CacheStack::Create(model, *ctx, copt, cache_options));
-  capture_in_call = cache->capture_in_call();
-  return SetUpSpeculation();
-}
-
-// Decides how rejected drafts are taken back on this model's memory (ProbeRollback), or turns
-// speculation off for a memory that cannot take them back exactly.
-Status Scheduler::Impl::SetUpSpeculation() {
-  if (!drafter) return Status::OK();
-  rollback = ProbeRollback(*ctx, model.layout());
-  const std::string types = SpecTypesName(options.spec.types);
-  if (rollback == Rollback::kNone) {
-    Logf(LogLevel::kWarning,
-         "speculation off: the %s memory of this model cannot drop rejected drafts exactly",
-         MemoryLayoutName(model.layout()));
-    drafter.reset();
-    return Status::OK();
-  }
-  Logf(LogLevel::kInfo, "speculation: %s, drafts of up to %d tokens, rollback by %s%s", types.c_str(),
-       drafter->n_max(), RollbackName(rollback),
-       ctx->n_rs_seq() > 0 ? " (per-token recurrent states)" : "");
-  if (drafter->mtp_head() != nullptr) PREFIXD_RETURN_IF_ERROR(cache->AttachMtpSidecar(*drafter));
-  if (drafter->draft_context() != nullptr) PREFIXD_RETURN_IF_ERROR(cache->AttachDraftHistory(*drafter));
   MutexLock lock(&mu);
-  stats.speculation = types;
-  stats.spec_rollback = RollbackName(rollback);
+  slot_views.resize(options.n_slots);
+  if (spec) {
+    stats.speculation = SpecTypesName(options.spec.types);
+    stats.spec_rollback = RollbackName(spec->rollback());
+  }
   return Status::OK();
 }
 
@@ -412,7 +310,7 @@ void Scheduler::Impl::Guarded(Slot& slot, Step&& step) {
 // way, since what it holds is unknown.
 void Scheduler::Impl::AbortSlot(Slot& slot, const std::string& what) {
   Logf(LogLevel::kWarning, "slot %d: request failed: %s", int(slot.seq), what.c_str());
-  DropLastCall(slot);
+  captures->DropLastCall(slot);
   slot.run.publish_pending = false;
   if (!slot.run.job) return;
   slot.run.job->completion->Finish(Status::Internal("internal error: " + what));  // unless answered
@@ -428,32 +326,18 @@ void Scheduler::Impl::Refuse(std::unique_ptr<Job> job, const Status& st) {
   FreeSlot();
 }
 
-namespace {
-
-size_t SharedPrefix(std::span<const Token> a, std::span<const Token> b) {
-  const size_t n = std::min(a.size(), b.size());
-  size_t i = 0;
-  while (i < n && a[i] == b[i]) ++i;
-  return i;
-}
-
-}  // namespace
-
-// The idle slot of the session this prompt continues: the one whose held tokens share the most
-// with `tokens` in `domain`, if they share at least that slot's last prompt up to its last
-// capture point (all but the generation prompt, which the next turn's history renders
-// otherwise): a continuing turn, an exact repeat, an edited last message. Another session that
-// shares only a system prompt never takes a slot that holds more: it gets the least recently
-// used idle slot, an empty one first, and restores the shared part from the cache instead.
+// The idle slot of the session this prompt continues: the one whose held sequence serves the
+// most of `tokens` in `domain` (HeldSequence::Continues). Another session that shares only a
+// system prompt never takes a slot that holds more: it gets the least recently used idle slot,
+// an empty one first, and restores the shared part from the cache instead.
 // REQUIRES: an idle slot exists.
 Slot& Scheduler::Impl::PickSlot(std::span<const Token> tokens, const Digest& domain) {
   Slot* best = nullptr;
   size_t best_shared = 0;
   for (Slot& s : slots) {
-    if (s.phase != Phase::kIdle || s.held.domain != domain || s.held.tokens.empty()) continue;
-    const size_t shared = SharedPrefix(s.held.tokens, tokens);
-    const bool continues = shared == s.held.tokens.size() || shared >= s.held.tail;
-    if (continues && shared > best_shared) best = &s, best_shared = shared;
+    if (s.phase != Phase::kIdle) continue;
+    const size_t shared = s.held.Continues(tokens, domain);
+    if (shared > best_shared) best = &s, best_shared = shared;
   }
   if (best != nullptr) return *best;
   for (Slot& s : slots) {
@@ -468,17 +352,9 @@ Slot& Scheduler::Impl::PickSlot(std::span<const Token> tokens, const Digest& dom
 
 void Scheduler::Impl::Start(Slot& slot, std::unique_ptr<Job> job, const Digest& domain,
                             std::unique_ptr<Sampler> sampler) {
-  slot.run = SlotRun{};
+  // forgotten_epoch: the clear its held tokens were checked against (Admit).
+  slot.run = StartRun(std::move(job), domain, std::move(sampler), forgotten_epoch);
   SlotRun& run = slot.run;
-  run.job = std::move(job);
-  run.domain = domain;
-  run.result.usage.queue_ms = MillisSince(run.job->submitted);
-  run.result.usage.prefetch_ms = run.job->prefetch_ms;
-  run.result.usage.prompt_tokens = int32_t(run.job->request.prompt.tokens.size());
-  run.started = Clock::now();
-  run.sampler = std::move(sampler);
-  run.stream.emplace(run.job->request.stop);
-  run.epoch = forgotten_epoch;  // the clear its held tokens were checked against (Admit)
   slot.phase = Phase::kPrefill;
   slot.last_used = ++admissions;
   NoteSlot(slot);
@@ -531,17 +407,17 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   const int32_t n = int32_t(tokens.size());
   const int32_t stop = NextPlannedEnd(slot.run.chunk_ends, slot.run.pos);
   std::span<const Token> chunk(tokens.data() + slot.run.pos, size_t(stop - slot.run.pos));
-  const CallCaptures in_call = SetCallCaptures(slot, stop);
+  const CallCaptures in_call = captures->SetCallCaptures(slot, stop);
   const Clock::time_point t0 = Clock::now();
   Status st = ctx->DecodeChunk(slot.seq, chunk, slot.run.pos, stop == n);
   slot.run.result.usage.prompt_eval_ms += MillisSince(t0);
-  if (!st.ok() && in_call.set > 0) ctx->SetCallCaptures(slot.seq, {});
+  if (!st.ok()) captures->ClearCallCaptures(slot, in_call);
   if (!st.ok()) return Fail(slot, st);
   slot.run.result.usage.evaluated_tokens += int32_t(chunk.size());
   slot.run.result.usage.prefill_chunks++;
   slot.run.pos = stop;
   slot.run.job->completion->NoteProgress(stop);
-  if (stop < n) return CaptureThrough(slot, stop, in_call);
+  if (stop < n) return CountCaptureErrors(captures->CaptureThrough(slot, stop, in_call));
   slot.run.last_call = in_call;
   slot.run.result.usage.prefill_ms = MillisSince(slot.run.started);
   slot.run.decode_started = Clock::now();
@@ -551,70 +427,13 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   // The first token goes out before the cache work: the last call's captures, then the publish.
   SampleAndAccept(slot, -1);
   if (slot.phase != Phase::kGenerate) return;  // it ended there: Finish read the captures
-  CaptureLastCall(slot);
+  CountCaptureErrors(captures->CaptureLastCall(slot));
   if (drafter) drafter->Begin(slot.seq, slot.run.domain, tokens);
   PublishPrompt(slot);
 }
 
-// Takes every capture point up to `stop`, the end of the call just decoded: a Snapshot at a
-// planned end is read from the sequence, one inside the call from the call's captures (those
-// past its capacity are dropped), and Tails of pure attention are sliced from the rows at
-// publish time. Then lets the call's captures go.
-void Scheduler::Impl::CaptureThrough(Slot& slot, int32_t stop, const CallCaptures& in_call) {
-  CacheIo* io = cache_io();
-  const Clock::time_point t_capture = Clock::now();
-  const int32_t captured_before = slot.run.result.usage.captures;
-  for (; io && slot.run.next_capture < slot.run.captures.size() &&
-         slot.run.captures[slot.run.next_capture].pos <= stop;
-       ++slot.run.next_capture) {
-    const CapturePoint& point = slot.run.captures[slot.run.next_capture];
-    const size_t k = slot.run.next_capture;
-    const bool kept = k >= in_call.first && k < in_call.first + size_t(in_call.set);
-    if (point.pos < stop && !kept && capture_in_call) continue;  // past the capacity
-    Status cst = io->Capture(slot, point, point.pos < stop && kept ? int32_t(k - in_call.first) : -1);
-    // A failed capture costs reuse later, never correctness.
-    if (!cst.ok()) CountCacheError(CacheWork::kCapture, cst);
-    slot.run.result.usage.captures += cst.ok();
-  }
-  if (slot.run.result.usage.captures > captured_before) {
-    slot.run.result.usage.capture_ms += MillisSince(t_capture);
-  }
-  if (in_call.set > 0) ctx->SetCallCaptures(slot.seq, {});
-}
-
-// The last prefill call's captures (SlotRun::last_call), once: before anything decodes past
-// the prompt.
-void Scheduler::Impl::CaptureLastCall(Slot& slot) {
-  if (std::optional<CallCaptures> in_call = std::exchange(slot.run.last_call, std::nullopt)) {
-    CaptureThrough(slot, slot.run.pos, *in_call);
-  }
-}
-
-// A request that fails after its last prefill call lets the call's captures go unread.
-void Scheduler::Impl::DropLastCall(Slot& slot) {
-  std::optional<CallCaptures> in_call = std::exchange(slot.run.last_call, std::nullopt);
-  if (in_call && in_call->set > 0) ctx->SetCallCaptures(slot.seq, {});
-}
-
-// Asks the context to keep the slot's state at the capture points strictly inside the call
-// [pos, stop), in the order the captures come: the last of them where there are more than a
-// call keeps (a chat's tail and its latest messages are what a next turn restores). None where
-// Snapshots end calls.
-CallCaptures Scheduler::Impl::SetCallCaptures(const Slot& slot, int32_t stop) {
-  CallCaptures out{slot.run.next_capture, 0};
-  if (!capture_in_call || cache_io() == nullptr) return out;
-  std::vector<int32_t> inside;
-  for (size_t i = slot.run.next_capture;
-       i < slot.run.captures.size() && slot.run.captures[i].pos < stop; ++i) {
-    inside.push_back(slot.run.captures[i].pos);
-  }
-  const size_t cap = size_t(std::max(ctx->CallCaptureCapacity(), 0));
-  const size_t skip = inside.size() > cap ? inside.size() - cap : 0;
-  out.first += skip;
-  if (inside.size() > skip) {
-    out.set = ctx->SetCallCaptures(slot.seq, std::span<const int32_t>(inside).subspan(skip));
-  }
-  return out;
+void Scheduler::Impl::CountCaptureErrors(const std::vector<Status>& failed) {
+  for (const Status& st : failed) CountCacheError(CacheWork::kCapture, st);
 }
 
 // Publishes what the prefill produced, once; the sequence still holds exactly the prompt.
@@ -627,25 +446,13 @@ void Scheduler::Impl::PublishPrompt(Slot& slot) {
   if (!st.ok()) CountCacheError(CacheWork::kPublish, st);
 }
 
-Result<Token> Scheduler::Impl::SampleFor(Slot& slot, int32_t logits_index) {
-  float* logits = const_cast<float*>(ctx->Logits(logits_index));  // ours until the next decode
-  if (slot.run.job->request.sampling.ignore_eos) {
-    for (Token t : eog_tokens) logits[t] = -INFINITY;
-  }
-  PREFIXD_ASSIGN_OR_RETURN(const Token t, slot.run.sampler->Sample(ctx->raw(), logits_index));
-  if (slot.run.job->request.sampling.top_logprobs >= 0 && !model.IsEndOfGeneration(t)) {
-    NoteLogprobs(slot, logits, t);
-  }
-  return t;
-}
-
-// Samples and takes the token. A grammar that has run its course while ignore_eos masks the
+// Samples and takes the token: the request ends or the token is queued for decoding. A grammar that has run its course while ignore_eos masks the
 // end of generation has no token left to allow: its end is the answer's end (finish "stop").
 // Any other sampling failure fails this request alone.
 void Scheduler::Impl::SampleAndAccept(Slot& slot, int32_t logits_index) {
-  Result<Token> t = SampleFor(slot, logits_index);
-  if (t.ok()) return Accept(slot, *t);
-  EndSampleFailure(slot, t.status());
+  Result<Token> t = slot_tokens->Sample(slot, logits_index);
+  if (!t.ok()) return EndSampleFailure(slot, t.status());
+  if (std::optional<FinishReason> reason = slot_tokens->Take(slot, *t)) Finish(slot, *reason);
 }
 
 void Scheduler::Impl::EndSampleFailure(Slot& slot, const Status& st) {
@@ -655,45 +462,8 @@ void Scheduler::Impl::EndSampleFailure(Slot& slot, const Status& st) {
   Fail(slot, st);
 }
 
-void Scheduler::Impl::NoteLogprobs(Slot& slot, const float* logits, Token t) {
-  TokenLogprobs lp =
-      ComputeLogprobs(logits, model.n_vocab(), t, slot.run.job->request.sampling.top_logprobs);
-  lp.chosen.piece = model.TokenPiece(t, RenderSpecial(slot, t));
-  for (TokenProb& p : lp.top) p.piece = model.TokenPiece(p.token, RenderSpecial(slot, p.token));
-  slot.run.result.logprobs.push_back(std::move(lp));
-}
-
-// Control tokens render as nothing, except those the reply's parser needs (preserved tokens,
-// e.g. gpt-oss <|channel|>), which render as their text.
-bool Scheduler::Impl::RenderSpecial(const Slot& slot, Token t) const {
-  const auto& special = slot.run.job->request.prompt.output.special_tokens;
-  return std::find(special.begin(), special.end(), t) != special.end();
-}
-
-// Takes the token sampled for `slot`: ends the request or queues the token for decoding.
-void Scheduler::Impl::Accept(Slot& slot, Token t) {
-  if (std::optional<FinishReason> reason = Take(slot, t)) Finish(slot, *reason);
-}
-
-// Accept without the ending: the reason the request ends with `t`, if it does; the caller
-// finishes it (after taking back what it decoded beyond, when it speculated).
-std::optional<FinishReason> Scheduler::Impl::Take(Slot& slot, Token t) {
-  SlotRun& run = slot.run;
-  const CompletionRequest& req = run.job->request;
-  if (model.IsEndOfGeneration(t)) return FinishReason::kStop;
-  run.result.tokens.push_back(t);
-  std::string piece = run.stream->Push(model.TokenPiece(t, RenderSpecial(slot, t)));
-  if (!run.job->completion->Put(piece)) return FinishReason::kCancelled;
-  if (run.stream->stopped()) return FinishReason::kStop;
-  if (int(run.result.tokens.size()) >= req.max_tokens) return FinishReason::kLength;
-  if (run.pos + 1 >= int32_t(options.n_ctx_per_slot)) return FinishReason::kLength;
-  if (drafter && run.next_token >= 0) run.history.push_back(run.next_token);
-  run.next_token = t;
-  return std::nullopt;
-}
-
 // One call for every generating slot: its next token, and the tokens drafted to follow it
-// (verified in the same call; Verify).
+// (verified in the same call; SpecStep::Verify).
 void Scheduler::Impl::GenerateStep() {
   std::vector<BatchToken> batch;
   std::vector<Slot*> owners;
@@ -718,7 +488,7 @@ void Scheduler::Impl::GenerateStep() {
       continue;
     }
     Guarded(s, [&] {
-      if (!s.run.draft.empty()) return verdicts.push_back(Verify(s, first[i]));
+      if (!s.run.draft.empty()) return verdicts.push_back(spec->Verify(s, first[i], *slot_tokens));
       s.run.pos++;
       SampleAndAccept(s, first[i]);
     });
@@ -726,28 +496,22 @@ void Scheduler::Impl::GenerateStep() {
   for (Verdict& v : verdicts) Guarded(*v.slot, [&] { Settle(v); });
 }
 
-// Every generating slot's draft, drafted together (DraftRoom, Drafter::DraftAll, KeepDraft).
+// Every generating slot's draft, drafted together (SpecStep: Room, Draft, Keep).
 void Scheduler::Impl::DraftAll() {
-  if (!drafter) return;
-  std::vector<Drafter::Want> wants;
-  std::vector<Slot*> drafting;
+  if (!spec) return;
+  std::vector<SpecStep::Want> wants;
   for (Slot& s : slots) {
     if (s.phase != Phase::kGenerate) continue;
     Guarded(s, [&] {
-      const int32_t n_max = DraftRoom(s);
-      if (n_max <= 0) return;
-      wants.push_back({s.seq, &s.run.history, s.run.next_token, s.run.pos, n_max, &s.run.draft});
-      drafting.push_back(&s);
+      if (const int32_t n_max = spec->Room(s); n_max > 0) wants.push_back({&s, n_max});
     });
   }
   if (wants.empty()) return;
-  try {
-    drafter->DraftAll(wants);
-  } catch (const std::exception& e) {
-    for (Slot* s : drafting) AbortSlot(*s, e.what());
+  if (Status st = spec->Draft(wants); !st.ok()) {
+    for (const SpecStep::Want& w : wants) AbortSlot(*w.slot, st.message());
     return;
   }
-  for (Slot* s : drafting) Guarded(*s, [&] { KeepDraft(*s); });
+  for (const SpecStep::Want& w : wants) Guarded(*w.slot, [&] { spec->Keep(*w.slot); });
   if (drafter->draft_context() != nullptr) {
     MutexLock lock(&mu);
     stats.draft_prefill_tokens = drafter->draft_prefill_tokens();
@@ -755,111 +519,25 @@ void Scheduler::Impl::DraftAll() {
   }
 }
 
-// The most tokens the slot's next draft may have: 0 without speculation, for a request that
-// turned it off, after a replay (one step's pause), or where no more tokens fit.
-int32_t Scheduler::Impl::DraftRoom(Slot& slot) {
-  SlotRun& run = slot.run;
-  run.draft.clear();
-  run.checkpoint.clear();
-  if (std::exchange(run.draft_pause, false)) return 0;
-  const CompletionRequest& req = run.job->request;
-  const int32_t wanted = req.spec_n_max >= 0 ? req.spec_n_max : drafter->n_max();
-  const int32_t room = std::min(req.max_tokens - int32_t(run.result.tokens.size()) - 1,
-                                int32_t(options.n_ctx_per_slot) - run.pos - 2);
-  return std::min(wanted, room);
-}
-
-// The draft to verify with the slot's next token (dropped when shorter than the request's
-// n_min), and the checkpoint its rollback needs.
-void Scheduler::Impl::KeepDraft(Slot& slot) {
-  SlotRun& run = slot.run;
-  const CompletionRequest& req = run.job->request;
-  if (int32_t(run.draft.size()) < std::max(req.spec_n_min, 1)) return run.draft.clear();
-  if (rollback != Rollback::kCheckpoint) return;
-  Result<std::vector<uint8_t>> checkpoint = ctx->GetState(slot.seq, StatePart::kPartial);
-  if (!checkpoint.ok()) {  // no draft then: one token, as without speculation
-    Logf(LogLevel::kWarning, "speculation checkpoint failed: %s",
-         checkpoint.status().ToString().c_str());
-    return run.draft.clear();
-  }
-  run.checkpoint = std::move(checkpoint).value();
-}
-
-// What the target says of the slot's draft, decoded after its next token from `base` on in
-// the last call: the tokens sampled while they equal the draft, and the one after. Each goes
-// through Take as it would without speculation; the sequence keeps the decoded tokens taken
-// and the rest is taken back (RollBack) before the request may end, so it only ever publishes
-// committed state.
-Verdict Scheduler::Impl::Verify(Slot& slot, int32_t base) {
-  SlotRun& run = slot.run;
-  Verdict v;
-  v.slot = &slot;
-  v.pos0 = run.pos;
-  v.decoded = {run.next_token};
-  v.decoded.insert(v.decoded.end(), run.draft.begin(), run.draft.end());
-  const std::vector<Token> draft = std::move(run.draft);
-  run.draft.clear();
-  std::vector<Token> sampled;
-  for (size_t j = 0; j <= draft.size(); ++j) {
-    Result<Token> t = SampleFor(slot, base + int32_t(j));
-    if (!t.ok()) {
-      v.failed = t.status();
-      break;
-    }
-    sampled.push_back(*t);
-    if (j == draft.size() || *t != draft[j]) break;
-  }
-  const size_t accepted = v.failed.ok() ? sampled.size() - 1 : sampled.size();
-  run.pos = v.pos0 + 1;  // the next token is decoded
-  for (size_t j = 0; j < sampled.size() && !v.reason; ++j) {
-    v.reason = Take(slot, sampled[j]);
-    if (!v.reason && j < accepted) run.pos++;  // a draft token: decoded already
-  }
-  drafter->Accept(slot.seq, int32_t(accepted));
-  Usage& usage = run.result.usage;
-  usage.draft_tokens += int32_t(draft.size());
-  for (Token t : draft) {  // FNV-1a over each token's bytes
-    for (int b = 0; b < 4; ++b) {
-      usage.draft_digest = (usage.draft_digest ^ ((uint32_t(t) >> (8 * b)) & 0xff)) * 0x100000001b3ull;
-    }
-  }
-  usage.draft_accepted += int32_t(accepted);
-  usage.draft_steps++;
-  return v;
-}
-
 // Takes back what the slot's verdict left out of the sequence, then ends the request if it
 // ended.
-void Scheduler::Impl::Settle(Verdict& v) {
+void Scheduler::Impl::Settle(const Verdict& v) {
   Slot& slot = *v.slot;
-  SlotRun& run = slot.run;
-  if (rollback == Rollback::kCheckpoint && run.pos < v.pos0 + int32_t(v.decoded.size())) {
-    run.result.usage.draft_replays++;
-    // llama-server replays in a step of its own, without a draft; the next step does the same
-    // here, so that both draft at the same positions (the same acceptance) and a drafter
-    // that just failed is not asked again at once.
-    run.draft_pause = true;
-  }
-  Status st = RollBack(*ctx, rollback, slot.seq, v.pos0, v.decoded, run.pos, run.checkpoint);
-  run.checkpoint.clear();
-  if (!st.ok()) return Fail(slot, st);
+  if (Status st = spec->Settle(v); !st.ok()) return Fail(slot, st);
   if (v.reason) return Finish(slot, *v.reason);
   if (!v.failed.ok()) EndSampleFailure(slot, v.failed);
 }
 
 void Scheduler::Impl::Finish(Slot& slot, FinishReason reason) {
-  CaptureLastCall(slot);  // a request that ends at its first token: its usage counts them
-  std::string tail = slot.run.stream->Finish();
+  // A request that ends at its first token: its usage counts them.
+  CountCaptureErrors(captures->CaptureLastCall(slot));
   Completion& completion = *slot.run.job->completion;
-  if (reason != FinishReason::kCancelled) completion.Put(tail);
-  CompletionResult& r = slot.run.result;
-  r.finish_reason = reason;
-  r.text = slot.run.stream->text();
-  r.stop_word = slot.run.stream->stop_word();
-  r.usage.completion_tokens = int32_t(r.tokens.size());
-  if (slot.phase == Phase::kGenerate) r.usage.decode_ms = MillisSince(slot.run.decode_started);
+  CompletionResult& r = slot_tokens->Close(slot, reason);
   const CompletionResult counted = r;  // r goes to the client; the cache work reads this copy
-  CountRequest(counted);  // before the answer: a /metrics read after it counts it
+  {
+    MutexLock lock(&mu);  // before the answer: a /metrics read after it counts it
+    CountRequest(stats, counted);
+  }
   CacheIo* io = cache_io();
   const bool publish_generation = io && reason != FinishReason::kCancelled;
   MutexLock publishing(&publish_mu);
@@ -870,7 +548,7 @@ void Scheduler::Impl::Finish(Slot& slot, FinishReason reason) {
     if (!st.ok()) CountCacheError(CacheWork::kPublish, st);
   }
   if (io && slot.run.epoch == clear_epoch) {
-    KeepHeld(slot, counted.tokens);
+    slot.held = HeldAfter(slot, counted.tokens);
   } else {
     ForgetHeld(slot);
   }
@@ -881,19 +559,6 @@ void Scheduler::Impl::Finish(Slot& slot, FinishReason reason) {
   FreeSlot();  // after the cache work: FlushDisk waits for every slot to be free
 }
 
-// The sequence keeps what was decoded: the prompt up to slot.run.pos and the generated tokens that
-// were fed back (the last sampled one never was).
-void Scheduler::Impl::KeepHeld(Slot& slot, std::span<const Token> generated) {
-  const auto& prompt = slot.run.job->request.prompt.tokens;
-  const size_t n = prompt.size();
-  const size_t pos = size_t(slot.run.pos);
-  slot.held.tokens.assign(prompt.begin(), prompt.begin() + std::min(pos, n));
-  const auto& points = slot.run.job->request.prompt.capture_points;
-  slot.held.tail = std::min(points.empty() ? n - 1 : size_t(points.back()), pos);
-  if (pos > n) slot.held.tokens.insert(slot.held.tokens.end(), generated.begin(), generated.begin() + (pos - n));
-  slot.held.domain = slot.run.domain;
-}
-
 void Scheduler::Impl::ForgetHeld(Slot& slot) {
   ctx->SeqClear(slot.seq);
   slot.held.tokens.clear();
@@ -901,24 +566,13 @@ void Scheduler::Impl::ForgetHeld(Slot& slot) {
 }
 
 void Scheduler::Impl::NoteSlot(const Slot& slot) {
-  SlotView v;
-  v.busy = slot.phase != Phase::kIdle;
-  std::span<const Token> tokens = slot.held.tokens;
-  if (v.busy) tokens = slot.run.job->request.prompt.tokens;
-  v.n_tokens = uint32_t(tokens.size());
-  // An idle slot's tree is that of its last prompt up to its tail (what the cache published).
-  if (!v.busy && slot.held.tail > 0) tokens = tokens.first(std::min(tokens.size(), slot.held.tail));
-  const Digest& domain = v.busy ? slot.run.domain : slot.held.domain;
-  if (cache_io()) {
-    v.session = PrefixRootId(domain, tokens, options.block_size);
-    v.domain = ShortId(domain);
-  }
+  SlotView v = ViewOf(slot, cache_io() != nullptr, options.block_size);
   MutexLock lock(&mu);
   slot_views[size_t(&slot - slots.data())] = std::move(v);
 }
 
 void Scheduler::Impl::Fail(Slot& slot, const Status& st) {
-  DropLastCall(slot);
+  captures->DropLastCall(slot);
   slot.run.publish_pending = false;
   slot.run.job->completion->Finish(st);
   slot.run.job.reset();
@@ -938,28 +592,6 @@ void Scheduler::Impl::FreeSlot() {
   MutexLock lock(&mu);
   stats.slots_busy--;
   idle_cv.notify_all();
-}
-
-void Scheduler::Impl::CountRequest(const CompletionResult& r) {
-  MutexLock lock(&mu);
-  stats.requests++;
-  stats.prompt_tokens += r.usage.prompt_tokens;
-  stats.cached_tokens += r.usage.cached_tokens;
-  stats.evaluated_tokens += r.usage.evaluated_tokens;
-  stats.generated_tokens += r.usage.completion_tokens;
-  stats.draft_tokens += uint64_t(r.usage.draft_tokens);
-  stats.draft_accepted += uint64_t(r.usage.draft_accepted);
-  stats.draft_steps += uint64_t(r.usage.draft_steps);
-  stats.restored_bytes += r.usage.restored_bytes;
-  if (r.cache.tier == CacheTier::kSlot) stats.hits_slot++;
-  if (r.cache.tier == CacheTier::kRam) stats.hits_ram++;
-  if (r.cache.tier == CacheTier::kDisk) stats.hits_disk++;
-  if (r.cache.tier == CacheTier::kRemote) stats.hits_remote++;
-  if (r.cache.tier == CacheTier::kNone) {
-    stats.misses++;
-    stats.misses_by_reason[r.cache.miss == CacheMiss::kNotMissed ? CacheMiss::kDisabled
-                                                                 : r.cache.miss]++;
-  }
 }
 
 }  // namespace prefixd::engine

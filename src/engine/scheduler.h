@@ -1,6 +1,8 @@
 // Scheduler: owns the llama context, the slots and the prompt cache, and runs every request on
 // one worker thread with continuous batching: each step decodes one prefill chunk of one slot
 // (chunks end at capture points) or one token for every generating slot in a single batch.
+// The loop keeps admission and which slot holds what; what a slot does in its step lives in
+// the units it calls (WorkerParts: SpecStep, PrefillCaptures, SlotTokens).
 //
 // Thread-safety: Start(), GetStats() and ClearCache() may be called from any thread. The
 // worker thread is the only one touching the context, the slots and the sequences.

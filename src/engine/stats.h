@@ -132,4 +132,8 @@ struct EngineStats {
   BufferPoolStats buffer_pool;
 };
 
+// Adds a finished request to the counters: its tokens, drafts, restored bytes, and its cache
+// outcome (a hit by tier, or a miss by reason; a request that never looked counts as kDisabled).
+void CountRequest(EngineStats& stats, const CompletionResult& r);
+
 }  // namespace prefixd::engine
