@@ -66,12 +66,18 @@ LaunchPlan CodexPlan(const LaunchTarget& t) {
 
 LaunchPlan OpencodePlan(const LaunchTarget& t) {
   const std::string& id = t.model.id;
+  // opencode compacts once a turn's tokens pass limit.input − compaction.reserved: the same
+  // point as Codex's, so that the next turn's input fits too.
   const json model = {{"name", id},
-                      {"limit", {{"context", t.model.context}, {"output", t.model.max_output}}}};
+                      {"limit",
+                       {{"context", t.model.context},
+                        {"input", t.model.context},
+                        {"output", t.model.max_output}}}};
   const json config = {
       {"$schema", "https://opencode.ai/config.json"},
       {"model", "prefixd/" + id},
       {"small_model", "prefixd/" + id},
+      {"compaction", {{"reserved", t.model.context - CompactAt(t.model)}}},
       {"provider",
        {{"prefixd",
          {{"npm", "@ai-sdk/openai-compatible"},

@@ -12,8 +12,9 @@
 //    model_context_window, model_auto_compact_token_limit, model_max_output_tokens); the key
 //    in PREFIXD_API_KEY.
 //  - opencode: a config file of its own (OPENCODE_CONFIG, merged over the user's), with the
-//    provider, the model and its `limit: {context, output}`; the key stays in PREFIXD_API_KEY
-//    ({env:...} in the file), never in the file.
+//    provider, the model and its `limit: {context, input, output}` and `compaction.reserved`
+//    (so it compacts where Codex does); the key stays in PREFIXD_API_KEY ({env:...} in the
+//    file), never in the file.
 // A window below the client's minimum (MinWindowOf) is refused with the reason.
 // Pure functions; thread-safe.
 #pragma once

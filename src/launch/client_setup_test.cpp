@@ -87,6 +87,9 @@ TEST(ClientSetupTest, OpencodeGetsAProfileOfItsOwnWithTheLimitsAndNoKey) {
   const json& model = config["provider"]["prefixd"]["models"]["q35"];
   EXPECT_EQ(model["limit"]["context"], 16384);
   EXPECT_EQ(model["limit"]["output"], 2048);
+  EXPECT_EQ(model["limit"]["input"], 16384);
+  // Compacts where Codex does: output cap and a quarter of the window kept free.
+  EXPECT_EQ(config["compaction"]["reserved"], 2048 + 16384 / 4);
   auto env = EnvOf(*plan);
   EXPECT_EQ(env["OPENCODE_CONFIG"], "/tmp/p/opencode.json");
   EXPECT_EQ(env["PREFIXD_API_KEY"], "sk-secret");
