@@ -57,7 +57,7 @@ stamp="$build/.prefixd-built"
 patches=("$PATCH_DIR"/*.patch)
 patch_id="$(cat "${patches[@]}" | sha256sum | cut -c1-16)"
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$patch_id" && -x "$build/bin/test-llama-archs" && -x "$build/bin/test-jinja" &&
-      -x "$build/bin/ggml-rpc-server" ]]; then
+      -x "$build/bin/ggml-rpc-server" && -f "$build/bin/libmtmd.so" ]]; then
   echo "$build"
   exit 0
 fi
@@ -146,10 +146,11 @@ cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=ON \
   -DLLAMA_OPENSSL=OFF -DLLAMA_SUBPROCESS=OFF -DLLAMA_LLGUIDANCE=OFF \
   -DGGML_RPC=ON "${cmake_backend[@]}" >&2
-# The tools are configured only for ggml-rpc-server (the RPC backend's server: tensors in another
-# process, the off-host path the tests take without a GPU); no other tool is built.
+# The tools are configured for ggml-rpc-server (the RPC backend's server: tensors in another
+# process, the off-host path the tests take without a GPU) and libmtmd (the image encoder that
+# `serve --mmproj` runs, as llama-server does); no other tool is built.
 cmake --build "$build" -j "$JOBS" --target llama llama-common ggml test-llama-archs test-jinja \
-  ggml-rpc-server >&2
+  ggml-rpc-server mtmd >&2
 # Patches 0002 and 0004 change how the Jinja engine runs, never what it renders: llama.cpp's
 # own Jinja tests must pass on the patched tree.
 if ! "$build/bin/test-jinja" >"$build/test-jinja.log" 2>&1; then
