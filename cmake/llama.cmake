@@ -1,5 +1,6 @@
 # Imports the pinned llama.cpp built by scripts/setup-llama.sh (shared libraries, cached by
-# commit outside the repo). Defines prefixd::llama (llama + ggml) and prefixd::llama_common.
+# commit outside the repo). Defines prefixd::llama (llama + ggml), prefixd::llama_common and
+# prefixd_mtmd (libmtmd).
 if(NOT PREFIXD_LLAMA_BUILD)
   message(FATAL_ERROR "PREFIXD_LLAMA_BUILD is not set: run scripts/setup-llama.sh and pass its "
                       "output as -DPREFIXD_LLAMA_BUILD=<dir> (scripts/build.sh does this)")
@@ -33,6 +34,13 @@ add_library(prefixd_llama_common INTERFACE)
 target_include_directories(prefixd_llama_common SYSTEM INTERFACE
   "${PREFIXD_LLAMA_SRC}/common")
 target_link_libraries(prefixd_llama_common INTERFACE prefixd_llama_common_lib prefixd_llama)
+
+# libmtmd, the image encoder (tools/mtmd): loads a projector beside the text model (serve --mmproj)
+# and the test projectors' tests run it.
+_prefixd_import(prefixd_mtmd_lib "${_llama_bin}/libmtmd.so")
+add_library(prefixd_mtmd INTERFACE)
+target_include_directories(prefixd_mtmd SYSTEM INTERFACE "${PREFIXD_LLAMA_SRC}/tools/mtmd")
+target_link_libraries(prefixd_mtmd INTERFACE prefixd_mtmd_lib prefixd_llama)
 
 # The llama.cpp patch set the libraries were built with (setup-llama.sh's stamp): kernels differ
 # from one set to another, so what a probe of them found is remembered per set (system_info.cpp).
