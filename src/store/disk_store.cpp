@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -26,6 +27,8 @@ constexpr char kIndexName[] = "index.log";
 constexpr char kRecordsDir[] = "records";
 constexpr char kLockName[] = "LOCK";
 constexpr char kTempSuffix[] = ".tmp";
+// What the quota charges once per store: the log's Header and LOCK (a pid and a newline).
+constexpr uint64_t kFixedChargeBytes = kLogHeaderEntryBytes + 16;
 constexpr size_t kMaxReportedDrops = 100;
 constexpr auto kIdleWake = std::chrono::seconds(1);
 // The longest a put waits while the foreground is busy (SetForegroundBusy).
@@ -186,7 +189,11 @@ struct WriteJob {
 // The disk store. Invariants (under mu_):
 //   - every index_ entry names a record file that was durable when it was inserted;
 //   - lru_ holds exactly one (last access, seq) key per index_ entry;
-//   - used_ = sum of index_ file_bytes + the reservation of the record being written;
+//   - used_ = kFixedChargeBytes + sum of QuotaBytesOf(index_ entries) + the reservation of the
+//     record being written;
+//   - live_log_bytes_ = the log's Header + sum of LogAddEntryBytes(index_ entries): the size of
+//     a freshly compacted log. The log is compacted as soon as it holds more than
+//     LogCapLocked() = Header + 2 * (live_log_bytes_ - Header), the index share used_ charges;
 //   - pending_ holds the ids queued or being written; a Remove/Clear erases them (cancel);
 //   - no file I/O happens with mu_ held: a dropped entry's id goes into unlinking_ under mu_,
 //     its file is deleted after mu_ is released (RemoveFiles), and the writer does not publish
@@ -270,7 +277,8 @@ class DiskStoreImpl : public DiskStore {
   void ScanFile(const std::string& sub, const std::string& name, LogReplay* log, bool* dirty)
       PREFIXD_REQUIRES(mu_);
   void NoteDrop(const std::string& rel, const std::string& why) PREFIXD_REQUIRES(mu_);
-  void OpenLog(bool rewrite, uint64_t n_logged) PREFIXD_REQUIRES(log_mu_, mu_);
+  void OpenLog(bool rewrite, uint64_t n_logged, uint64_t logged_bytes)
+      PREFIXD_REQUIRES(log_mu_, mu_);
 
   // Writer thread.
   void WriterLoop();
@@ -281,6 +289,12 @@ class DiskStoreImpl : public DiskStore {
   Status EnsureFanout(const Key& key);
   void FlushTouches() PREFIXD_EXCLUDES(log_mu_, mu_);
   void MaybeCompact() PREFIXD_EXCLUDES(log_mu_, mu_);
+  // Rewrites the log when it outgrew LogCapLocked() or an append failed.
+  void CompactIfDue() PREFIXD_REQUIRES(log_mu_) PREFIXD_EXCLUDES(mu_);
+  uint64_t LogCapLocked() const PREFIXD_REQUIRES(mu_) {
+    return kLogHeaderEntryBytes + 2 * (live_log_bytes_ - kLogHeaderEntryBytes);
+  }
+  void SetLogLocked(std::unique_ptr<IndexLog> log) PREFIXD_REQUIRES(log_mu_);
 
   // Index log appends (take log_mu_; never called with mu_ held).
   void LogAdd(const IndexEntry& e) PREFIXD_EXCLUDES(log_mu_, mu_);
@@ -318,7 +332,8 @@ class DiskStoreImpl : public DiskStore {
   bool foreground_busy_ PREFIXD_GUARDED_BY(mu_) = false;
   int flushing_ PREFIXD_GUARDED_BY(mu_) = 0;  // Flush() calls waiting: write now
   uint64_t queued_bytes_ PREFIXD_GUARDED_BY(mu_) = 0;  // payload bytes in queue_
-  uint64_t used_ PREFIXD_GUARDED_BY(mu_) = 0;
+  uint64_t used_ PREFIXD_GUARDED_BY(mu_) = kFixedChargeBytes;
+  uint64_t live_log_bytes_ PREFIXD_GUARDED_BY(mu_) = kLogHeaderEntryBytes;
   uint64_t lru_counter_ PREFIXD_GUARDED_BY(mu_) = 0;
   uint64_t gen_counter_ PREFIXD_GUARDED_BY(mu_) = 0;
   uint64_t next_ticket_ PREFIXD_GUARDED_BY(mu_) = 1;
@@ -330,6 +345,9 @@ class DiskStoreImpl : public DiskStore {
   Mutex log_mu_ PREFIXD_ACQUIRED_BEFORE(mu_);  // lock order: log_mu_ before mu_
   std::unique_ptr<IndexLog> log_ PREFIXD_GUARDED_BY(log_mu_);
   bool log_needs_rewrite_ PREFIXD_GUARDED_BY(log_mu_) = false;
+  // log_->bytes(), or the file's last known size while there is no log_ (read without locks)
+  std::atomic<uint64_t> log_bytes_{0};
+  std::atomic<uint64_t> log_compactions_{0};
 };
 
 // ----- index -------------------------------------------------------------------------------
@@ -340,7 +358,8 @@ void DiskStoreImpl::InsertLocked(IndexEntry e) {
   entry.lru_seq = ++lru_counter_;
   entry.gen = ++gen_counter_;
   lru_.insert({{e.meta.last_access_unix_ms, entry.lru_seq}, id});
-  used_ += e.file_bytes;
+  used_ += e.file_bytes + 2 * LogAddEntryBytes(e.meta);
+  live_log_bytes_ += LogAddEntryBytes(e.meta);
   entry.ie = std::move(e);
   index_[id] = std::move(entry);
 }
@@ -348,7 +367,8 @@ void DiskStoreImpl::InsertLocked(IndexEntry e) {
 void DiskStoreImpl::EraseLocked(Index::iterator it) {
   const Entry& e = it->second;
   lru_.erase({{e.ie.meta.last_access_unix_ms, e.lru_seq}, it->first});
-  used_ -= e.ie.file_bytes;
+  used_ -= e.ie.file_bytes + 2 * LogAddEntryBytes(e.ie.meta);
+  live_log_bytes_ -= LogAddEntryBytes(e.ie.meta);
   touched_.erase(it->first);
   index_.erase(it);
 }
@@ -506,12 +526,12 @@ Status DiskStoreImpl::Recover() {
   stats_.evictions = 0;  // evictions at open are reported in the recovery report
   dirty = dirty || !evicted.empty();
   r.records_kept = index_.size();
-  OpenLog(dirty || log.n_entries > 2 * index_.size() + 1024, log.n_entries);
+  OpenLog(dirty || log.bytes > LogCapLocked(), log.n_entries, log.bytes);
   r.open_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return Status::OK();
 }
 
-void DiskStoreImpl::OpenLog(bool rewrite, uint64_t n_logged) {
+void DiskStoreImpl::OpenLog(bool rewrite, uint64_t n_logged, uint64_t logged_bytes) {
   // Called from Recover, before any other thread runs.
   Result<std::unique_ptr<IndexLog>> log = Status::Internal("unset");
   if (rewrite) {
@@ -520,10 +540,11 @@ void DiskStoreImpl::OpenLog(bool rewrite, uint64_t n_logged) {
     for (const auto& [key, id] : lru_) entries.push_back(&index_.at(id).ie);
     log = IndexLog::Rewrite(env_, index_path_, entries);
   } else {
-    log = IndexLog::OpenForAppend(env_, index_path_, n_logged);
+    log = IndexLog::OpenForAppend(env_, index_path_, n_logged, logged_bytes);
   }
+  log_bytes_ = logged_bytes;
   if (log.ok()) {
-    log_ = std::move(*log);
+    SetLogLocked(std::move(*log));
   } else {
     ++stats_.index_write_errors;  // e.g. a read-only dir: reads still work
   }
@@ -592,6 +613,7 @@ void DiskStoreImpl::WriterLoop() {
 void DiskStoreImpl::WriteOne(const WriteJob& job) {
   const RecordId id = IdOf(job.meta);
   const uint64_t need = RecordFileBytes(job.meta);
+  const uint64_t charge = QuotaBytesOf(job.meta);  // the file and its share of the index log
   std::vector<RecordId> evicted;
   {
     MutexLock lock(&mu_);
@@ -599,13 +621,13 @@ void DiskStoreImpl::WriteOne(const WriteJob& job) {
       ++stats_.puts_cancelled;
       return;
     }
-    if (need > options_.quota_bytes) {
+    if (charge + kFixedChargeBytes > options_.quota_bytes) {
       ++stats_.put_fail_too_large;
       pending_.erase(id);
       return;
     }
-    EvictLocked(need, &evicted);
-    used_ += need;  // reserved for the temp file from here on
+    EvictLocked(charge, &evicted);
+    used_ += charge;  // reserved for the temp file from here on
   }
   RemoveFiles(evicted);
   LogRemoves(evicted);
@@ -616,7 +638,7 @@ void DiskStoreImpl::WriteOne(const WriteJob& job) {
   bool unpublish = false;
   {
     MutexLock lock(&mu_);
-    used_ -= need;
+    used_ -= charge;
     // Removed or cleared while being published: the file goes, nothing is indexed.
     unpublish = st.ok() && !cancelled && !StillPendingLocked(id, job.ticket);
     if (StillPendingLocked(id, job.ticket)) pending_.erase(id);
@@ -701,6 +723,7 @@ void DiskStoreImpl::NoteLogResult(const Status& st) {
 void DiskStoreImpl::LogAdd(const IndexEntry& e) {
   MutexLock lock(&log_mu_);
   NoteLogResult(log_ ? log_->AppendAdd(e) : Status::IOError("no index log"));
+  CompactIfDue();
 }
 
 void DiskStoreImpl::LogRemoves(const std::vector<RecordId>& ids) {
@@ -709,6 +732,7 @@ void DiskStoreImpl::LogRemoves(const std::vector<RecordId>& ids) {
   for (const RecordId& id : ids) {
     NoteLogResult(log_ ? log_->AppendRemove(id) : Status::IOError("no index log"));
   }
+  CompactIfDue();
 }
 
 void DiskStoreImpl::FlushTouches() {
@@ -721,15 +745,26 @@ void DiskStoreImpl::FlushTouches() {
   MutexLock lock(&log_mu_);
   if (!log_) return;
   for (const auto& [id, ms] : touched) NoteLogResult(log_->AppendTouch(id, ms));
+  CompactIfDue();
+}
+
+void DiskStoreImpl::SetLogLocked(std::unique_ptr<IndexLog> log) {
+  log_ = std::move(log);
+  log_bytes_ = log_->bytes();
 }
 
 void DiskStoreImpl::MaybeCompact() {
   MutexLock log_lock(&log_mu_);
+  CompactIfDue();
+}
+
+void DiskStoreImpl::CompactIfDue() {
+  if (log_) log_bytes_ = log_->bytes();
   if (!log_) return;
   std::vector<IndexEntry> copies;
   {
     MutexLock lock(&mu_);
-    if (!log_needs_rewrite_ && log_->n_entries() <= 2 * index_.size() + 1024) return;
+    if (!log_needs_rewrite_ && log_->bytes() <= LogCapLocked()) return;
     copies.reserve(index_.size());
     for (const auto& [key, id] : lru_) copies.push_back(index_.at(id).ie);
     touched_.clear();  // the copies carry the latest access times
@@ -740,8 +775,9 @@ void DiskStoreImpl::MaybeCompact() {
   log_.reset();  // close before replacing
   auto log = IndexLog::Rewrite(env_, index_path_, ptrs);
   if (log.ok()) {
-    log_ = std::move(*log);
+    SetLogLocked(std::move(*log));
     log_needs_rewrite_ = false;
+    ++log_compactions_;
   } else {
     MutexLock lock(&mu_);
     ++stats_.index_write_errors;  // log_ stays null: the next open rebuilds from the files
@@ -942,11 +978,17 @@ Stats DiskStoreImpl::GetStats() {
     s.records_by_kind[id.kind]++;
   }
   s.quota_bytes = options_.quota_bytes;
+  s.index_bytes = log_bytes_;
+  s.index_compactions = log_compactions_;
   s.queue_depth = queue_.size();
   return s;
 }
 
 }  // namespace
+
+uint64_t QuotaBytesOf(const RecordMeta& meta) {
+  return RecordFileBytes(meta) + 2 * LogAddEntryBytes(meta);
+}
 
 std::string RecoveryReport::ToString() const {
   std::string s = "kept " + std::to_string(records_kept) + " records";

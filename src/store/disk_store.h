@@ -7,9 +7,12 @@
 //     directory fsynced. A crash or power cut at any moment loses at most records in flight.
 //   - Get never returns bytes that fail a check: a bad record is quarantined (deleted and
 //     dropped from the index), counted, and reported as Corruption.
-//   - The bytes of record files (including the one being written) never exceed quota_bytes,
-//     but for a direct write's zero-padded last block (< 4 KiB, until the file is cut back to
-//     its length): the least recently used records, of any domain, are evicted first.
+//   - The disk tier's files, record files (including the one being written), the index log
+//     and LOCK together, never exceed quota_bytes, but for a direct write's zero-padded last block
+//     (< 4 KiB, until the file is cut back to its length) and the new copy of the log while a
+//     compaction writes it: the least recently used records, of any domain, are evicted first.
+//     Each record is charged QuotaBytesOf(meta): its file and twice its entry in the index
+//     log, which is compacted as soon as it outgrows twice its live entries.
 //   - One process at a time: Open locks the directory.
 //
 // Thread safety: every method may be called from any thread. Puts are written by one writer
@@ -56,7 +59,8 @@ struct Stats {
   uint64_t records = 0;
   std::map<RecordKind, uint64_t> records_by_kind;
   uint64_t bytes = 0;  // record file bytes on disk (published records)
-  uint64_t quota_bytes = 0;
+  uint64_t index_bytes = 0;  // bytes of the index log (index.log)
+  uint64_t quota_bytes = 0;  // bounds bytes + index_bytes (see QuotaBytesOf)
   size_t queue_depth = 0;  // puts waiting for the writer
 
   uint64_t puts_accepted = 0;  // PutAsync returned true
@@ -77,6 +81,10 @@ struct Stats {
   uint64_t evictions = 0;
   uint64_t removes = 0;
   uint64_t index_write_errors = 0;  // index log appends that failed (the index is rebuildable)
+  uint64_t index_compactions = 0;   // index log rewrites after open
+
+  // Every file of the tier: what quota_bytes bounds.
+  uint64_t footprint_bytes() const { return bytes + index_bytes; }
 
   RecoveryReport recovery;
 };
@@ -86,6 +94,11 @@ struct VerifyReport {
   uint64_t bad = 0;                 // quarantined
   std::vector<std::string> problems;  // "<name>: <reason>"
 };
+
+// The quota a record takes: its file, and twice its Add entry in the index log (the log is
+// compacted when it holds more than twice its live entries, so its dead entries never take
+// more than the live ones). The log's 17-byte Header and LOCK's 16 are charged once per store.
+uint64_t QuotaBytesOf(const RecordMeta& meta);
 
 class DiskStore : public RecordStore {
  public:

@@ -30,6 +30,15 @@ Env* FastEnv() {
   return env;
 }
 
+// The apparent size of every regular file under `dir` (records, index log, LOCK, temp files).
+uint64_t FileBytesUnder(const std::string& dir) {
+  uint64_t n = 0;
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) n += e.file_size();
+  }
+  return n;
+}
+
 std::unique_ptr<DiskStore> OpenOrDie(const std::string& dir, uint64_t quota = 1 << 30,
                                      Env* env = FastEnv(), size_t depth = 64) {
   DiskStore::Options o;
@@ -352,12 +361,12 @@ TEST(DiskStore, QuotaIsNeverExceededAndEvictsLeastRecentlyUsed) {
   FaultEnv env;
   uint64_t t = 1000;
   env.SetNowMillis(t);
-  const uint64_t record_bytes = RecordFileBytes([] {
+  const uint64_t record_quota = QuotaBytesOf([] {
     RecordMeta m = MetaFor(0);
     m.payload_bytes = 1000;
     return m;
   }());
-  const uint64_t quota = record_bytes * 10 + record_bytes / 2;
+  const uint64_t quota = 33 + record_quota * 10 + record_quota / 2;
   auto store = OpenOrDie(dir.path(), quota, &env);
   for (uint32_t i = 0; i < 10; ++i) {
     env.SetNowMillis(++t);
@@ -372,12 +381,8 @@ TEST(DiskStore, QuotaIsNeverExceededAndEvictsLeastRecentlyUsed) {
     store->PutAsync(MetaFor(i, i % 2), PayloadPtr(i, 1000));
     store->Flush();
     Stats st = store->GetStats();
-    ASSERT_LE(st.bytes, quota);
-    uint64_t on_disk = 0;
-    for (auto& e : std::filesystem::recursive_directory_iterator(dir.Sub("records"))) {
-      if (e.is_regular_file()) on_disk += e.file_size();
-    }
-    ASSERT_LE(on_disk, quota);
+    ASSERT_LE(st.footprint_bytes(), quota);
+    ASSERT_LE(FileBytesUnder(dir.path()), quota);
     if (i == 10) {
       EXPECT_TRUE(store->Get(MetaFor(0).key, RecordKind::kBlockRows).ok()) << "touched: kept";
       EXPECT_TRUE(store->Get(MetaFor(1).key, RecordKind::kBlockRows).status().IsNotFound());
@@ -441,14 +446,79 @@ TEST(DiskStore, IndexLogIsCompactedWhenItGrows) {
   for (uint32_t i = 0; i < 700; ++i) store->PutAsync(MetaFor(i), PayloadPtr(i, 8));
   store->Flush();
   for (uint32_t i = 0; i < 690; ++i) store->Remove(MetaFor(i).key, RecordKind::kBlockRows);
-  store->Flush();  // 1390 entries for 10 live records: rewritten
-  EXPECT_LT(std::filesystem::file_size(dir.Sub("index.log")), 20u * 200);
+  store->Flush();  // 1390 entries for 10 live records: rewritten as they came
+  // At most the Header and twice the 10 live Add entries (205 bytes each).
+  EXPECT_LE(std::filesystem::file_size(dir.Sub("index.log")), 17u + 2 * 10 * 205);
+  EXPECT_GE(store->GetStats().index_compactions, 2u);
   store.reset();
   store = OpenOrDie(dir.path());
   Stats st = store->GetStats();
   EXPECT_EQ(st.records, 10u);
   EXPECT_EQ(st.recovery.rebuilt_from_files, 0u) << st.recovery.ToString();
   EXPECT_EQ(ExpectAllIntact(*store), 10u);
+}
+
+// Many put/evict cycles with reads (touches) between them: the files of the tier, records,
+// index log and LOCK, never take more than the quota, and the log stays within twice its live
+// entries, also across a reopen.
+TEST(DiskStore, FootprintStaysWithinQuotaOverManyPutEvictCycles) {
+  TempDir dir;
+  const uint64_t quota = 256 << 10;
+  auto store = OpenOrDie(dir.path(), quota);
+  uint64_t max_index = 0;
+  for (uint32_t i = 0; i < 3000; ++i) {
+    const size_t payload = 300 + (i * 7919) % 6000;
+    store->PutAsync(MetaFor(i, 0, RecordKind::kBlockRows, 256), PayloadPtr(i, payload));
+    if (i % 3 == 0 && i > 20) store->Get(MetaFor(i - 17).key, RecordKind::kBlockRows);
+    if (i % 10 != 9) continue;
+    store->Flush();
+    Stats st = store->GetStats();
+    const uint64_t files = FileBytesUnder(dir.path());
+    ASSERT_LE(files, quota) << "after put " << i << ": records " << st.bytes << ", index "
+                            << st.index_bytes;
+    ASSERT_LE(files - st.footprint_bytes(), 16u) << "only LOCK is outside the stats";
+    ASSERT_LE(st.index_bytes, 17 + 2 * st.records * (9 + 16 + HeaderBodyBytes(256)));
+    max_index = std::max(max_index, st.index_bytes);
+  }
+  Stats st = store->GetStats();
+  EXPECT_GT(st.evictions, 2000u);
+  EXPECT_GT(st.index_compactions, 10u);
+  EXPECT_GT(max_index, 30000u) << "the log was compacted at twice its live size, not at once";
+  store.reset();
+  store = OpenOrDie(dir.path(), quota);
+  st = store->GetStats();
+  EXPECT_LE(FileBytesUnder(dir.path()), quota);
+  EXPECT_EQ(st.recovery.rebuilt_from_files, 0u) << st.recovery.ToString();
+  EXPECT_EQ(st.recovery.evicted_over_quota, 0u) << st.recovery.ToString();
+  EXPECT_EQ(ExpectAllIntact(*store), st.records);
+}
+
+// Under a sustained load the foreground is always busy and the writer never idles: the log is
+// still compacted as it grows (it used to wait for an idle moment or a Flush).
+TEST(DiskStore, IndexLogIsCompactedWhileTheForegroundIsBusy) {
+  TempDir dir;
+  const uint64_t quota = 128 << 10;
+  auto store = OpenOrDie(dir.path(), quota, FastEnv(), /*depth=*/2);  // writes at once
+  store->SetForegroundBusy(true);
+  uint32_t accepted = 0;
+  for (uint32_t i = 0; i < 1500; ++i) {
+    for (int tries = 0; tries < 10000; ++tries) {
+      if (store->PutAsync(MetaFor(i, 0, RecordKind::kBlockRows, 256), PayloadPtr(i, 1500))) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    ++accepted;
+  }
+  for (int waits = 0; waits < 10000; ++waits) {
+    Stats st = store->GetStats();
+    if (st.puts_written + st.puts_cancelled + st.put_fail_io >= accepted) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  Stats st = store->GetStats();
+  EXPECT_GT(st.evictions, 1000u);
+  EXPECT_GT(st.index_compactions, 5u);
+  EXPECT_LE(FileBytesUnder(dir.path()), quota)
+      << "records " << st.bytes << ", index " << st.index_bytes;
+  store->SetForegroundBusy(false);
 }
 
 TEST(DiskStore, InvalidOptions) {

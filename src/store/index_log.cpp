@@ -1,5 +1,6 @@
 #include "store/index_log.h"
 
+#include <cassert>
 #include <cstring>
 
 #include "util/coding.h"
@@ -133,6 +134,7 @@ Result<LogReplay> IndexLog::Replay(Env* env, const std::string& path) {
     }
     first = false;
     pos += kEntryFront + len;
+    out.bytes = pos;
   }
   if (first && out.torn_bytes == 0) out.missing = true;  // an empty file holds nothing
   return out;
@@ -146,21 +148,27 @@ Result<std::unique_ptr<IndexLog>> IndexLog::Rewrite(Env* env, const std::string&
     bytes.insert(bytes.end(), entry.begin(), entry.end());
   }
   PREFIXD_RETURN_IF_ERROR(env->WriteFileAtomic(path, bytes));
-  return OpenForAppend(env, path, entries.size());
+  return OpenForAppend(env, path, entries.size(), bytes.size());
 }
 
 Result<std::unique_ptr<IndexLog>> IndexLog::OpenForAppend(Env* env, const std::string& path,
-                                                          uint64_t n_entries) {
+                                                          uint64_t n_entries, uint64_t bytes) {
   PREFIXD_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->NewAppendableFile(path));
-  return std::unique_ptr<IndexLog>(new IndexLog(std::move(file), n_entries));
+  return std::unique_ptr<IndexLog>(new IndexLog(std::move(file), n_entries, bytes));
 }
 
 Status IndexLog::Append(uint8_t type, const std::vector<uint8_t>& body) {
+  std::vector<uint8_t> entry = EncodeEntry(type, body);
   ++n_entries_;
-  return file_->Append(EncodeEntry(type, body));
+  bytes_ += entry.size();
+  return file_->Append(entry);
 }
 
-Status IndexLog::AppendAdd(const IndexEntry& e) { return Append(kAdd, AddBody(e)); }
+Status IndexLog::AppendAdd(const IndexEntry& e) {
+  std::vector<uint8_t> body = AddBody(e);
+  assert(kEntryFront + body.size() == LogAddEntryBytes(e.meta));  // what the quota charges
+  return Append(kAdd, body);
+}
 
 Status IndexLog::AppendRemove(const RecordId& id) { return Append(kRemove, IdBody(id)); }
 

@@ -30,8 +30,16 @@ struct LogReplay {
   bool bad_version = false;    // a log this version cannot read (ignored)
   uint64_t torn_bytes = 0;     // bytes after the last whole entry
   uint64_t n_entries = 0;      // entries read (Header excluded)
+  uint64_t bytes = 0;          // bytes of the whole entries read (Header included)
   std::string torn_reason;     // what was wrong at the torn tail
 };
+
+// The bytes of the log's Header entry.
+inline constexpr uint64_t kLogHeaderEntryBytes = 9 + 8;
+// The bytes of the Add entry for a record of `meta` (as Rewrite writes one per live record).
+inline uint64_t LogAddEntryBytes(const RecordMeta& meta) {
+  return 9 + 16 + HeaderBodyBytes(meta.tokens.size());
+}
 
 class IndexLog {
  public:
@@ -42,23 +50,28 @@ class IndexLog {
   // opens it for appending.
   static Result<std::unique_ptr<IndexLog>> Rewrite(Env* env, const std::string& path,
                                                    const std::vector<const IndexEntry*>& entries);
-  // Opens an existing, whole log for appending. REQUIRES: Replay found no torn tail.
+  // Opens an existing, whole log of `n_entries` entries and `bytes` bytes (as Replay read
+  // them) for appending. REQUIRES: Replay found no torn tail.
   static Result<std::unique_ptr<IndexLog>> OpenForAppend(Env* env, const std::string& path,
-                                                         uint64_t n_entries);
+                                                         uint64_t n_entries, uint64_t bytes);
 
   Status AppendAdd(const IndexEntry& e);
   Status AppendRemove(const RecordId& id);
   Status AppendTouch(const RecordId& id, uint64_t last_access_ms);
   // Entries in the file (not counting the Header).
   uint64_t n_entries() const { return n_entries_; }
+  // Bytes in the file: the Header and every entry appended (a failed append counts too: part
+  // of it may be there).
+  uint64_t bytes() const { return bytes_; }
 
  private:
-  IndexLog(std::unique_ptr<WritableFile> file, uint64_t n_entries)
-      : file_(std::move(file)), n_entries_(n_entries) {}
+  IndexLog(std::unique_ptr<WritableFile> file, uint64_t n_entries, uint64_t bytes)
+      : file_(std::move(file)), n_entries_(n_entries), bytes_(bytes) {}
   Status Append(uint8_t type, const std::vector<uint8_t>& body);
 
   std::unique_ptr<WritableFile> file_;
   uint64_t n_entries_;
+  uint64_t bytes_;
 };
 
 }  // namespace prefixd::store
