@@ -186,6 +186,7 @@ Result<server::ServerOptions> ServerOptionsOf(const ServeArgs& a) {
   so.n_predict = int(a.n_predict);
   so.log_prompts = a.log_prompts;
   PREFIXD_ASSIGN_OR_RETURN(so.images.mode, server::ParseImageMode(a.images));
+  if (!a.engine.mmproj.empty()) so.images.mode = server::ImageMode::kRead;
   so.request_read_timeout_ms = int(a.request_read_timeout_s * 1000);
   so.max_connections_per_address = size_t(a.max_connections_per_address);
   so.allowed_hosts = SplitList(a.allowed_hosts);
@@ -403,7 +404,7 @@ void DeclareServeFlags(Flags& flags, ServeArgs& a) {
   engine::DeclareEngineFlags(flags, a.engine,
                              EngineFlagSet::kWholeState | EngineFlagSet::kFlashAttn |
                                  EngineFlagSet::kChatTemplate | EngineFlagSet::kRemoteCache |
-                                 EngineFlagSet::kSpeculation);
+                                 EngineFlagSet::kSpeculation | EngineFlagSet::kProjector);
   flags.String("--api-key-file", &a.api_key_file,
                "file with one API key per line; requests must send one (default: no keys)");
   flags.String("--admin-key-file", &a.admin_key_file,

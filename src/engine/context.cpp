@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <thread>
@@ -143,6 +144,33 @@ Status Context::DecodeChunk(int32_t seq, std::span<const Token> tokens, int32_t 
     batch.Add(tokens[i], pos0 + int32_t(i), seq, want_last_logits && i + 1 == tokens.size());
   }
   return Decode(batch.b);
+}
+
+Status Context::DecodeEmbeddings(int32_t seq, const float* rows, int32_t n, int32_t pos0,
+                                 bool non_causal, bool want_last_logits) {
+  RequireOwner();
+  if (n <= 0 || uint32_t(n) > options_.n_batch || (non_causal && uint32_t(n) > options_.n_ubatch)) {
+    return Status::InvalidArgument("DecodeEmbeddings: " + std::to_string(n) +
+                                   " rows do not fit one call (n_batch " +
+                                   std::to_string(options_.n_batch) + ", n_ubatch " +
+                                   std::to_string(options_.n_ubatch) + ")");
+  }
+  const int32_t n_embd = llama_model_n_embd_inp(model_.raw());
+  llama_batch b = llama_batch_init(n, n_embd, 1);
+  std::memcpy(b.embd, rows, size_t(n) * size_t(n_embd) * sizeof(float));
+  for (int32_t i = 0; i < n; ++i) {
+    b.pos[i] = pos0 + i;
+    b.n_seq_id[i] = 1;
+    b.seq_id[i][0] = seq;
+    b.logits[i] = want_last_logits && i + 1 == n;
+  }
+  b.n_tokens = n;
+  if (non_causal) llama_set_causal_attn(ctx_, false);
+  const int32_t rc = llama_decode(ctx_, b);
+  if (non_causal) llama_set_causal_attn(ctx_, true);
+  llama_batch_free(b);
+  PREFIXD_RETURN_IF_ERROR(model_.BackendStatus());
+  return DecodeStatus(rc);
 }
 
 Status Context::Decode(const llama_batch& batch) {

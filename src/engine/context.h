@@ -82,6 +82,13 @@ class Context {
   // REQUIRES: tokens.size() <= n_batch. Keeps the last token's logits when `want_last_logits`.
   Status DecodeChunk(int32_t seq, std::span<const Token> tokens, int32_t pos0,
                      bool want_last_logits);
+  // Decodes `n` rows of embeddings (n x the model's input width, row-major) for `seq` at
+  // positions [pos0, pos0 + n) as ONE llama_decode call: an image's rows (prompt_decode.h).
+  // With `non_causal` the rows attend to each other both ways (gemma3's images). The observer
+  // is not told (it follows tokens; the engine refuses the MTP head with a projector).
+  // REQUIRES: 0 < n <= n_batch, and n <= n_ubatch when non_causal.
+  Status DecodeEmbeddings(int32_t seq, const float* rows, int32_t n, int32_t pos0,
+                          bool non_causal, bool want_last_logits);
   // Decodes a mixed batch of several sequences in one call; logits of tokens marked
   // want_logits are read afterwards with Logits(i) where i is the index in `batch`.
   Status DecodeBatch(std::span<const BatchToken> batch);

@@ -46,7 +46,11 @@ struct Engine::Impl {
   std::unique_ptr<ChatTemplate> chat;
   RenderMemo render_memo;  // what the capture points know of earlier requests' prefixes
   std::unique_ptr<TokenMemo> token_memo;  // the tokens of earlier prompts' pieces
-  std::unique_ptr<Scheduler> scheduler;
+  std::unique_ptr<Projector> projector;  // --mmproj; null: the model reads no images
+  std::unique_ptr<Scheduler> scheduler;  // last: stops before what it borrows goes
+
+  Status PrepareImages(const ChatRender& render, const ParsedChat& chat,
+                       const ChatRenderOptions& options, Prompt* prompt);
 };
 
 namespace {
@@ -67,6 +71,24 @@ Status FitContextToModel(const Model& model, uint32_t* n_ctx_per_slot) {
        "learned absolute positions for %d tokens only",
        limit, *n_ctx_per_slot, model.arch().c_str(), limit);
   *n_ctx_per_slot = uint32_t(limit);
+  return Status::OK();
+}
+
+// A projector, when one is asked for: the speculation types that decode the prompt's tokens in
+// another context (a draft model, the MTP head) would meet image rows there, so they are refused
+// beside it.
+Status LoadProjector(const Model& model, const EngineOptions& options,
+                     std::unique_ptr<Projector>* out) {
+  if (options.projector.path.empty()) return Status::OK();
+  for (SpecType t : options.spec.types) {
+    if (t == SpecType::kDraft || t == SpecType::kDraftMtp) {
+      return Status::InvalidArgument("--mmproj with --spec-type draft or draft-mtp: a draft "
+                                     "context would meet the images' rows; choose one");
+    }
+  }
+  PREFIXD_ASSIGN_OR_RETURN(*out, Projector::Load(model, options.projector));
+  Logf(LogLevel::kInfo, "images: projector %s (%s), %d-wide embeddings", options.projector.path.c_str(),
+       (*out)->type().c_str(), (*out)->n_embd());
   return Status::OK();
 }
 
@@ -95,7 +117,9 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
     return chat.status();  // a template the user chose must work
   }  // a model without a template serves completions only
   impl->token_memo = TokenMemo::ForModel(*impl->model);
-  PREFIXD_ASSIGN_OR_RETURN(impl->scheduler, Scheduler::Create(*impl->model, impl->options));
+  PREFIXD_RETURN_IF_ERROR(LoadProjector(*impl->model, impl->options, &impl->projector));
+  PREFIXD_ASSIGN_OR_RETURN(impl->scheduler, Scheduler::Create(*impl->model, impl->options,
+                                                              impl->projector.get()));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -118,6 +142,13 @@ Result<Prompt> Engine::PrepareChat(const std::string& messages_json,
   PREFIXD_ASSIGN_OR_RETURN(ChatRender render,
                            RenderWithOutputAhead(*impl_->chat, chat, reuse_renders));
   prompt.times.render_ms = watch.Lap();
+  if (!options.images.empty()) {
+    PREFIXD_RETURN_IF_ERROR(impl_->PrepareImages(render, chat, options, &prompt));
+    prompt.times.points_ms = watch.Lap();
+    prompt.output = std::move(render.output);
+    ResolveOutputTokens(*impl_->model, render.preserved_tokens, &prompt.output);
+    return prompt;
+  }
   prompt.tokens = impl_->token_memo->Tokenize(render.prompt, options.memo_scope);
   prompt.times.tokenize_ms = watch.Lap();
   auto points = ChatCapturePoints(*impl_->model, *impl_->chat, chat, render.prompt,
@@ -127,6 +158,38 @@ Result<Prompt> Engine::PrepareChat(const std::string& messages_json,
   prompt.output = std::move(render.output);
   ResolveOutputTokens(*impl_->model, render.preserved_tokens, &prompt.output);
   return prompt;
+}
+
+// The images of a chat (options.images, in marker order) read by the projector, the render
+// tokenized around their markers, the capture points found on it, then each marker replaced by
+// its image (image_prompt.h). A non-causal image must be one call: one larger than a ubatch is
+// refused here, before it queues.
+Status Engine::Impl::PrepareImages(const ChatRender& render, const ParsedChat& chat,
+                                   const ChatRenderOptions& options, Prompt* prompt) {
+  if (!projector) return Status::InvalidArgument("this model reads no images (serve it with --mmproj)");
+  std::vector<ImageInsert> inserts;
+  for (size_t i = 0; i < options.images.size(); ++i) {
+    Result<ImageInsert> ins = projector->Prepare(options.images[i]);
+    if (!ins.ok()) {
+      return Status::InvalidArgument("image " + std::to_string(i + 1) + ": " +
+                                     ins.status().message());
+    }
+    if (ins->image->non_causal() && uint32_t(ins->image->n_tokens()) > this->options.n_ubatch) {
+      return Status::InvalidArgument(
+          "image " + std::to_string(i + 1) + " is " + std::to_string(ins->image->n_tokens()) +
+          " tokens, decoded in one call: more than the ubatch of " +
+          std::to_string(this->options.n_ubatch) + " (raise --ubatch-size, or lower "
+          "--image-max-tokens)");
+    }
+    inserts.push_back(std::move(*ins));
+  }
+  PREFIXD_ASSIGN_OR_RETURN(MarkedTokens marked,
+                           TokenizeAroundMarkers(*model, render.prompt, inserts.size()));
+  auto points = ChatCapturePoints(*model, *this->chat, chat, render.prompt, marked.tokens,
+                                  render_memo);
+  if (points.ok()) prompt->capture_points = std::move(points).value();
+  ExpandImages(marked, inserts, &prompt->tokens, &prompt->images, &prompt->capture_points);
+  return Status::OK();
 }
 
 Result<Prompt> Engine::PrepareText(const std::string& text, const std::string& memo_scope) const {

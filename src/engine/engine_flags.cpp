@@ -99,6 +99,20 @@ void DeclareModeFlags(Flags& flags, EngineFlagValues& v, EngineFlagSet which) {
   if (Has(which, EngineFlagSet::kRemoteCache)) v.remote.Declare(flags);
 }
 
+// llama-server's names and meanings.
+void DeclareProjectorFlags(Flags& flags, EngineFlagValues& v) {
+  flags.String("-mm,--mmproj", &v.mmproj,
+               "multimodal projector GGUF of the model: it reads images (chat image_url parts, "
+               "Responses input_image, Anthropic image blocks); each image is encoded once and "
+               "its rows cached like text");
+  flags.Bool("--no-mmproj-offload", &v.no_mmproj_offload,
+             "keep the projector on the CPU, whatever device the model's layers are on");
+  flags.Int("--image-min-tokens", &v.image_min_tokens,
+            "fewest tokens an image becomes (dynamic-resolution projectors); -1: the projector's");
+  flags.Int("--image-max-tokens", &v.image_max_tokens,
+            "most tokens an image becomes (dynamic-resolution projectors); -1: the projector's");
+}
+
 void DeclareNgramMapFlags(Flags& flags, EngineFlagValues::Spec::Map& m, const std::string& name) {
   const std::string f = "--spec-ngram-" + name;
   flags.Int(f + "-size-n", &m.size_n, name + ": n-gram size for the lookup");
@@ -167,6 +181,12 @@ Result<SpecOptions> ToSpecOptions(const EngineFlagValues::Spec& v) {
 
 Status CheckRanges(const EngineFlagValues& v) {
   if (v.slots < 1 || v.slots > 256) return Status::InvalidArgument("--slots: 1..256");
+  for (auto [n, flag] : {std::pair{v.image_min_tokens, "--image-min-tokens"},
+                         std::pair{v.image_max_tokens, "--image-max-tokens"}}) {
+    if (n != -1 && (n < 1 || n > (1 << 20))) {
+      return Status::InvalidArgument(std::string(flag) + ": -1 (the projector's) or 1..1048576");
+    }
+  }
   if (v.ctx != 0 && (v.ctx < 16 || v.ctx > (1 << 24))) {
     return Status::InvalidArgument("--ctx: 0 (the model's) or 16..16777216");
   }
@@ -259,6 +279,7 @@ void DeclareEngineFlags(Flags& flags, EngineFlagValues& values, EngineFlagSet wh
   DeclareComputeFlags(flags, values, which);
   DeclareModeFlags(flags, values, which);
   if (Has(which, EngineFlagSet::kSpeculation)) DeclareSpecFlags(flags, values.spec);
+  if (Has(which, EngineFlagSet::kProjector)) DeclareProjectorFlags(flags, values);
 }
 
 Result<EngineOptions> ToEngineOptions(const EngineFlagValues& values) {
@@ -275,6 +296,10 @@ Result<EngineOptions> ToEngineOptions(const EngineFlagValues& values) {
   SetNumbers(values, eo);
   PREFIXD_RETURN_IF_ERROR(SetPlacement(values, eo));
   PREFIXD_ASSIGN_OR_RETURN(eo.spec, ToSpecOptions(values.spec));
+  eo.projector.path = values.mmproj;
+  eo.projector.offload = !values.no_mmproj_offload;
+  eo.projector.image_min_tokens = int(values.image_min_tokens);
+  eo.projector.image_max_tokens = int(values.image_max_tokens);
   if (!values.chat_template.empty()) {
     Result<std::string> source = LoadTemplateSource(values.chat_template);
     if (!source.ok()) {

@@ -59,6 +59,10 @@ struct EngineFlagValues {
   std::string cache_type_v = KvTypeName(EngineOptions{}.cache_type_v);
   std::string chat_template;  // NAME of a pinned template or a .jinja file; "" : the model's
   RemoteCacheFlags remote;
+  std::string mmproj;           // --mmproj FILE ("": the model reads no images)
+  bool no_mmproj_offload = false;
+  int64_t image_min_tokens = ProjectorOptions{}.image_min_tokens;
+  int64_t image_max_tokens = ProjectorOptions{}.image_max_tokens;
   // Speculative decoding, in llama-server's flags; numbers default to SpecOptions{}'s.
   struct Spec {
     std::string types;        // --spec-type a,b ("" or none: off)
@@ -98,6 +102,7 @@ enum class EngineFlagSet : uint32_t {
   kChatTemplate = 1u << 13, // --chat-template
   kRemoteCache = 1u << 14,  // --remote-cache, --remote-cache-password-file
   kSpeculation = 1u << 15,  // --spec-type, --model-draft, --spec-draft-*, --spec-ngram-*
+  kProjector = 1u << 16,    // --mmproj, --no-mmproj-offload, --image-min/max-tokens
 };
 
 constexpr EngineFlagSet operator|(EngineFlagSet a, EngineFlagSet b) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/vision/projector.h"
 #include "util/aead.h"
 
 namespace prefixd::engine {
@@ -117,6 +118,9 @@ struct EngineOptions {
   bool disk_hits_through_ram = false;
   std::string chat_template;         // Jinja source replacing the model's template; "" keeps it
   SpecOptions spec;                  // off by default
+  // --mmproj and its settings: a projector makes the model read images (engine/vision);
+  // projector.path "" reads none.
+  ProjectorOptions projector;
 };
 
 }  // namespace prefixd::engine

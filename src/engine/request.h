@@ -12,6 +12,7 @@
 #include "engine/chat/chat_output.h"
 #include "engine/sampler.h"
 #include "engine/codec/types.h"
+#include "engine/vision/image_prompt.h"
 
 namespace prefixd::engine {
 
@@ -32,6 +33,8 @@ struct Prompt {
   // moves the grammar into SamplingOptions and the stops into CompletionRequest::stop.
   OutputFormat output;
   PrepareTimes times;
+  // The images in `tokens` (image_prompt.h), in order; empty for a text prompt.
+  std::vector<PromptImage> images;
 };
 
 struct Usage {

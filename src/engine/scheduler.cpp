@@ -12,6 +12,7 @@
 #include "engine/job.h"
 #include "engine/prefill.h"
 #include "engine/prefix_views.h"
+#include "engine/prompt_decode.h"
 #include "engine/worker_parts.h"
 #include "util/log.h"
 #include "util/mutex.h"
@@ -22,6 +23,7 @@ namespace prefixd::engine {
 struct Scheduler::Impl : WorkerParts {
   const Model& model;
   EngineOptions options;
+  Projector* projector = nullptr;  // the images' encoder (null: a model that reads none)
 
   mutable Mutex mu;
   CondVar cv;
@@ -84,8 +86,10 @@ Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 // team makes libgomp count more threads than cores and put its spinning workers to sleep around
 // every op, which slowed every decode step. Context enforces it.
 Result<std::unique_ptr<Scheduler>> Scheduler::Create(const Model& model,
-                                                     const EngineOptions& options) {
+                                                     const EngineOptions& options,
+                                                     Projector* projector) {
   auto impl = std::make_unique<Impl>(model, options);
+  impl->projector = projector;
   std::promise<Status> ready;
   std::future<Status> ready_future = ready.get_future();
   Impl* raw = impl.get();
@@ -390,12 +394,19 @@ void Scheduler::Impl::Apply(Slot& slot, Restoration restoration) {
 // The chunk schedule of `prompt` (PlanChunks): the same whether the cache is on or off. A model
 // whose cache takes Snapshots at the ends of calls is cut at its capture points (decided by the
 // layout, so that --no-cache plans the same); pure attention, and Snapshots captured inside
-// calls, are not cut: the calls are the ubatches.
+// calls, are not cut: the calls are the ubatches. Every image's bounds end calls, whatever the
+// model (prompt_decode.h).
 std::vector<int32_t> Scheduler::Impl::PlanPrefill(const Prompt& prompt) const {
   const int32_t n = int32_t(prompt.tokens.size());
   std::vector<int32_t> cuts;
   if (!capture_in_call && (options.whole_state || LayoutNeedsSnapshot(model.layout()))) {
     cuts = PrefillCuts(n, prompt.capture_points, SnapshotSpacing(options));
+  }
+  if (!prompt.images.empty()) {
+    const std::vector<int32_t> images = ImageCuts(prompt);
+    cuts.insert(cuts.end(), images.begin(), images.end());
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
   }
   return PlanChunks(n, cuts, ctx->n_batch(), ctx->n_ubatch());
 }
@@ -409,7 +420,8 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   std::span<const Token> chunk(tokens.data() + slot.run.pos, size_t(stop - slot.run.pos));
   const CallCaptures in_call = captures->SetCallCaptures(slot, stop);
   const Clock::time_point t0 = Clock::now();
-  Status st = ctx->DecodeChunk(slot.seq, chunk, slot.run.pos, stop == n);
+  Status st = DecodePromptRange(*ctx, projector, slot.seq, req.prompt, slot.run.pos, stop,
+                                stop == n);
   slot.run.result.usage.prompt_eval_ms += MillisSince(t0);
   if (!st.ok()) captures->ClearCallCaptures(slot, in_call);
   if (!st.ok()) return Fail(slot, st);

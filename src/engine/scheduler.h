@@ -17,11 +17,15 @@
 
 namespace prefixd::engine {
 
+class Projector;
+
 class Scheduler {
  public:
-  // REQUIRES: model outlives the scheduler.
+  // REQUIRES: model (and projector, when not null) outlive the scheduler. The projector
+  // decodes the images of prompts that hold some (prompt_decode.h).
   static Result<std::unique_ptr<Scheduler>> Create(const Model& model,
-                                                   const EngineOptions& options);
+                                                   const EngineOptions& options,
+                                                   Projector* projector = nullptr);
   ~Scheduler();  // finishes queued and running requests as cancelled, joins the worker
 
   // Queues the request and returns its running Completion (Engine::Start). ResourceExhausted

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "engine/vision/image_prompt.h"
+
 namespace prefixd::server {
 namespace {
 
@@ -91,12 +93,21 @@ ApiError Refused(const std::string& path) {
           path, "image_not_supported"};
 }
 
-// One image part: its stand-in text part, or the error.
-std::optional<ApiError> StandIn(json* part, const std::string& path, const ImageOptions& options) {
+// One image part: its stand-in text part (kRead: the marker, the file appended to *files), or
+// the error.
+std::optional<ApiError> StandIn(json* part, const std::string& path, const ImageOptions& options,
+                                std::vector<std::string>* files) {
   if (options.mode == ImageMode::kRefuse) return Refused(path);
   std::string_view url;
   if (auto e = PartUrl(*part, path, &url)) return e;
   ImageInfo image;
+  if (options.mode == ImageMode::kRead) {
+    std::string bytes;
+    if (auto e = ReadImageUrl(url, path, options.limits, &image, &bytes)) return e;
+    files->push_back(std::move(bytes));
+    *part = json{{"type", "text"}, {"text", engine::kImageMarker}};
+    return std::nullopt;
+  }
   if (auto e = ReadImageUrl(url, path, options.limits, &image)) return e;
   *part = json{{"type", "text"}, {"text", ImageStandIn(image)}};
   return std::nullopt;
@@ -118,7 +129,12 @@ Result<ImageMode> ParseImageMode(std::string_view name) {
 }
 
 const char* ImageModeName(ImageMode mode) {
-  return mode == ImageMode::kRefuse ? "refuse" : "stand-in";
+  switch (mode) {
+    case ImageMode::kRefuse: return "refuse";
+    case ImageMode::kRead: return "read";
+    case ImageMode::kStandIn: return "stand-in";
+  }
+  return "stand-in";
 }
 
 std::string ImageDataUrl(const std::string& media_type, const std::string& data) {
@@ -133,7 +149,8 @@ std::string ImageDataUrl(const std::string& media_type, const std::string& data)
 }
 
 std::optional<ApiError> ReadImageUrl(std::string_view url, const std::string& path,
-                                     const ImageLimits& limits, ImageInfo* out) {
+                                     const ImageLimits& limits, ImageInfo* out,
+                                     std::string* file) {
   std::string_view base64;
   if (auto e = DataUrlPayload(url, path, &base64)) return e;
   if (const size_t n = Base64DecodedSize(base64); n > limits.max_bytes) {
@@ -146,6 +163,7 @@ std::optional<ApiError> ReadImageUrl(std::string_view url, const std::string& pa
   if (!image.ok()) return ImageError(path, image.status().message());
   if (auto e = CheckPixels(*image, path, limits)) return e;
   *out = *image;
+  if (file != nullptr) *file = std::move(*bytes);
   return std::nullopt;
 }
 
@@ -156,7 +174,7 @@ std::string ImageStandIn(const ImageInfo& image) {
 }
 
 std::optional<ApiError> StandInImageParts(json* messages, const ImageOptions& options,
-                                          size_t* n_images) {
+                                          size_t* n_images, std::vector<std::string>* files) {
   for (size_t i = 0; i < messages->size(); ++i) {
     json& msg = (*messages)[i];
     const auto content = msg.find("content");
@@ -169,14 +187,14 @@ std::optional<ApiError> StandInImageParts(json* messages, const ImageOptions& op
         return ImageError(path, "the request has more than " +
                                     std::to_string(options.limits.max_images) + " images");
       }
-      if (auto e = StandIn(&part, path, options)) return e;
+      if (auto e = StandIn(&part, path, options, files)) return e;
     }
   }
   return std::nullopt;
 }
 
-std::string ImagesHeaderValue(size_t n_images) {
-  return "stand-in; n=" + std::to_string(n_images);
+std::string ImagesHeaderValue(ImageMode mode, size_t n_images) {
+  return std::string(ImageModeName(mode)) + "; n=" + std::to_string(n_images);
 }
 
 }  // namespace prefixd::server

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "server/api_error.h"
 #include "server/image_bytes.h"
@@ -27,10 +28,12 @@
 
 namespace prefixd::server {
 
-// What an image becomes for a model that reads none (serve --images).
+// What an image becomes: for a model that reads none, as serve --images says; for a model
+// served with a projector (--mmproj), the image itself.
 enum class ImageMode {
   kStandIn,  // "stand-in": a text stand-in in the prompt; the response says so
   kRefuse,   // "refuse": a 400 image_not_supported
+  kRead,     // "read": the model reads it (set by --mmproj, not by --images)
 };
 
 // "stand-in" / "refuse" -> the mode; anything else is an error listing both.
@@ -73,23 +76,27 @@ std::string ImageDataUrl(const std::string& media_type, const std::string& data)
 // ("data:<any type>;base64,<data>"), its format and size read from the bytes. A remote URL, a
 // data URL that is not base64, bad base64, an unknown or broken file, or a limit crossed is
 // an error naming `path`.
+// The file's bytes go to *file when it is not null.
 std::optional<ApiError> ReadImageUrl(std::string_view url, const std::string& path,
-                                     const ImageLimits& limits, ImageInfo* out);
+                                     const ImageLimits& limits, ImageInfo* out,
+                                     std::string* file = nullptr);
 
 // The text that stands in the prompt for `image`: the same for the same bytes.
 std::string ImageStandIn(const ImageInfo& image);
 
 // Replaces every image_url part of the chat `messages` (an array of message objects, as
-// request_parse.cpp checked them) with a text part holding its stand-in, and counts them into
-// *n_images; or, in kRefuse mode or when an image fails ReadImageUrl, the error to answer for
-// the first image that does. Parts are visited in order, so "too many images" names the first
-// one past the limit.
+// request_parse.cpp checked them) with a text part holding its stand-in (kRead: the image
+// marker, engine/vision/image_prompt.h, and the file's bytes appended to *files in order), and
+// counts them into *n_images; or, in kRefuse mode or when an image fails ReadImageUrl, the
+// error to answer for the first image that does. Parts are visited in order, so "too many
+// images" names the first one past the limit. `files` may be null unless kRead.
 std::optional<ApiError> StandInImageParts(nlohmann::json* messages, const ImageOptions& options,
-                                          size_t* n_images);
+                                          size_t* n_images,
+                                          std::vector<std::string>* files = nullptr);
 
-// The X-Prefixd-Images header of a response whose prompt holds `n_images` stand-ins
-// ("stand-in; n=2").
+// The X-Prefixd-Images header of a response whose prompt holds `n_images` images, as `mode`
+// put them there ("stand-in; n=2", "read; n=1").
 inline constexpr char kImagesHeader[] = "X-Prefixd-Images";
-std::string ImagesHeaderValue(size_t n_images);
+std::string ImagesHeaderValue(ImageMode mode, size_t n_images);
 
 }  // namespace prefixd::server

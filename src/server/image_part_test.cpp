@@ -134,7 +134,8 @@ TEST(ImagePart, StandsInForEveryImagePartInOrder) {
             "[image: GIF 2x1, not shown: this model reads no images]");
   EXPECT_EQ(messages[1]["content"][0]["text"],
             "[image: JPEG 8x6, not shown: this model reads no images]");
-  EXPECT_EQ(ImagesHeaderValue(n), "stand-in; n=3");
+  EXPECT_EQ(ImagesHeaderValue(ImageMode::kStandIn, n), "stand-in; n=3");
+  EXPECT_EQ(ImagesHeaderValue(ImageMode::kRead, 1), "read; n=1");
 }
 
 TEST(ImagePart, ErrorsNameThePartInTheClientsRequest) {

@@ -279,9 +279,10 @@ MaybeError CheckMessage(const json& msg, size_t i, size_t* n_images) {
 }
 
 // The messages, checked, their images as `images` says (image_part.h: each becomes its
-// stand-in, counted into *n_images), their system messages placed.
+// stand-in, or its marker with its file in *files, counted into *n_images), their system
+// messages placed.
 MaybeError ParseMessages(const json& obj, const ImageOptions& images, std::string* out,
-                         size_t* n_images) {
+                         size_t* n_images, std::vector<std::string>* files) {
   const json* m = Field(obj, "messages");
   if (!m) return ApiError::Invalid("'messages' is required", "messages");
   if (!m->is_array()) return WrongType("messages", "an array", *m);
@@ -295,7 +296,7 @@ MaybeError ParseMessages(const json& obj, const ImageOptions& images, std::strin
     return std::nullopt;
   }
   json messages = *m;
-  if (auto e = StandInImageParts(&messages, images, n_images)) return e;
+  if (auto e = StandInImageParts(&messages, images, n_images, files)) return e;
   *out = PlaceSystemMessages(messages).dump(-1, ' ', false, json::error_handler_t::replace);
   return std::nullopt;
 }
@@ -563,7 +564,10 @@ MaybeError ParseChatRequest(const std::string& body, const ParseLimits& limits,
                             ChatRequest* out) {
   json obj;
   if (auto e = ParseObject(body, &obj)) return e;
-  if (auto e = ParseMessages(obj, limits.images, &out->messages_json, &out->n_images)) return e;
+  if (auto e = ParseMessages(obj, limits.images, &out->messages_json, &out->n_images,
+                             &out->render.images)) {
+    return e;
+  }
   if (auto e = ParseTools(obj, &out->tools_json)) return e;
   if (auto e = ParseGeneration(obj, limits, &out->params)) return e;
   return ParseChatOnly(obj, out);
@@ -610,7 +614,8 @@ MaybeError ParseWarmRequest(const std::string& body, WarmRequest* out,
   if (auto e = ParseObject(body, &obj)) return e;
   if (Field(obj, "messages")) {
     out->is_chat = true;
-    if (auto e = ParseMessages(obj, images, &out->chat.messages_json, &out->chat.n_images)) {
+    if (auto e = ParseMessages(obj, images, &out->chat.messages_json, &out->chat.n_images,
+                               &out->chat.render.images)) {
       return e;
     }
     if (auto e = ParseTools(obj, &out->chat.tools_json)) return e;

@@ -26,7 +26,7 @@ struct Prepared {
   Prompt prompt;
   GenerationParams params;
   bool logprobs = false;
-  size_t n_images = 0;  // image parts that stand in the prompt as text (image_part.h)
+  size_t n_images = 0;  // image parts in the prompt (image_part.h), as ctx.images.mode put them
 };
 
 // `scope`: the tenant's salt, whose memo entries the render and tokens are.
@@ -288,9 +288,9 @@ void HandleCompletion(const RouteContext& ctx, Endpoint ep, const std::string& b
   const size_t n_images = prepared.n_images;
   auto flight = std::make_shared<Flight>(ctx, req, meta, route, tenant.label,
                                          ToEngineRequest(std::move(prepared), tenant), stream);
-  if (n_images > 0) {  // the response and the log say that the model saw stand-ins
-    res.set_header(kImagesHeader, ImagesHeaderValue(n_images));
-    flight->NoteImages(ImagesHeaderValue(n_images));
+  if (n_images > 0) {  // the response and the log say what the model saw of the images
+    res.set_header(kImagesHeader, ImagesHeaderValue(ctx.images.mode, n_images));
+    flight->NoteImages(ImagesHeaderValue(ctx.images.mode, n_images));
   }
   std::string first_text;
   Event ev = stream ? flight->Wait(&first_text) : (flight->Drain(), Event::kFinished);

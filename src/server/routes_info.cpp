@@ -89,6 +89,9 @@ json ModelJson(const RouteContext& ctx, const std::string& id, int64_t created) 
           {"context_window", w.context},
           {"context_length", w.context},
           {"max_model_len", w.context},
+          {"input_modalities", ctx.images.mode == ImageMode::kRead
+                                   ? json::array({"text", "image"})
+                                   : json::array({"text"})},
           {"meta", {{"n_ctx_per_slot", ctx.backend->n_ctx_per_slot()},
                     {"n_vocab", ctx.backend->n_vocab()}}}};
 }

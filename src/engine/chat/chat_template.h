@@ -35,6 +35,9 @@ struct ChatRenderOptions {
   // Whose memo entries this render's are (the tenant's salt; "" for none): prefix renders and
   // tokens are remembered per scope, so their timing tells one tenant nothing of another's.
   std::string memo_scope;
+  // The image files of the conversation, in the order their kImageMarker stands in the
+  // messages (engine/vision/image_prompt.h); read by the engine's projector, never rendered.
+  std::vector<std::string> images;
 };
 
 // Everything in `options` that can change a prefix render, as one string (the render memo's

@@ -1,5 +1,6 @@
 #include "engine/model/model.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
@@ -206,6 +207,7 @@ std::vector<Token> Model::Tokenize(std::string_view text, bool parse_special,
 }
 
 std::string Model::TokenPiece(Token token, bool render_special) const {
+  if (token < 0 || token >= n_vocab()) return kNotAToken;
   char buf[256];
   int32_t n = llama_token_to_piece(vocab_, token, buf, sizeof buf, 0, render_special);
   if (n >= 0) return std::string(buf, n);
@@ -215,6 +217,25 @@ std::string Model::TokenPiece(Token token, bool render_special) const {
 }
 
 std::string Model::Detokenize(std::span<const Token> tokens, bool render_special) const {
+  // A value out of the vocabulary (an image's row, engine/vision/image_tokens.h) is a
+  // placeholder: llama.cpp would index past its tables. One per run of them.
+  const int32_t vocab = n_vocab();
+  auto bad = [vocab](Token t) { return t < 0 || t >= vocab; };
+  if (std::any_of(tokens.begin(), tokens.end(), bad)) {
+    std::string out;
+    for (size_t i = 0; i < tokens.size();) {
+      size_t j = i;
+      if (bad(tokens[i])) {
+        while (j < tokens.size() && bad(tokens[j])) ++j;
+        out += kNotAToken;
+      } else {
+        while (j < tokens.size() && !bad(tokens[j])) ++j;
+        out += Detokenize(tokens.subspan(i, j - i), render_special);
+      }
+      i = j;
+    }
+    return out;
+  }
   std::string out(tokens.size() * 8 + 16, '\0');
   int32_t n = llama_detokenize(vocab_, tokens.data(), int32_t(tokens.size()), out.data(),
                                int32_t(out.size()), false, render_special);

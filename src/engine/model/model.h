@@ -25,6 +25,8 @@ struct ModelOptions {
   DeviceChoice devices;     // --rpc / --device; empty: llama.cpp's default devices
 };
 
+inline constexpr char kNotAToken[] = "<image>";
+
 class Model {
  public:
   // Loads the model. InvalidArgument when the file cannot be loaded, or when the model cannot
@@ -39,7 +41,8 @@ class Model {
   // `parse_special`; no BOS is added unless the model asks for one and `allow_bos`.
   std::vector<Token> Tokenize(std::string_view text, bool parse_special = true,
                               bool allow_bos = true) const;
-  // The text of the tokens; special tokens are rendered when `render_special`.
+  // The text of the tokens; special tokens are rendered when `render_special`. A value outside
+  // the vocabulary (an image's rows) reads as kNotAToken, once per run of them.
   std::string Detokenize(std::span<const Token> tokens, bool render_special = true) const;
   std::string TokenPiece(Token token, bool render_special = true) const;
   bool IsEndOfGeneration(Token token) const;

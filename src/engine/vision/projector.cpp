@@ -1,0 +1,229 @@
+#include "engine/vision/projector.h"
+
+#include <cstdio>
+#include <cstring>
+#include <list>
+#include <thread>
+#include <unordered_map>
+
+#include "engine/vision/image_tokens.h"
+#include "gguf.h"
+#include "llama.h"
+#include "mtmd-helper.h"
+#include "mtmd.h"
+#include "util/log.h"
+
+namespace prefixd::engine {
+
+namespace {
+
+struct DigestHasher {
+  size_t operator()(const Digest& d) const {
+    size_t h = 0;
+    std::memcpy(&h, d.data(), sizeof h);
+    return h;
+  }
+};
+
+Result<Digest> FileDigest(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return Status::InvalidArgument("--mmproj: cannot open " + path);
+  Sha256 h;
+  std::vector<char> buf(1 << 20);
+  size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) h.Update(buf.data(), n);
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) return Status::IOError("--mmproj: cannot read " + path);
+  return h.Finish();
+}
+
+// clip.projector_type (or clip.vision.projector_type) of the GGUF, "" when it has none.
+std::string ProjectorType(const std::string& path) {
+  gguf_init_params p{/*no_alloc=*/true, /*ctx=*/nullptr};
+  gguf_context* g = gguf_init_from_file(path.c_str(), p);
+  if (g == nullptr) return "";
+  std::string type;
+  for (const char* key : {"clip.vision.projector_type", "clip.projector_type"}) {
+    const int64_t k = gguf_find_key(g, key);
+    if (k >= 0 && gguf_get_kv_type(g, k) == GGUF_TYPE_STRING) {
+      type = gguf_get_val_str(g, k);
+      break;
+    }
+  }
+  gguf_free(g);
+  return type;
+}
+
+std::string Hex(const Digest& d) {
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : d) s.push_back(kHex[b >> 4]), s.push_back(kHex[b & 15]);
+  return s;
+}
+
+struct ChunksDeleter {
+  void operator()(mtmd_input_chunks* c) const { mtmd_input_chunks_free(c); }
+};
+struct BitmapDeleter {
+  void operator()(mtmd_bitmap* b) const { mtmd_bitmap_free(b); }
+};
+
+}  // namespace
+
+// The encoder cache: identity -> embeddings, least recently used first out past the budget.
+struct Projector::Cache {
+  using Rows = std::shared_ptr<const std::vector<float>>;
+  struct Entry {
+    Digest identity;
+    Rows rows;
+  };
+  std::list<Entry> lru;  // most recent first
+  std::unordered_map<Digest, std::list<Entry>::iterator, DigestHasher> index;
+  uint64_t bytes = 0;
+
+  Rows Find(const Digest& id) {
+    auto it = index.find(id);
+    if (it == index.end()) return nullptr;
+    lru.splice(lru.begin(), lru, it->second);
+    return it->second->rows;
+  }
+  void Put(const Digest& id, Rows rows, uint64_t budget) {
+    bytes += rows->size() * sizeof(float);
+    lru.push_front({id, std::move(rows)});
+    index[id] = lru.begin();
+    while (bytes > budget && lru.size() > 1) {
+      bytes -= lru.back().rows->size() * sizeof(float);
+      index.erase(lru.back().identity);
+      lru.pop_back();
+    }
+  }
+};
+
+PreparedImage::~PreparedImage() {
+  if (chunk_ != nullptr) mtmd_input_chunk_free(chunk_);
+}
+
+Result<std::unique_ptr<Projector>> Projector::Load(const Model& model,
+                                                   const ProjectorOptions& options) {
+  std::unique_ptr<Projector> p(new Projector(options));
+  PREFIXD_ASSIGN_OR_RETURN(p->file_digest_, FileDigest(options.path));
+  p->type_ = ProjectorType(options.path);
+  if (p->type_.empty()) {
+    return Status::InvalidArgument("--mmproj " + options.path +
+                                   ": not a multimodal projector (no clip.projector_type)");
+  }
+  mtmd_context_params mp = mtmd_context_params_default();
+  mp.use_gpu = options.offload;
+  mp.print_timings = false;
+  const unsigned cores = std::thread::hardware_concurrency();
+  mp.n_threads = options.n_threads > 0 ? options.n_threads : int(cores == 0 ? 4 : cores);
+  mp.warmup = false;  // the first image allocates; a tiny test projector's warm-up would not
+  mp.image_min_tokens = options.image_min_tokens;
+  mp.image_max_tokens = options.image_max_tokens;
+  p->ctx_ = mtmd_init_from_file(options.path.c_str(), model.raw(), mp);
+  if (p->ctx_ == nullptr) {
+    return Status::InvalidArgument("--mmproj " + options.path + " (" + p->type_ +
+                                   ") does not load for this model: libmtmd refused it (a "
+                                   "projector of another model's width? see the log above)");
+  }
+  if (!mtmd_support_vision(p->ctx_)) {
+    return Status::InvalidArgument("--mmproj " + options.path + ": the projector reads no images");
+  }
+  if (mtmd_decode_use_mrope(p->ctx_)) {
+    return Status::InvalidArgument(
+        "--mmproj " + options.path + " (" + p->type_ +
+        "): its images take M-RoPE positions (Qwen2/3-VL, Qwen3.5), which this build does not "
+        "track yet; gemma3 and lfm2 projectors are served");
+  }
+  p->n_embd_ = llama_model_n_embd_inp(model.raw());
+  p->cache_ = std::make_unique<Cache>();
+  return p;
+}
+
+Projector::Projector(const ProjectorOptions& options) : options_(options) {}
+
+Projector::~Projector() {
+  if (ctx_ != nullptr) mtmd_free(ctx_);
+}
+
+Result<ImageInsert> Projector::Prepare(std::string_view bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_ptr<mtmd_bitmap, BitmapDeleter> bmp(
+      mtmd_helper_bitmap_init_from_buf(ctx_, reinterpret_cast<const unsigned char*>(bytes.data()),
+                                       bytes.size(), false, mtmd_helper_init_opt_default())
+          .bitmap);
+  if (!bmp || mtmd_bitmap_is_audio(bmp.get())) {
+    return Status::InvalidArgument("the image does not decode (PNG, JPEG, GIF and BMP do)");
+  }
+  auto image = std::shared_ptr<PreparedImage>(new PreparedImage());
+  image->width_ = mtmd_bitmap_get_nx(bmp.get());
+  image->height_ = mtmd_bitmap_get_ny(bmp.get());
+  Sha256 h;
+  h.Update("prefixd image v1");
+  h.Update(file_digest_.data(), file_digest_.size());
+  h.UpdateU64(uint64_t(int64_t(options_.image_min_tokens)));
+  h.UpdateU64(uint64_t(int64_t(options_.image_max_tokens)));
+  h.UpdateU64(image->width_);
+  h.UpdateU64(image->height_);
+  h.Update(mtmd_bitmap_get_data(bmp.get()), mtmd_bitmap_get_n_bytes(bmp.get()));
+  image->identity_ = h.Finish();
+  mtmd_bitmap_set_id(bmp.get(), Hex(image->identity_).c_str());
+
+  std::unique_ptr<mtmd_input_chunks, ChunksDeleter> chunks(mtmd_input_chunks_init());
+  const char* marker = mtmd_default_marker();
+  mtmd_input_text text{marker, std::strlen(marker), /*add_special=*/false, /*parse_special=*/true};
+  const mtmd_bitmap* bitmaps[1] = {bmp.get()};
+  if (mtmd_tokenize(ctx_, chunks.get(), &text, bitmaps, 1) != 0) {
+    return Status::InvalidArgument("the projector cannot read this image (" +
+                                   std::to_string(image->width_) + "x" +
+                                   std::to_string(image->height_) + ")");
+  }
+  ImageInsert out;
+  for (size_t i = 0; i < mtmd_input_chunks_size(chunks.get()); ++i) {
+    const mtmd_input_chunk* c = mtmd_input_chunks_get(chunks.get(), i);
+    if (mtmd_input_chunk_get_type(c) == MTMD_INPUT_CHUNK_TYPE_TEXT) {
+      size_t n = 0;
+      const llama_token* t = mtmd_input_chunk_get_tokens_text(c, &n);
+      auto& to = image->chunk_ == nullptr ? out.before : out.after;
+      to.insert(to.end(), t, t + n);
+    } else if (image->chunk_ == nullptr) {
+      image->chunk_ = mtmd_input_chunk_copy(c);
+      image->n_tokens_ = int32_t(mtmd_input_chunk_get_n_tokens(c));
+      image->non_causal_ = mtmd_decode_use_non_causal(ctx_, c);
+    }
+  }
+  if (image->chunk_ == nullptr || image->n_tokens_ <= 0) {
+    return Status::InvalidArgument("the projector made no image tokens of this image");
+  }
+  ++stats_.images_prepared;
+  out.image = std::move(image);
+  return out;
+}
+
+Result<std::shared_ptr<const std::vector<float>>> Projector::Embeddings(
+    const PreparedImage& image) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto rows = cache_->Find(image.identity())) {
+    ++stats_.encoder_hits;
+    return rows;
+  }
+  if (mtmd_encode_chunk(ctx_, image.chunk_) != 0) {
+    return Status::Internal("the image encoder failed (libmtmd's log says why)");
+  }
+  const float* embd = mtmd_get_output_embd(ctx_);
+  const size_t n = size_t(image.n_tokens()) * size_t(n_embd_);
+  auto rows = std::make_shared<const std::vector<float>>(embd, embd + n);
+  ++stats_.images_encoded;
+  cache_->Put(image.identity(), rows, options_.cache_bytes);
+  return rows;
+}
+
+ProjectorStats Projector::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ProjectorStats s = stats_;
+  s.cached_bytes = cache_ ? cache_->bytes : 0;
+  return s;
+}
+
+}  // namespace prefixd::engine
