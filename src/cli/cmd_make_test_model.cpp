@@ -1,11 +1,13 @@
 // prefixd make-test-model: writes a random-weight GGUF model of a real architecture, for tests
 // and benchmarks without downloads (see docs/test-models.md).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
 
 #include "cli/commands.h"
 #include "engine/testgen/test_model.h"
+#include "engine/testgen/test_projector.h"
 #include "util/flags.h"
 
 namespace prefixd::cli {
@@ -17,20 +19,38 @@ std::string Join(const std::vector<std::string>& items) {
   return out;
 }
 
-int Make(const engine::TestModelSpec& spec, const std::string& out) {
+// Refuses --mmproj for an arch without a projector before anything is written.
+bool CheckMmproj(const engine::TestModelSpec& spec, const std::string& mmproj) {
+  const auto& archs = engine::ProjectorTestModelArchs();
+  if (mmproj.empty() || std::find(archs.begin(), archs.end(), spec.arch) != archs.end()) {
+    return true;
+  }
+  std::fprintf(stderr,
+               "prefixd make-test-model: --mmproj: arch %s has no image projector (%s do)\n",
+               spec.arch.c_str(), Join(archs).c_str());
+  return false;
+}
+
+int Fail(const Status& st) {
+  std::fprintf(stderr, "prefixd make-test-model: %s\n", st.ToString().c_str());
+  return st.code() == Status::Code::kInvalidArgument ? 2 : 1;
+}
+
+int Make(const engine::TestModelSpec& spec, const std::string& out, const std::string& mmproj) {
   if (out.empty()) {
     std::fprintf(stderr, "prefixd make-test-model: --out is required\n");
     return 2;
   }
+  if (!CheckMmproj(spec, mmproj)) return 2;
   const auto start = std::chrono::steady_clock::now();
-  const Status st = engine::MakeTestModel(spec, out);
-  if (!st.ok()) {
-    std::fprintf(stderr, "prefixd make-test-model: %s\n", st.ToString().c_str());
-    return st.code() == Status::Code::kInvalidArgument ? 2 : 1;
+  if (const Status st = engine::MakeTestModel(spec, out); !st.ok()) return Fail(st);
+  if (!mmproj.empty()) {
+    if (const Status st = engine::MakeTestProjector(spec, mmproj); !st.ok()) return Fail(st);
   }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("wrote %s (%s, %s, seed %llu) in %.1f s\n", out.c_str(), spec.arch.c_str(),
+  std::printf("wrote %s%s%s (%s, %s, seed %llu) in %.1f s\n", out.c_str(),
+              mmproj.empty() ? "" : " and ", mmproj.c_str(), spec.arch.c_str(),
               spec.shape.c_str(), static_cast<unsigned long long>(spec.seed), secs);
   return 0;
 }
@@ -47,6 +67,7 @@ int CmdMakeTestModel(int argc, char** argv) {
   int64_t nextn = 0;
   bool predictable = false;
   std::string script;
+  std::string mmproj;
   Flags flags("make-test-model",
               "write a random-weight GGUF model of a real architecture, with a byte-level BPE "
               "tokenizer and a Qwen3-style chat template, or a real tokenizer and template "
@@ -79,6 +100,10 @@ int CmdMakeTestModel(int argc, char** argv) {
                "qwen35 or qwen3next: the model's answer to any prompt is TEXT, then the end of "
                "the turn (each token of TEXT at most once; at most 63 tokens on tiny)");
   flags.String("-o,--out", &out, "the .gguf file to write (required)");
+  flags.String("--mmproj", &mmproj,
+               "also write a random-weight image projector for libmtmd (serve --mmproj) that "
+               "fits the model, to this .gguf file: " + Join(engine::ProjectorTestModelArchs()) +
+                   " (other archs refuse it; docs/test-models.md)");
   return RunWithFlags(flags, argc, argv, [&] {
     engine::TestModelSpec spec{arch, shape, static_cast<uint64_t>(seed)};
     spec.vocab = vocab;
@@ -90,7 +115,7 @@ int CmdMakeTestModel(int argc, char** argv) {
     spec.nextn_layers = uint32_t(nextn);
     spec.predictable = predictable;
     spec.script = script;
-    return Make(spec, out);
+    return Make(spec, out, mmproj);
   });
 }
 
