@@ -120,14 +120,16 @@ std::vector<unsigned char> Pixels(uint32_t w, uint32_t h, uint32_t seed) {
   return rgb;
 }
 
-// How many tokens an image makes on each arch's projector (docs/test-models.md).
-struct TokenRange {
-  size_t min, max;
+// What a 64x48 image makes on each arch's projector (docs/test-models.md): tokens, and the
+// positions they advance (M-RoPE on qwen35: max(nx, ny) of a 4x3 grid).
+struct ImageSize {
+  size_t n_tokens;
+  llama_pos n_pos;
 };
-const std::map<std::string, TokenRange>& ExpectedTokens() {
-  static const std::map<std::string, TokenRange> kTokens = {
-      {"gemma3", {16, 16}}, {"lfm2", {64, 256}}, {"qwen35", {8, 4096}}};
-  return kTokens;
+const std::map<std::string, ImageSize>& Expected64x48() {
+  static const std::map<std::string, ImageSize> kSizes = {
+      {"gemma3", {16, 16}}, {"lfm2", {70, 70}}, {"qwen35", {12, 4}}};
+  return kSizes;
 }
 
 class TestProjectorTest : public ::testing::TestWithParam<std::string> {
@@ -187,9 +189,8 @@ TEST_P(TestProjectorTest, ImageBecomesFiniteEmbeddingsOfTheTextWidth) {
   const mtmd_input_chunk* image = ImageChunk(chunks.get());
   ASSERT_NE(image, nullptr);
   const size_t n_tokens = mtmd_input_chunk_get_n_tokens(image);
-  const TokenRange range = ExpectedTokens().at(GetParam());
-  EXPECT_GE(n_tokens, range.min);
-  EXPECT_LE(n_tokens, range.max);
+  EXPECT_EQ(n_tokens, Expected64x48().at(GetParam()).n_tokens);
+  EXPECT_EQ(mtmd_input_chunk_get_n_pos(image), Expected64x48().at(GetParam()).n_pos);
 
   const std::vector<float> embd = Encode(pixels, 64, 48, "a");
   ASSERT_EQ(embd.size(), n_tokens * size_t(llama_model_n_embd_inp(loaded_->model.get())));
