@@ -222,7 +222,18 @@ std::string Engine::Detokenize(const std::vector<Token>& tokens) const {
 const std::string& Engine::model_name() const { return impl_->options.model_path; }
 int32_t Engine::n_vocab() const { return impl_->model->n_vocab(); }
 uint32_t Engine::n_ctx_per_slot() const { return impl_->options.n_ctx_per_slot; }
-EngineStats Engine::GetStats() const { return impl_->scheduler->GetStats(); }
+EngineStats Engine::GetStats() const {
+  EngineStats s = impl_->scheduler->GetStats();
+  if (impl_->projector) {
+    const ProjectorStats p = impl_->projector->stats();
+    s.reads_images = true;
+    s.images_prepared = p.images_prepared;
+    s.images_encoded = p.images_encoded;
+    s.image_encoder_hits = p.encoder_hits;
+    s.image_encoder_bytes = p.cached_bytes;
+  }
+  return s;
+}
 Status Engine::ClearCache() { return impl_->scheduler->ClearCache(); }
 std::string Engine::DomainIdOf(const std::string& tenant_salt) const {
   return impl_->scheduler->DomainIdOf(tenant_salt);

@@ -87,6 +87,13 @@ struct EngineStats {
                                  // 0009): capture points do not end calls
   MemoryWarming memory_warming = MemoryWarming::kOff;  // CacheStack::memory_warming
   uint64_t requests = 0;
+  // Images (--mmproj; all 0 without a projector): read from requests, encoded, found in the
+  // encoder cache, and the bytes of embeddings it holds (engine/vision/projector.h).
+  bool reads_images = false;
+  uint64_t images_prepared = 0;
+  uint64_t images_encoded = 0;
+  uint64_t image_encoder_hits = 0;
+  uint64_t image_encoder_bytes = 0;
   uint64_t prompt_tokens = 0;
   uint64_t cached_tokens = 0;
   uint64_t evaluated_tokens = 0;
