@@ -1,6 +1,7 @@
 // MakeTestProjector: the keys and tensors libmtmd's loader reads for a projector type
-// (tools/mtmd/clip.cpp: load_hparams, load_tensors; the graphs in models/siglip.cpp and
-// models/qwen3vl.cpp), filled with deterministic random values and written with gguf.h.
+// (tools/mtmd/clip.cpp: load_hparams, load_tensors; the graphs in models/siglip.cpp,
+// models/qwen3vl.cpp and models/gemma4v.cpp), filled with deterministic random values and
+// written with gguf.h.
 //
 // Tensor shapes are ggml's (ne0 first): a matrix applied to x of width `in` is [in, out].
 #include "engine/testgen/test_projector.h"
@@ -30,24 +31,34 @@ constexpr uint32_t kVitEmbd = 32;
 constexpr uint32_t kVitFf = 64;
 constexpr uint32_t kVitBlocks = 2;
 constexpr uint32_t kVitHeads = 2;
+constexpr uint32_t kGemma4Positions = 4096;  // rows of each of gemma4v's x and y position tables
 constexpr uint32_t kMergerFf = 64;  // hidden width of the lfm2 and qwen3vl mergers
 constexpr float kEps = 1e-6f;
+
+// The vision transformers of the projector types.
+enum class Vit {
+  kSiglip,  // clip.cpp's build_vit: layer norms, separate Q/K/V with biases, GELU MLP
+  kQwenVl,  // models/qwen3vl.cpp: fused QKV, a second (temporal) patch embedding, M-RoPE
+  kGemma4,  // models/gemma4v.cpp: RMS norms, Q/K norms, post norms, gated GELU, x/y tables
+};
 
 // What differs between the projector types.
 struct ProjectorDesc {
   const char* arch;  // the text model's arch
   const char* type;  // clip.projector_type
-  uint32_t image_size;  // gemma3: every image is resized to it; others: the position table's side
+  uint32_t image_size;  // gemma3: every image is resized to it; lfm2, qwen35: the position
+                        // table's side; gemma4: unused (libmtmd requires it)
   uint32_t patch_size;
   uint32_t n_merge;     // patches merged per side into one token
-  bool qwen;            // Qwen-VL ViT: fused QKV, a second (temporal) patch embedding
+  Vit vit;
 };
 
 const std::vector<ProjectorDesc>& Descs() {
   static const std::vector<ProjectorDesc> kDescs = {
-      {"gemma3", "gemma3", 64, 8, 2, false},           // 8x8 patches, 4x4 tokens
-      {"lfm2", "lfm2", 256, 16, 2, false},             // dynamic: 64..256 tokens
-      {"qwen35", "qwen3vl_merger", 256, 16, 2, true},  // dynamic: 8.. tokens
+      {"gemma3", "gemma3", 64, 8, 2, Vit::kSiglip},           // 8x8 patches, 4x4 tokens
+      {"lfm2", "lfm2", 256, 16, 2, Vit::kSiglip},             // dynamic: 64..256 tokens
+      {"qwen35", "qwen3vl_merger", 256, 16, 2, Vit::kQwenVl},  // dynamic: 8..4096 tokens
+      {"gemma4", "gemma4v", 224, 16, 3, Vit::kGemma4},        // dynamic: 70..1120 tokens
   };
   return kDescs;
 }
@@ -130,30 +141,64 @@ class Tensors {
   std::vector<Entry> list_;
 };
 
-// The vision transformer (clip.cpp's build_vit, or the Qwen-VL variant in models/qwen3vl.cpp):
-// patch embedding, learned positions, pre-norm blocks, a final norm.
-void AddVit(Tensors& t, const ProjectorDesc& d) {
+const float kResidual = 1.0f / std::sqrt(2.0f * kVitBlocks);  // the residual branches' outputs
+
+// clip.cpp's build_vit as siglip.cpp and qwen3vl.cpp run it: patch embedding with a bias,
+// learned positions, pre-norm blocks (layer norms), a final norm.
+void AddSiglipVit(Tensors& t, const ProjectorDesc& d) {
   const int64_t e = kVitEmbd, p = d.patch_size;
   const int64_t n_pos = int64_t(d.image_size / d.patch_size) * (d.image_size / d.patch_size);
-  const float residual = 1.0f / std::sqrt(2.0f * kVitBlocks);  // the residual branches' outputs
+  const bool qwen = d.vit == Vit::kQwenVl;
   t.Add("v.patch_embd.weight", {p, p, 3, e}, Matrix(p * p * 3));
-  if (d.qwen) t.Add("v.patch_embd.weight.1", {p, p, 3, e}, Matrix(p * p * 3));
+  if (qwen) t.Add("v.patch_embd.weight.1", {p, p, 3, e}, Matrix(p * p * 3));
   t.Add("v.patch_embd.bias", {e}, Bias());
   t.Add("v.position_embd.weight", {e, n_pos}, {0.0f, 0.1f});
   for (uint32_t il = 0; il < kVitBlocks; ++il) {
     const std::string blk = "v.blk." + std::to_string(il) + ".";
     t.AddNorm(blk + "ln1", e);
-    if (d.qwen) {
+    if (qwen) {
       t.AddLinear(blk + "attn_qkv", e, 3 * e);
     } else {
       for (const char* m : {"attn_q", "attn_k", "attn_v"}) t.AddLinear(blk + m, e, e);
     }
-    t.AddLinear(blk + "attn_out", e, e, residual);
+    t.AddLinear(blk + "attn_out", e, e, kResidual);
     t.AddNorm(blk + "ln2", e);
     t.AddLinear(blk + "ffn_up", e, kVitFf);
-    t.AddLinear(blk + "ffn_down", kVitFf, e, residual);
+    t.AddLinear(blk + "ffn_down", kVitFf, e, kResidual);
   }
   t.AddNorm("v.post_ln", e);
+}
+
+// gemma4v.cpp: a patch embedding without bias, an x and a y position table (rows looked up by
+// the patch's column and row), blocks with RMS norms (weights only), per-head Q/K norms, norms
+// after attention and MLP, and a gated GELU MLP; no final norm.
+void AddGemma4Vit(Tensors& t, const ProjectorDesc& d) {
+  const int64_t e = kVitEmbd, p = d.patch_size, d_head = kVitEmbd / kVitHeads;
+  t.Add("v.patch_embd.weight", {p, p, 3, e}, Matrix(p * p * 3));
+  t.Add("v.position_embd.weight", {e, kGemma4Positions, 2}, {0.0f, 0.1f});
+  for (uint32_t il = 0; il < kVitBlocks; ++il) {
+    const std::string blk = "v.blk." + std::to_string(il) + ".";
+    for (const char* norm : {"ln1", "attn_post_norm", "ln2", "ffn_post_norm"}) {
+      t.Add(blk + norm + ".weight", {e}, Norm());
+    }
+    for (const char* m : {"attn_q", "attn_k", "attn_v"}) {
+      t.Add(blk + m + ".weight", {e, e}, Matrix(e));
+    }
+    t.Add(blk + "attn_q_norm.weight", {d_head}, Norm());
+    t.Add(blk + "attn_k_norm.weight", {d_head}, Norm());
+    t.Add(blk + "attn_out.weight", {e, e}, Matrix(e, kResidual));
+    t.Add(blk + "ffn_gate.weight", {e, kVitFf}, Matrix(e));
+    t.Add(blk + "ffn_up.weight", {e, kVitFf}, Matrix(e));
+    t.Add(blk + "ffn_down.weight", {kVitFf, e}, Matrix(kVitFf, kResidual));
+  }
+}
+
+void AddVit(Tensors& t, const ProjectorDesc& d) {
+  if (d.vit == Vit::kGemma4) {
+    AddGemma4Vit(t, d);
+  } else {
+    AddSiglipVit(t, d);
+  }
 }
 
 // The merger from the ViT's patches to tokens of the text model's width `n_text`.
@@ -164,6 +209,9 @@ void AddMerger(Tensors& t, const ProjectorDesc& d, int64_t n_text) {
     // avg-pool, rms norm, then x * W: W is [n_text, n_embd] and applied transposed.
     t.Add("mm.soft_emb_norm.weight", {kVitEmbd}, Norm());
     t.Add("mm.input_projection.weight", {n_text, kVitEmbd}, Matrix(kVitEmbd));
+  } else if (type == "gemma4v") {
+    // avg-pool, scale by sqrt(n_embd), rms norm, then W x.
+    t.Add("mm.input_projection.weight", {kVitEmbd, n_text}, Matrix(kVitEmbd));
   } else if (type == "lfm2") {
     // pixel unshuffle, layer norm, GELU MLP.
     t.AddNorm("mm.input_norm", merged);
@@ -195,12 +243,16 @@ void AddKeys(gguf_context* ctx, const ProjectorDesc& d, uint32_t n_text,
   gguf_set_val_f32(ctx, "clip.vision.attention.layer_norm_epsilon", kEps);
   gguf_set_val_u32(ctx, "clip.vision.image_size", d.image_size);
   gguf_set_val_u32(ctx, "clip.vision.patch_size", d.patch_size);
-  const float half[3] = {0.5f, 0.5f, 0.5f};  // pixels to [-1, 1]
-  gguf_set_arr_data(ctx, "clip.vision.image_mean", GGUF_TYPE_FLOAT32, half, 3);
-  gguf_set_arr_data(ctx, "clip.vision.image_std", GGUF_TYPE_FLOAT32, half, 3);
+  // Pixels to [-1, 1]: by the mean and std, or in gemma4v's graph, which expects [0, 1].
+  const bool in_graph = d.vit == Vit::kGemma4;
+  const float mean[3] = {0.5f, 0.5f, 0.5f}, half[3] = {0.5f, 0.5f, 0.5f};
+  const float zero[3] = {0.0f, 0.0f, 0.0f}, one[3] = {1.0f, 1.0f, 1.0f};
+  gguf_set_arr_data(ctx, "clip.vision.image_mean", GGUF_TYPE_FLOAT32, in_graph ? zero : mean, 3);
+  gguf_set_arr_data(ctx, "clip.vision.image_std", GGUF_TYPE_FLOAT32, in_graph ? one : half, 3);
   // Qwen-VL reads its merge as spatial_merge_size, the others as the projector's scale factor.
-  gguf_set_val_u32(ctx, d.qwen ? "clip.vision.spatial_merge_size"
-                               : "clip.vision.projector.scale_factor", d.n_merge);
+  gguf_set_val_u32(ctx, d.vit == Vit::kQwenVl ? "clip.vision.spatial_merge_size"
+                                              : "clip.vision.projector.scale_factor",
+                   d.n_merge);
 }
 
 // The text model's embedding width for the spec's arch and shape, as MakeTestModel writes it.

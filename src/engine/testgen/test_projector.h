@@ -2,8 +2,8 @@
 // with one, tests and benches run libmtmd's real image encoder on the CPU without downloading
 // anything. See docs/test-models.md ("Image projectors") for the shapes and token counts.
 //
-// A projector is a tiny vision transformer (SigLIP-style: 32 wide, 2 blocks, 2 heads) and the
-// projector type's own merger, whose output width is the text model's embedding width, so that
+// A projector is a tiny vision transformer (32 wide, 2 blocks, 2 heads, in the layout of the
+// projector type's real one) and the type's own merger, whose output width is the text model's embedding width, so that
 // libmtmd accepts it beside the model MakeTestModel writes for the same arch and shape.
 //
 // The weights are random but deterministic: the same arch, shape and seed give a byte-identical
@@ -20,8 +20,9 @@ namespace prefixd::engine {
 
 // The archs whose test model has a projector, with the projector type libmtmd runs for it:
 // gemma3 ("gemma3": fixed 64x64 input, 16 tokens an image), lfm2 ("lfm2": dynamic resolution,
-// 64 to 256 tokens an image), qwen35 ("qwen3vl_merger": dynamic resolution, 8 tokens at least;
-// M-RoPE positions).
+// 64 to 256 tokens an image, tiled above that), qwen35 ("qwen3vl_merger": dynamic resolution,
+// 8 to 4096 tokens; M-RoPE positions), gemma4 ("gemma4v": dynamic resolution, 70 to 1120
+// tokens).
 const std::vector<std::string>& ProjectorTestModelArchs();
 
 // Writes the projector that fits the text model MakeTestModel writes for `spec.arch` and

@@ -128,7 +128,7 @@ struct ImageSize {
 };
 const std::map<std::string, ImageSize>& Expected64x48() {
   static const std::map<std::string, ImageSize> kSizes = {
-      {"gemma3", {16, 16}}, {"lfm2", {70, 70}}, {"qwen35", {12, 4}}};
+      {"gemma3", {16, 16}}, {"lfm2", {70, 70}}, {"qwen35", {12, 4}}, {"gemma4", {80, 80}}};
   return kSizes;
 }
 
