@@ -31,8 +31,8 @@ constexpr uint32_t kVitEmbd = 32;
 constexpr uint32_t kVitFf = 64;
 constexpr uint32_t kVitBlocks = 2;
 constexpr uint32_t kVitHeads = 2;
+constexpr uint32_t kMergerFf = 64;           // hidden width of the lfm2 and qwen3vl mergers
 constexpr uint32_t kGemma4Positions = 4096;  // rows of each of gemma4v's x and y position tables
-constexpr uint32_t kMergerFf = 64;  // hidden width of the lfm2 and qwen3vl mergers
 constexpr float kEps = 1e-6f;
 
 // The vision transformers of the projector types.
@@ -113,7 +113,8 @@ class Tensors {
     Add(prefix + ".weight", {in, out}, Matrix(in, scale));
     Add(prefix + ".bias", {out}, Bias());
   }
-  // Allocates, fills from `seed` and adds every tensor to `gguf`.
+  // Allocates, fills from `seed` and adds every tensor to `gguf`, which reads their data from
+  // here when it is written: REQUIRES that this object outlives the write.
   Status FillInto(gguf_context* gguf, uint64_t seed) {
     ggml_backend_dev_t cpu = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
     if (cpu == nullptr) return Status::Internal("no CPU backend to build the projector on");
