@@ -40,6 +40,12 @@ json CacheCountersJson(const engine::EngineStats& s) {
             {"evictions_by_tier", engine::CountsByName(s.evictions_by_tier, cache::TierName)},
             {"slots_busy", s.slots_busy},
             {"queue_depth", s.queue_depth}});
+  if (s.reads_images) {
+    j["images"] = {{"read", s.images_prepared},
+                   {"encoded", s.images_encoded},
+                   {"encoder_hits", s.image_encoder_hits},
+                   {"encoder_bytes", s.image_encoder_bytes}};
+  }
   return j;
 }
 

@@ -106,6 +106,18 @@ void RenderEngine(const engine::EngineStats& s, std::string* out) {
   Counter("prefixd_evaluated_tokens_total", "Prompt tokens evaluated (prefilled).",
           s.evaluated_tokens, out);
   Counter("prefixd_generated_tokens_total", "Tokens generated.", s.generated_tokens, out);
+  if (s.reads_images) {
+    Counter("prefixd_images_total", "Images read from requests (--mmproj).", s.images_prepared,
+            out);
+    Counter("prefixd_images_encoded_total",
+            "Images the projector encoded (the rest came from the encoder cache or had their "
+            "rows restored by the prompt cache).",
+            s.images_encoded, out);
+    Counter("prefixd_image_encoder_hits_total", "Image embeddings found in the encoder cache.",
+            s.image_encoder_hits, out);
+    Gauge("prefixd_image_encoder_bytes", "Bytes of image embeddings the encoder cache holds.",
+          double(s.image_encoder_bytes), out);
+  }
   Counter("prefixd_draft_tokens_total", "Tokens drafted and verified (speculative decoding).",
           s.draft_tokens, out);
   Counter("prefixd_draft_accepted_total", "Drafted tokens the model took.", s.draft_accepted,

@@ -1,0 +1,190 @@
+// Images on a model that reads them: the tiny gemma3 test model with its random-weight projector
+// (`make-test-model --mmproj`), served with `--mmproj`, so libmtmd's real encoder runs. Through
+// the official clients: chat completions and Responses (`openai`), Messages with an image in a
+// user turn and one inside a tool_result (`@anthropic-ai/sdk`). Each answer says the model read
+// the images (X-Prefixd-Images: read), the next turn reuses >= 0.99 of the previous prompt, the
+// same picture is encoded once however many APIs and files carry it, a restart restores an
+// image conversation from disk without encoding it, and a file that does not decode is a 400
+// while the server serves on.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { deflateSync } from 'node:zlib';
+import Anthropic from '@anthropic-ai/sdk';
+import { BIN, client, metric, metrics, post, startServer, tempDir } from './harness.js';
+
+const SYSTEM = 'You are a careful assistant who describes screenshots of a code editor. '
+  + Array.from({ length: 30 }, (_, i) => `Rule ${i}: name the file, the line and the symbol.`).join(' ');
+
+function be32(v) { return Buffer.from([(v >>> 24) & 255, (v >>> 16) & 255, (v >>> 8) & 255, v & 255]); }
+const CRC = Array.from({ length: 256 }, (_, n) => {
+  let c = n;
+  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+  return c >>> 0;
+});
+function crc32(buf) {
+  let c = 0xffffffff;
+  for (const b of buf) c = CRC[(c ^ b) & 255] ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
+}
+function chunk(type, data) {
+  const body = Buffer.concat([Buffer.from(type), data]);
+  return Buffer.concat([be32(data.length), body, be32(crc32(body))]);
+}
+// A real RGB PNG of a picture drawn from `seed`, compressed at `level` (the same pixels at
+// another level are another file).
+function png(width, height, seed, level = 6) {
+  const rows = [];
+  for (let y = 0; y < height; y++) {
+    const row = Buffer.alloc(1 + width * 3);
+    for (let x = 0; x < width; x++) {
+      const v = Math.imul((x >> 3) + 7 * (y >> 3) + 1, 2654435761) ^ Math.imul(seed, 40503);
+      for (let c = 0; c < 3; c++) row[1 + x * 3 + c] = (v >>> (8 * c)) & 255;
+    }
+    rows.push(row);
+  }
+  const ihdr = Buffer.concat([be32(width), be32(height), Buffer.from([8, 2, 0, 0, 0])]);
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk('IHDR', ihdr), chunk('IDAT', deflateSync(Buffer.concat(rows), { level })),
+    chunk('IEND', Buffer.alloc(0))]);
+}
+const dataUrl = (bytes) => `data:image/png;base64,${bytes.toString('base64')}`;
+
+function makeVisionModel(dir) {
+  const model = join(dir, 'g3.gguf');
+  const mmproj = join(dir, 'g3-mmproj.gguf');
+  execFileSync(BIN, ['make-test-model', '--arch', 'gemma3', '--seed', '1', '--out', model,
+    '--mmproj', mmproj], { stdio: ['ignore', 'ignore', 'inherit'] });
+  return { model, mmproj };
+}
+
+function assertReused(cached, previousPrompt, what) {
+  assert.ok(cached >= 0.99 * previousPrompt, `${what}: reused ${cached} of ${previousPrompt}`);
+}
+
+const encoded = async (server) => metric(await metrics(server), 'prefixd_images_encoded_total');
+
+describe('Images on a model served with --mmproj', () => {
+  let dir; let files; let server; let openai; let anthropic; let cacheDir;
+  const screenshot = png(64, 48, 1);
+
+  before(async () => {
+    dir = tempDir('vision');
+    files = makeVisionModel(dir);
+    cacheDir = join(dir, 'cache');
+    server = await startServer({ model: files.model, cacheDir,
+      args: ['--mmproj', files.mmproj, '--slots', '2', '--ctx', '4096'] });
+    openai = client(server);
+    anthropic = new Anthropic({ baseURL: server.url, apiKey: 'unused', maxRetries: 0, timeout: 30000 });
+  });
+  after(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('says the model reads images', async () => {
+    const models = await openai.models.list();
+    assert.deepEqual(models.data[0].input_modalities, ['text', 'image']);
+    assert.match(server.log, /images: projector .*\(gemma3\)/);
+  });
+
+  it('chat completions: the model reads the image; the next turn reuses the prompt', async (t) => {
+    const messages = [{ role: 'system', content: SYSTEM },
+      { role: 'user', content: [{ type: 'text', text: 'What is on this screenshot?' },
+        { type: 'image_url', image_url: { url: dataUrl(screenshot) } }] }];
+    const request = { model: 'g3', max_tokens: 4, temperature: 0 };
+    const { data: first, response } = await openai.chat.completions.create({ ...request, messages })
+      .withResponse();
+    assert.equal(response.headers.get('x-prefixd-images'), 'read; n=1');
+    assert.equal(await encoded(server), 1);
+    messages.push({ role: 'assistant', content: 'An editor.' },
+      { role: 'user', content: 'Which file is open?' });
+    const second = await openai.chat.completions.create({ ...request, messages });
+    const cached = second.usage.prompt_tokens_details.cached_tokens;
+    assertReused(cached, first.usage.prompt_tokens, 'chat');
+    // The same pixels in another file (another compression level): the same image.
+    messages[1].content[1].image_url.url = dataUrl(png(64, 48, 1, 0));
+    const third = await openai.chat.completions.create({ ...request, messages });
+    assert.ok(third.usage.prompt_tokens_details.cached_tokens >= cached,
+      `another file of the same pixels: ${third.usage.prompt_tokens_details.cached_tokens}`);
+    assert.equal(await encoded(server), 1, 'encoded once');
+    t.diagnostic(`chat: reused ${cached} of the previous prompt's ${first.usage.prompt_tokens}`);
+  });
+
+  it('Responses: input_image in a message and in a function_call_output; the next turn reuses', async (t) => {
+    const tools = [{ type: 'function', name: 'screenshot', description: 'Takes a screenshot',
+      parameters: { type: 'object', properties: {} }, strict: false }];
+    const input = [
+      { role: 'user', content: [{ type: 'input_text', text: 'Look at my screen.' },
+        { type: 'input_image', image_url: dataUrl(screenshot), detail: 'auto' }] },
+      { type: 'function_call', call_id: 'call_1', name: 'screenshot', arguments: '{}' },
+      { type: 'function_call_output', call_id: 'call_1',
+        output: [{ type: 'input_text', text: 'The screen now:' },
+          { type: 'input_image', image_url: dataUrl(png(48, 64, 2)) }] }];
+    const request = { model: 'g3', instructions: SYSTEM, tools, max_output_tokens: 4, temperature: 0 };
+    const { data: first, response } = await openai.responses.create({ ...request, input }).withResponse();
+    assert.equal(response.headers.get('x-prefixd-images'), 'read; n=2');
+    input.push({ role: 'assistant', content: 'A terminal.' }, { role: 'user', content: 'And now?' });
+    const second = await openai.responses.create({ ...request, input });
+    const cached = second.usage.input_tokens_details.cached_tokens;
+    assertReused(cached, first.usage.input_tokens, 'responses');
+    assert.equal(await encoded(server), 2, 'the screenshot came from the encoder cache');
+    t.diagnostic(`responses: reused ${cached} of the previous prompt's ${first.usage.input_tokens}`);
+  });
+
+  it('Messages: an image in a user turn and one inside a tool_result; the next turn reuses', async (t) => {
+    const tools = [{ name: 'Read', description: 'Reads a file',
+      input_schema: { type: 'object', properties: { file_path: { type: 'string' } } } }];
+    const messages = [
+      { role: 'user', content: [
+        { type: 'image', source: { type: 'base64', media_type: 'image/png', data: screenshot.toString('base64') } },
+        { type: 'text', text: 'Here is the bug; read /tmp/after.png too.' }] },
+      { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'Read',
+        input: { file_path: '/tmp/after.png' } }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [
+        // Mislabelled as JPEG: the server reads a PNG from the bytes.
+        { type: 'image', source: { type: 'base64', media_type: 'image/jpeg', data: png(64, 64, 3).toString('base64') } }] }] }];
+    const request = { model: 'g3', system: SYSTEM, tools, max_tokens: 4, temperature: 0 };
+    const { data: first, response } = await anthropic.messages.create({ ...request, messages })
+      .withResponse();
+    assert.equal(response.headers.get('x-prefixd-images'), 'read; n=2');
+    const firstPrompt = first.usage.input_tokens + first.usage.cache_read_input_tokens;
+    messages.push({ role: 'assistant', content: 'The button is misaligned.' },
+      { role: 'user', content: 'Fix it.' });
+    const second = await anthropic.messages.create({ ...request, messages });
+    assertReused(second.usage.cache_read_input_tokens, firstPrompt, 'messages');
+    assert.equal(await encoded(server), 3, 'one new picture, one encoder-cache hit');
+    t.diagnostic(`messages: reused ${second.usage.cache_read_input_tokens} of the previous prompt's ${firstPrompt}`);
+  });
+
+  it('a file that does not decode is a 400, and the next request is served', async () => {
+    const broken = Buffer.from(screenshot);
+    const idat = broken.indexOf('IDAT');
+    broken.fill(0xaa, idat + 4, idat + 40);  // the header walks, the pixels do not inflate
+    const r = await post(server, '/v1/chat/completions', { model: 'g3', max_tokens: 2,
+      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: dataUrl(broken) } }] }] });
+    assert.equal(r.status, 400, r.text);
+    assert.match(r.json.error.message, /image 1: the image does not decode/);
+    const ok = await openai.chat.completions.create({ model: 'g3', max_tokens: 2,
+      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: dataUrl(screenshot) } }] }] });
+    assert.equal(ok.choices.length, 1);
+  });
+
+  it('a restart restores an image conversation from disk without encoding it', async () => {
+    const messages = [{ role: 'system', content: SYSTEM },
+      { role: 'user', content: [{ type: 'text', text: 'Describe it.' },
+        { type: 'image_url', image_url: { url: dataUrl(png(64, 48, 9)) } }] }];
+    const request = { model: 'g3', max_tokens: 4, temperature: 0 };
+    const first = await openai.chat.completions.create({ ...request, messages });
+    await server.stop();
+    server = await startServer({ model: files.model, cacheDir,
+      args: ['--mmproj', files.mmproj, '--slots', '2', '--ctx', '4096'] });
+    openai = client(server);
+    messages.push({ role: 'assistant', content: 'A list.' }, { role: 'user', content: 'And?' });
+    const second = await openai.chat.completions.create({ ...request, messages });
+    assertReused(second.usage.prompt_tokens_details.cached_tokens, first.usage.prompt_tokens, 'after restart');
+    assert.equal(await encoded(server), 0, 'the rows came back from disk');
+  });
+});
