@@ -174,9 +174,13 @@ Status Engine::Impl::PrepareImages(const ChatRender& render, const ParsedChat& c
       return Status::InvalidArgument("image " + std::to_string(i + 1) + ": " +
                                      ins.status().message());
     }
-    if (ins->image->non_causal() && uint32_t(ins->image->n_tokens()) > this->options.n_ubatch) {
+    for (const ImagePiece& piece : ins->pieces) {
+      if (!piece.image || !piece.image->non_causal() ||
+          uint32_t(piece.image->n_tokens()) <= this->options.n_ubatch) {
+        continue;
+      }
       return Status::InvalidArgument(
-          "image " + std::to_string(i + 1) + " is " + std::to_string(ins->image->n_tokens()) +
+          "image " + std::to_string(i + 1) + " is " + std::to_string(piece.image->n_tokens()) +
           " tokens, decoded in one call: more than the ubatch of " +
           std::to_string(this->options.n_ubatch) + " (raise --ubatch-size, or lower "
           "--image-max-tokens)");

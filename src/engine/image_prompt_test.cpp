@@ -333,6 +333,23 @@ TEST_P(ImagePromptTest, ABrokenFileOrAMissingPlaceIsACleanError) {
   EXPECT_TRUE(e->PrepareChat(MessagesJson(t), o).ok());
 }
 
+// lfm2's projector cuts a picture larger than about 724x724 into tiles and a thumbnail, and
+// looks the thumbnail's marker up in the vocabulary; the test model's vocabulary has none, so
+// the request is a clean error naming it, not a decode of LLAMA_TOKEN_NULL, and the engine
+// serves the next one.
+TEST(ImagePromptTiles, AWrappingTokenTheVocabularyLacksIsACleanError) {
+  auto e = MakeEngine("lfm2", true);
+  ASSERT_TRUE(e);
+  const std::vector<Turn> t = Conversation(1);
+  ChatRenderOptions o;
+  o.images = {Png(800, 800, Picture(800, 800, 4))};
+  auto p = e->PrepareChat(MessagesJson(t), o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("vocabulary lacks"), std::string::npos) << p.status().ToString();
+  const Prompt small = Prepare(*e, t, {Png(48, 40, Picture(48, 40, 4))});
+  EXPECT_EQ(Complete(*e, small).tokens.size(), 4u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Projectors, ImagePromptTest, ::testing::Values("gemma3", "lfm2"),
                          [](const auto& info) { return info.param; });
 

@@ -50,15 +50,18 @@ void ExpandImages(const MarkedTokens& marked, std::span<const ImageInsert> inser
   for (size_t k = 0; k < marked.markers.size(); ++k) {
     const auto [begin, end] = marked.markers[k];
     tokens->insert(tokens->end(), marked.tokens.begin() + from, marked.tokens.begin() + begin);
-    const ImageInsert& ins = inserts[k];
-    tokens->insert(tokens->end(), ins.before.begin(), ins.before.end());
-    PromptImage img;
-    img.offset = int32_t(tokens->size());
-    img.image = ins.image;
-    const std::vector<Token> rows = ImageTokens(ins.image->identity(), ins.image->n_tokens());
-    tokens->insert(tokens->end(), rows.begin(), rows.end());
-    tokens->insert(tokens->end(), ins.after.begin(), ins.after.end());
-    images->push_back(img);
+    for (const ImagePiece& piece : inserts[k].pieces) {
+      if (!piece.image) {
+        tokens->insert(tokens->end(), piece.text.begin(), piece.text.end());
+        continue;
+      }
+      PromptImage img;
+      img.offset = int32_t(tokens->size());
+      img.image = piece.image;
+      const std::vector<Token> rows = ImageTokens(piece.image->identity(), piece.image->n_tokens());
+      tokens->insert(tokens->end(), rows.begin(), rows.end());
+      images->push_back(img);
+    }
     shift.push_back(int32_t(tokens->size()) - end);
     from = end;
   }

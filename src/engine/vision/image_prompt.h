@@ -25,7 +25,8 @@ namespace prefixd::engine {
 // that holds it is refused (the count of markers would not match the images).
 inline constexpr char kImageMarker[] = "<__prefixd_image__>";
 
-// One image of a prompt: its rows are Prompt::tokens [offset, offset + image->n_tokens()).
+// One image chunk of a prompt (an image, or a tile of one): its rows are Prompt::tokens
+// [offset, offset + image->n_tokens()).
 struct PromptImage {
   int32_t offset = 0;
   std::shared_ptr<const PreparedImage> image;

@@ -1,5 +1,6 @@
 #include "engine/vision/projector.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <list>
@@ -137,6 +138,7 @@ Result<std::unique_ptr<Projector>> Projector::Load(const Model& model,
         "track yet; gemma3 and lfm2 projectors are served");
   }
   p->n_embd_ = llama_model_n_embd_inp(model.raw());
+  p->n_vocab_ = model.n_vocab();
   p->cache_ = std::make_unique<Cache>();
   return p;
 }
@@ -156,19 +158,18 @@ Result<ImageInsert> Projector::Prepare(std::string_view bytes) {
   if (!bmp || mtmd_bitmap_is_audio(bmp.get())) {
     return Status::InvalidArgument("the image does not decode (PNG, JPEG, GIF and BMP do)");
   }
-  auto image = std::shared_ptr<PreparedImage>(new PreparedImage());
-  image->width_ = mtmd_bitmap_get_nx(bmp.get());
-  image->height_ = mtmd_bitmap_get_ny(bmp.get());
+  const uint32_t width = mtmd_bitmap_get_nx(bmp.get());
+  const uint32_t height = mtmd_bitmap_get_ny(bmp.get());
   Sha256 h;
   h.Update("prefixd image v1");
   h.Update(file_digest_.data(), file_digest_.size());
   h.UpdateU64(uint64_t(int64_t(options_.image_min_tokens)));
   h.UpdateU64(uint64_t(int64_t(options_.image_max_tokens)));
-  h.UpdateU64(image->width_);
-  h.UpdateU64(image->height_);
+  h.UpdateU64(width);
+  h.UpdateU64(height);
   h.Update(mtmd_bitmap_get_data(bmp.get()), mtmd_bitmap_get_n_bytes(bmp.get()));
-  image->identity_ = h.Finish();
-  mtmd_bitmap_set_id(bmp.get(), Hex(image->identity_).c_str());
+  const Digest identity = h.Finish();
+  mtmd_bitmap_set_id(bmp.get(), Hex(identity).c_str());
 
   std::unique_ptr<mtmd_input_chunks, ChunksDeleter> chunks(mtmd_input_chunks_init());
   const char* marker = mtmd_default_marker();
@@ -176,8 +177,7 @@ Result<ImageInsert> Projector::Prepare(std::string_view bytes) {
   const mtmd_bitmap* bitmaps[1] = {bmp.get()};
   if (mtmd_tokenize(ctx_, chunks.get(), &text, bitmaps, 1) != 0) {
     return Status::InvalidArgument("the projector cannot read this image (" +
-                                   std::to_string(image->width_) + "x" +
-                                   std::to_string(image->height_) + ")");
+                                   std::to_string(width) + "x" + std::to_string(height) + ")");
   }
   ImageInsert out;
   for (size_t i = 0; i < mtmd_input_chunks_size(chunks.get()); ++i) {
@@ -185,20 +185,44 @@ Result<ImageInsert> Projector::Prepare(std::string_view bytes) {
     if (mtmd_input_chunk_get_type(c) == MTMD_INPUT_CHUNK_TYPE_TEXT) {
       size_t n = 0;
       const llama_token* t = mtmd_input_chunk_get_tokens_text(c, &n);
-      auto& to = image->chunk_ == nullptr ? out.before : out.after;
-      to.insert(to.end(), t, t + n);
-    } else if (image->chunk_ == nullptr) {
-      image->chunk_ = mtmd_input_chunk_copy(c);
-      image->n_tokens_ = int32_t(mtmd_input_chunk_get_n_tokens(c));
-      image->non_causal_ = mtmd_decode_use_non_causal(ctx_, c);
+      // libmtmd looks some of its wrapping tokens up by text and leaves LLAMA_TOKEN_NULL where
+      // the vocabulary has none: a projector made for another model's vocabulary.
+      if (std::any_of(t, t + n, [this](llama_token x) { return x < 0 || x >= n_vocab_; })) {
+        return Status::InvalidArgument(
+            "the projector wraps this image in a token the model's vocabulary lacks (a "
+            "projector made for another model?)");
+      }
+      if (out.pieces.empty() || out.pieces.back().image) out.pieces.emplace_back();
+      out.pieces.back().text.insert(out.pieces.back().text.end(), t, t + n);
+      continue;
     }
+    if (mtmd_input_chunk_get_type(c) != MTMD_INPUT_CHUNK_TYPE_IMAGE) {
+      return Status::InvalidArgument("the projector made a chunk that is not an image");
+    }
+    auto chunk = std::shared_ptr<PreparedImage>(new PreparedImage());
+    chunk->width_ = width;
+    chunk->height_ = height;
+    Sha256 ch;
+    ch.Update(identity.data(), identity.size());
+    ch.UpdateU64(uint64_t(out.n_chunks()));
+    chunk->identity_ = ch.Finish();
+    chunk->chunk_ = mtmd_input_chunk_copy(c);
+    chunk->n_tokens_ = int32_t(mtmd_input_chunk_get_n_tokens(c));
+    chunk->non_causal_ = mtmd_decode_use_non_causal(ctx_, c);
+    if (chunk->n_tokens_ <= 0) return Status::InvalidArgument("the projector made an empty image chunk");
+    out.pieces.push_back({{}, std::move(chunk)});
   }
-  if (image->chunk_ == nullptr || image->n_tokens_ <= 0) {
+  if (out.n_chunks() == 0) {
     return Status::InvalidArgument("the projector made no image tokens of this image");
   }
   ++stats_.images_prepared;
-  out.image = std::move(image);
   return out;
+}
+
+int32_t ImageInsert::n_chunks() const {
+  int32_t n = 0;
+  for (const ImagePiece& p : pieces) n += p.image != nullptr;
+  return n;
 }
 
 Result<std::shared_ptr<const std::vector<float>>> Projector::Embeddings(

@@ -67,12 +67,18 @@ class PreparedImage {
   mtmd_input_chunk* chunk_ = nullptr;  // owned: the preprocessed image
 };
 
-// What the prompt holds for one image: `before` and `after` are the projector's wrapping text
-// tokens (possibly empty), `rows` the ImageTokens between them.
+// What the prompt holds for one image file, in order: the projector's text tokens (its
+// wrapping, e.g. <start_of_image>) and its image chunks, each a PreparedImage whose rows are
+// ImageTokens. Most projectors make one chunk; a tiling one (lfm2 on a large picture) makes a
+// chunk per tile and a thumbnail, with text between them. Each chunk's identity is the file's
+// identity and the chunk's index.
+struct ImagePiece {
+  std::vector<Token> text;                      // when image is null
+  std::shared_ptr<const PreparedImage> image;   // else
+};
 struct ImageInsert {
-  std::vector<Token> before;
-  std::vector<Token> after;
-  std::shared_ptr<const PreparedImage> image;
+  std::vector<ImagePiece> pieces;
+  int32_t n_chunks() const;  // the pieces that are image chunks
 };
 
 struct ProjectorStats {
@@ -113,6 +119,7 @@ class Projector {
   std::string type_;
   Digest file_digest_{};
   int32_t n_embd_ = 0;
+  int32_t n_vocab_ = 0;
   mutable std::mutex mu_;
   mtmd_context* ctx_ = nullptr;  // guarded by mu_
   std::unique_ptr<Cache> cache_;  // guarded by mu_
