@@ -7,7 +7,9 @@
 
 #include "chat.h"
 #include "engine/chat/pinned_assets.h"
+#include "engine/chat/schema_gaps.h"
 #include "json.h"
+#include "util/log.h"
 #include "util/parallel.h"
 
 namespace prefixd::engine {
@@ -329,8 +331,18 @@ static Status ForceCall(const common_chat_templates* t, const std::string& sourc
   return Status::OK();
 }
 
+// Says, once per tool of a request whose reply may call one, what of its schema no grammar holds.
+static void LogSchemaGaps(const common_chat_templates_inputs& in) {
+  if (in.tool_choice == COMMON_CHAT_TOOL_CHOICE_NONE) return;
+  for (const common_chat_tool& t : in.tools) {
+    const std::string message = SchemaGapsMessage(t.name, SchemaGaps(t.parameters));
+    if (!message.empty()) Log(LogLevel::kWarning, message);
+  }
+}
+
 Result<ChatRender> ChatTemplate::RenderWithOutput(const ParsedChat& chat) const {
   const common_chat_templates_inputs& in = chat.impl_->inputs;
+  LogSchemaGaps(in);
   PREFIXD_ASSIGN_OR_RETURN(common_chat_params full, ApplyFull(impl_->templates.get(), in));
   ChatRender out;
   out.prompt = std::move(full.prompt);
