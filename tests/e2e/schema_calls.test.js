@@ -144,6 +144,23 @@ for (const template of TEMPLATES) {
       rmSync(dir, { recursive: true, force: true });
     });
 
+    if (template === 'Qwen3.5-4B') {
+      it('a keyword no grammar holds is logged once per tool and request; the rest is held', async () => {
+        const FETCH = object({ url: { type: 'string', format: 'uri', maxLength: 16 } });
+        const tools = [{ type: 'function', function: { name: 'fetch', parameters: FETCH } }];
+        const line = 'tool \'fetch\': no grammar holds properties.url: format "uri"';
+        const count = () => server.log.split(line).length - 1;
+        for (const n of [1, 2]) {
+          const r = await openai.chat.completions.create({ model: 'tiny', tools, tool_choice: 'required',
+            messages: [{ role: 'user', content: 'Fetch it.' }], enable_thinking: false, max_tokens: MAX });
+          assert.equal(r.choices[0].finish_reason, 'tool_calls', JSON.stringify(r.choices[0]));
+          const args = JSON.parse(r.choices[0].message.tool_calls[0].function.arguments);
+          assert.ok(typeof args.url === 'string' && [...args.url].length <= 16, JSON.stringify(args));
+          assert.equal(count(), n, server.log);
+        }
+      });
+    }
+
     for (const name of Object.keys(SCHEMAS)) {
       const skip = NOT_HELD[template]?.[name] ?? false;
       it(`${name}: required and named calls validate`, { skip }, async () => {
