@@ -286,6 +286,12 @@ int ServeModels(const ServeArgs& a, int argc, char** argv) {
     return Fail(Status::InvalidArgument("-m serves one model; --models-dir/--models serve "
                                         "several: give one or the other"));
   }
+  if (!a.engine.mmproj.empty()) {
+    return Fail(Status::InvalidArgument(
+        "--mmproj is one model's projector: in router mode put it in the model's folder in "
+        "--models-dir (a file with \"mmproj\" in its name beside the model's), or give it as "
+        "mmproj = FILE in the model's section of the --models file"));
+  }
   if (Status st = CheckRanges(a); !st.ok()) return Fail(st);
   RouterServeArgs r;
   r.router = a.router;
@@ -310,6 +316,7 @@ int ServeModels(const ServeArgs& a, int argc, char** argv) {
   r.allowed_hosts = SplitList(a.allowed_hosts);
   r.cors_origins = SplitList(a.cors_origins);
   r.child_args = ChildCommonArgs(argc, argv, 2);
+  r.card_defaults = {a.engine.ctx, a.n_predict};
   RaiseDescriptorLimit();
   return ServeRouter(r);
 }
@@ -359,11 +366,14 @@ void DeclareExposureFlags(Flags& flags, ServeArgs& a) {
 // --models-dir and --models: several models behind one port (serve_models.h).
 void DeclareRouterFlags(Flags& flags, RouterArgs& r) {
   flags.String("--models-dir", &r.models_dir,
-               "serve every .gguf in DIR (instead of -m): a request's \"model\" picks one, "
-               "which is loaded on first use in a server process of its own");
+               "serve every model in DIR (instead of -m): each .gguf in it, and each folder "
+               "in it holding a model's .gguf (with its projector, a file with \"mmproj\" in "
+               "its name, beside it: that model reads images); a request's \"model\" picks "
+               "one, which is loaded on first use in a server process of its own");
   flags.String("--models", &r.models_file,
-               "a models file (INI, one [id] section a model: model, alias, pinned, ttl, and "
-               "any serve flag for that model); with --models-dir, its sections override");
+               "a models file (INI, one [id] section a model: model, mmproj, alias, pinned, "
+               "ttl, and any serve flag for that model); with --models-dir, its sections "
+               "override");
   flags.Int("--models-max", &r.models_max,
             "models loaded at once; loading one more unloads the least recently used idle "
             "unpinned model; 0: no limit");

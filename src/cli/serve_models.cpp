@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -72,6 +73,25 @@ Result<router::PoolOptions> PoolOptionsOf(const RouterArgs& r) {
   return o;
 }
 
+// Each model's card (model_card.h), and a start-log line per model saying whether it reads
+// images and its window, as /v1/models will.
+std::map<std::string, router::ModelCard> CardsOf(const std::vector<router::ModelSpec>& specs,
+                                                 const router::CardDefaults& defaults) {
+  std::map<std::string, router::ModelCard> cards;
+  for (const router::ModelSpec& spec : specs) {
+    const router::ModelCard card = router::CardOf(spec, defaults, router::TrainedContextOf);
+    server::LogLine line("model");
+    line.Add("id", spec.id)
+        .Add("input", card.reads_images ? "text,image" : "text")
+        .Add("ctx", (long long)card.n_ctx)
+        .Add("ctx_from", router::ContextSourceName(card.n_ctx_from));
+    if (card.reads_images) line.Add("mmproj", spec.mmproj);
+    server::WriteLogLine(line);
+    cards.emplace(spec.id, card);
+  }
+  return cards;
+}
+
 }  // namespace
 
 bool WantsRouter(const RouterArgs& r) { return !r.models_dir.empty() || !r.models_file.empty(); }
@@ -116,6 +136,7 @@ int ServeRouter(const RouterServeArgs& a) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  std::map<std::string, router::ModelCard> cards = CardsOf(*specs, a.card_defaults);
   router::ChildLauncherOptions lo;
   lo.common_args = a.child_args;
   lo.cache_root = a.cache_dir;
@@ -132,6 +153,7 @@ int ServeRouter(const RouterServeArgs& a) {
   ro.allowed_hosts = a.allowed_hosts;
   ro.cors_origins = a.cors_origins;
   ro.tenant_keep_alive_max = std::chrono::seconds(a.router.models_keep_alive_max_s);
+  ro.cards = std::move(cards);
   router::ModelRouter http(&pool, auth->get(), ro);
   auto port = http.Bind();
   if (!port.ok()) return Fail(port.status());

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "router/model_card.h"
+
 namespace prefixd::cli {
 
 struct RouterArgs {
@@ -38,6 +40,7 @@ struct RouterServeArgs {
   std::vector<std::string> allowed_hosts;
   std::vector<std::string> cors_origins;
   std::vector<std::string> child_args;
+  router::CardDefaults card_defaults;  // the command line's --ctx and -n, as every child gets them
 };
 
 // Runs the router until SIGINT/SIGTERM; the process exit code.

@@ -16,6 +16,11 @@ uint64_t FileBytes(const std::string& path) {
   return stat(path.c_str(), &st) == 0 ? uint64_t(st.st_size) : 0;
 }
 
+// What its server maps from disk: the model's file and its projector's.
+uint64_t SpecBytes(const ModelSpec& spec) {
+  return FileBytes(spec.path) + (spec.mmproj.empty() ? 0 : FileBytes(spec.mmproj));
+}
+
 std::string MiB(uint64_t bytes) { return std::to_string((bytes + (1u << 19)) >> 20) + " MiB"; }
 
 // `ids` ordered by `when` (least recent first): the eviction order.
@@ -53,6 +58,7 @@ struct ModelPool::Entry {
   int64_t loads = 0;
   std::string last_error;
   KeepAlive keep_alive;  // the last request's, if it asked
+  int64_t n_ctx = 0;     // its server's, as the last load said
 };
 
 ModelPool::ModelPool(std::vector<ModelSpec> specs, ModelLauncher* launcher, PoolOptions options)
@@ -130,7 +136,7 @@ Result<std::string> ModelPool::Resolve(const std::string& name) const {
 
 uint64_t ModelPool::EstimateLocked(size_t index) const {
   const Entry& e = entries_[index];
-  return e.memory_bytes > 0 ? e.memory_bytes : FileBytes(specs_[index].path) + overhead_bytes_;
+  return e.memory_bytes > 0 ? e.memory_bytes : SpecBytes(specs_[index]) + overhead_bytes_;
 }
 
 Result<std::vector<size_t>> ModelPool::Victims(size_t index, bool* wait) const {
@@ -233,9 +239,10 @@ Status ModelPool::LoadLocked(MutexLock& lock, size_t index, Clock::time_point de
   e.process = std::move(*proc);
   e.state = ModelState::kLoaded;
   e.memory_bytes = memory;
+  if (const int64_t n_ctx = e.process->n_ctx(); n_ctx > 0) e.n_ctx = n_ctx;
   // A server's memory beyond its file, just after its load: the least seen is what a model not
   // loaded yet is assumed to add to its file's size.
-  const uint64_t file = FileBytes(specs_[index].path);
+  const uint64_t file = SpecBytes(specs_[index]);
   const uint64_t overhead = memory > file ? memory - file : 0;
   overhead_bytes_ = counters_.loads == 0 ? overhead : std::min(overhead_bytes_, overhead);
   e.last_used = Clock::now();
@@ -423,6 +430,7 @@ std::vector<ModelView> ModelPool::List() const {
       v.idle_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - e.last_used).count();
     }
     v.last_error = e.last_error;
+    v.n_ctx = e.n_ctx;
     out.push_back(std::move(v));
   }
   return out;

@@ -65,6 +65,8 @@ struct ModelView {
   int64_t loads = 0;
   int64_t idle_ms = 0;        // since its last request ended (loaded, idle)
   std::string last_error;     // the last failed load or server end, kept after later loads
+  int64_t n_ctx = 0;          // its server's context per slot, as it said; kept after unload;
+                              // 0: never loaded, or it did not say
 };
 
 // How long a model stays loaded once idle, as a request asks (Ollama's keep_alive, LM Studio's

@@ -24,6 +24,7 @@ class FakeLauncher : public ModelLauncher {
     bool Alive() override { return !launcher->crashed.load(); }
     uint64_t MemoryBytes() override { return launcher->memory.count(id) ? launcher->memory[id] : 100; }
     std::string ExitText() override { return "killed by signal Killed"; }
+    int64_t n_ctx() const override { return launcher->n_ctx; }
     FakeLauncher* launcher;
     std::string id;
     int p;
@@ -47,6 +48,7 @@ class FakeLauncher : public ModelLauncher {
   std::string broken;
   int load_ms = 0;
   int next_port = 9000;
+  int64_t n_ctx = 0;  // what each server says its context is
 };
 
 std::vector<ModelSpec> Specs(std::initializer_list<const char*> ids) {
@@ -72,6 +74,17 @@ class ModelPoolTest : public ::testing::Test {
   void SetUp() override { server::SetRequestLogEnabled(false); }
   FakeLauncher launcher;
 };
+
+TEST_F(ModelPoolTest, AServersContextIsKnownOnceLoadedAndKeptAfter) {
+  launcher.n_ctx = 4096;
+  ModelPool pool(Specs({"a"}), &launcher, {});
+  EXPECT_EQ(pool.List()[0].n_ctx, 0);
+  ASSERT_TRUE(pool.Load("a").ok());
+  EXPECT_EQ(pool.List()[0].n_ctx, 4096);
+  ASSERT_TRUE(pool.Unload("a").ok());
+  EXPECT_EQ(pool.List()[0].state, ModelState::kUnloaded);
+  EXPECT_EQ(pool.List()[0].n_ctx, 4096);
+}
 
 TEST_F(ModelPoolTest, ConcurrentFirstRequestsLoadOnce) {
   launcher.load_ms = 100;

@@ -167,6 +167,11 @@ class ChildProcess : public ModelProcess {
 
   uint64_t MemoryBytes() override { return Alive() ? ReadRss(pid_) : 0; }
 
+  int64_t n_ctx() const override {
+    MutexLock lock(&mu_);
+    return n_ctx_;
+  }
+
   std::string ExitText() override {
     MutexLock lock(&mu_);
     std::string text = exit_text_.empty() ? "still running" : exit_text_;
@@ -218,9 +223,13 @@ class ChildProcess : public ModelProcess {
                                        : "prefixd[" + id_ + "] " + line;
     std::fprintf(stderr, "%s\n", shown.c_str());
     static const std::regex kListening("^prefixd listening .*port=([0-9]+)");
+    static const std::regex kContext(" ctx=([0-9]+)");
     std::smatch m;
     MutexLock lock(&mu_);
     if (port_ == 0 && std::regex_search(line, m, kListening)) {
+      if (std::smatch c; std::regex_search(line, c, kContext)) {
+        n_ctx_ = std::strtoll(c[1].str().c_str(), nullptr, 10);
+      }
       port_ = std::atoi(m[1].str().c_str());
       cv_.notify_all();
     }
@@ -254,6 +263,7 @@ class ChildProcess : public ModelProcess {
   mutable Mutex mu_;
   CondVar cv_;
   int port_ PREFIXD_GUARDED_BY(mu_) = 0;
+  int64_t n_ctx_ PREFIXD_GUARDED_BY(mu_) = 0;  // from the listening line, beside the port
   bool log_ended_ PREFIXD_GUARDED_BY(mu_) = false;
   std::string exit_text_ PREFIXD_GUARDED_BY(mu_);
   std::deque<std::string> tail_ PREFIXD_GUARDED_BY(mu_);
@@ -299,6 +309,7 @@ class ChildLauncher : public ModelLauncher {
 
 std::vector<std::string> ChildArgs(const ChildLauncherOptions& options, const ModelSpec& spec) {
   std::vector<std::string> args = {"serve", "-m", spec.path};
+  if (!spec.mmproj.empty()) args.insert(args.end(), {"--mmproj", spec.mmproj});
   for (const std::string& a : options.common_args) args.push_back(a);
   for (const std::string& a : spec.args) args.push_back(a);
   // Last, so that nothing above can rename the model, move its server off loopback or share a

@@ -33,6 +33,9 @@ class ModelProcess {
   virtual uint64_t MemoryBytes() = 0;
   // How it ended, with its last log lines, once !Alive().
   virtual std::string ExitText() = 0;
+  // The tokens one request may hold on it (its slot's context), as it said when it began to
+  // listen; 0: it did not say.
+  virtual int64_t n_ctx() const { return 0; }
 };
 
 class ModelLauncher {

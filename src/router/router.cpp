@@ -18,6 +18,7 @@
 #include "server/web_assets.h"
 #include "server/http_io.h"
 #include "server/metrics.h"
+#include "server/model_window.h"
 #include "server/request_log.h"
 
 namespace prefixd::router {
@@ -44,14 +45,29 @@ ApiError ApiErrorOf(const Status& st, bool admin = true) {
   }
 }
 
+// Whether it reads images, and its window under every name `serve -m` gives it (routes_info):
+// its server's context once it said one, else its card's; no window while neither knows.
+void AddCard(json& j, const ModelView& v, const ModelCard& card) {
+  j["input_modalities"] = card.reads_images ? json::array({"text", "image"}) : json::array({"text"});
+  const int64_t n_ctx = v.n_ctx > 0 ? v.n_ctx : card.n_ctx;
+  if (n_ctx <= 0) return;
+  const server::ModelWindow w = server::ModelWindowOf(n_ctx, card.n_predict);
+  j["max_input_tokens"] = w.context;
+  j["max_tokens"] = w.max_output;
+  for (const char* name : {"context_window", "context_length", "max_model_len"}) j[name] = w.context;
+}
+
 // A model as /v1/models shows it. Where it lives (file, port) and why it last failed (its
 // server's log lines, which may quote another tenant's request) are the operator's: a tenant
 // learns only that it failed.
-json ViewJson(const ModelView& v, bool admin) {
+json ViewJson(const ModelView& v, const ModelCard& card, bool admin) {
   json j = {{"id", v.id},
           {"object", "model"},
           {"owned_by", "prefixd"},
           {"created", 0},
+          {"type", "model"},
+          {"display_name", v.id},
+          {"created_at", "1970-01-01T00:00:00Z"},
           {"aliases", v.aliases},
           {"path", v.path},
           {"status", {{"value", ModelStateName(v.state)}}},
@@ -64,6 +80,7 @@ json ViewJson(const ModelView& v, bool admin) {
           {"loads", v.loads},
           {"idle_ms", v.idle_ms},
           {"last_error", v.last_error.empty() ? json() : json(v.last_error)}};
+  AddCard(j, v, card);
   if (!admin) {
     j.erase("path");
     j.erase("port");
@@ -310,11 +327,16 @@ struct ModelRouter::Impl {
     }
   }
 
+  ModelCard CardFor(const std::string& id) const {
+    auto it = options.cards.find(id);
+    return it == options.cards.end() ? ModelCard() : it->second;
+  }
+
   void SendModel(const httplib::Request& req, httplib::Response& res, const std::string& name) {
     Result<std::string> id = pool->Resolve(name);
     if (!id.ok()) return SendRouterError(req, res, ApiErrorOf(id.status()));
     for (const ModelView& v : pool->List()) {
-      if (v.id == *id) server::SendJson(res, ViewJson(v, IsAdmin(req)).dump());
+      if (v.id == *id) server::SendJson(res, ViewJson(v, CardFor(v.id), IsAdmin(req)).dump());
     }
   }
 
@@ -328,7 +350,7 @@ struct ModelRouter::Impl {
   void ListModels(const httplib::Request& req, httplib::Response& res) const {
     const bool admin = IsAdmin(req);
     json data = json::array();
-    for (const ModelView& v : pool->List()) data.push_back(ViewJson(v, admin));
+    for (const ModelView& v : pool->List()) data.push_back(ViewJson(v, CardFor(v.id), admin));
     server::SendJson(res, json{{"object", "list"}, {"data", data}}.dump());
   }
 

@@ -5,7 +5,9 @@
 // Routes it answers itself:
 //   GET  /health                       ok while the router runs
 //   GET  /, GET /assets/{file}         the web page, from this binary (no model loaded)
-//   GET  /v1/models, GET /models       every model with its state, memory, pin, ttl
+//   GET  /v1/models, GET /models       every model with its state, memory, pin, ttl, whether
+//                                      it reads images and its window (as `serve -m` says
+//                                      them), from its card until its server says its context
 //   POST /v1/models/{id}/load|unload   (and llama-server's POST /models/load|unload with
 //                                      {"model": id}); admin routes when API keys are on
 //   GET  /metrics                      the router's counters, then every loaded model's page
@@ -28,10 +30,12 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "router/model_card.h"
 #include "router/model_pool.h"
 #include "server/auth.h"
 #include "util/status.h"
@@ -51,6 +55,9 @@ struct RouterOptions {
   // The longest a tenant's keep_alive may keep a model loaded (keep_alive.h); 0: a tenant's
   // keep_alive is ignored. Admins' (or everybody's, with keys off) are bounded by kMaxKeepAlive.
   std::chrono::milliseconds tenant_keep_alive_max{30 * 60 * 1000};
+  // What /v1/models says of each model (by id) before its server runs (model_card.h); a model
+  // without one says neither images nor a window until its server tells its context.
+  std::map<std::string, ModelCard> cards;
 };
 
 class ModelRouter {
