@@ -115,6 +115,10 @@ size_t PrefixCache::EvictPrefix(const Digest& domain, const ChainHash& root) {
 
 std::vector<PrefixSummary> ListStorePrefixes(store::DiskStore& store, size_t block_size) {
   std::vector<store::RecordMeta> records = store.List();
+  // An image's embeddings belong to no prefix tree.
+  std::erase_if(records, [](const store::RecordMeta& m) {
+    return m.kind == store::RecordKind::kEmbeddings;
+  });
   std::vector<PrefixSummary> out;
   std::unordered_map<ChainHash, size_t, DigestHash> by_root;
   RecordRoots roots(records);

@@ -188,6 +188,17 @@ Status CacheStack::Build(const Model& model, Context& ctx, const ContextOptions&
   return Status::OK();
 }
 
+std::vector<store::RecordStore*> CacheStack::LowerStores() const {
+  std::vector<store::RecordStore*> out;
+  store::RecordStore* disk = sealed_disk_ ? sealed_disk_.get() : static_cast<store::RecordStore*>(disk_.get());
+  store::RecordStore* remote =
+      sealed_remote_ ? sealed_remote_.get() : static_cast<store::RecordStore*>(remote_.get());
+  for (store::RecordStore* s : {disk, remote}) {
+    if (s != nullptr) out.push_back(s);
+  }
+  return out;
+}
+
 MemoryWarming ResolveMemoryWarming(MemoryWarming asked, bool computes_off_host,
                                    int model_threads, unsigned cores) {
   if (asked != MemoryWarming::kAuto) return asked;

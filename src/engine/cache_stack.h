@@ -86,6 +86,10 @@ class CacheStack {
   uint32_t snapshot_spacing() const { return snapshot_spacing_; }  // the boundary grid
   // The domain of a tenant's prompts (with the cache off: of default fingerprints).
   Digest DomainOf(const std::string& tenant_salt) const;
+  // The disk and shared tiers' stores as the cache uses them (sealed when records are), in
+  // that order, those that exist: where the image encoder keeps embeddings too. Set at build,
+  // unchanged after; they live as long as the stack.
+  std::vector<store::RecordStore*> LowerStores() const;
 
   // On the submitting thread: what the disk and the shared tier hold of the job's prompt goes
   // into RAM (or is opened on disk) before the job queues; job.prefetch says what was found.

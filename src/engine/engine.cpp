@@ -95,7 +95,9 @@ Status LoadProjector(const Model& model, const EngineOptions& options,
 }  // namespace
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Engine::~Engine() = default;
+Engine::~Engine() {
+  if (impl_ && impl_->projector) impl_->projector->SetStores({});  // the stores go first
+}
 
 Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   if (options.n_slots == 0 || options.block_size == 0 ||
@@ -120,6 +122,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   PREFIXD_RETURN_IF_ERROR(LoadProjector(*impl->model, impl->options, &impl->projector));
   PREFIXD_ASSIGN_OR_RETURN(impl->scheduler, Scheduler::Create(*impl->model, impl->options,
                                                               impl->projector.get()));
+  if (impl->projector) impl->projector->SetStores(impl->scheduler->LowerStores());
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -169,7 +172,7 @@ Status Engine::Impl::PrepareImages(const ChatRender& render, const ParsedChat& c
   if (!projector) return Status::InvalidArgument("this model reads no images (serve it with --mmproj)");
   std::vector<ImageInsert> inserts;
   for (size_t i = 0; i < options.images.size(); ++i) {
-    Result<ImageInsert> ins = projector->Prepare(options.images[i]);
+    Result<ImageInsert> ins = projector->Prepare(options.images[i], options.memo_scope);
     if (!ins.ok()) {
       return Status::InvalidArgument("image " + std::to_string(i + 1) + ": " +
                                      ins.status().message());
@@ -234,6 +237,8 @@ EngineStats Engine::GetStats() const {
     s.images_prepared = p.images_prepared;
     s.images_encoded = p.images_encoded;
     s.image_encoder_hits = p.encoder_hits;
+    s.image_encoder_hits_disk = p.encoder_hits_disk;
+    s.image_encoder_hits_remote = p.encoder_hits_remote;
     s.image_encoder_bytes = p.cached_bytes;
   }
   return s;

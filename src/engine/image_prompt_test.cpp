@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -311,6 +312,71 @@ TEST_P(ImagePromptTest, ARestartRestoresAnImageConversationWithoutEncoding) {
   EXPECT_EQ(r.cache.tier, CacheTier::kDisk);
   EXPECT_GT(r.usage.cached_tokens, p.images[0].end());
   EXPECT_EQ(e->GetStats().images_encoded, 0u) << "the image's rows came back from disk";
+}
+
+// The embeddings file of an image under `dir` (store::RecordKind::kEmbeddings), "" when none.
+std::string EmbeddingsFile(const std::string& dir) {
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.path().extension() == ".embd") return e.path().string();
+  }
+  return "";
+}
+
+TEST_P(ImagePromptTest, AnotherSessionAfterARestartReadsTheEmbeddingsFromDisk) {
+  const std::string dir = testing::RemoveAtExit(
+      (std::filesystem::temp_directory_path() /
+       ("prefixd-image-embd-" + GetParam() + "-" + std::to_string(getpid())))
+          .string());
+  const std::string a = Png(48, 40, Picture(48, 40, 7));
+  auto session = [](const std::string& system) {
+    std::vector<Turn> t = Conversation(1);
+    t[0].text = system;
+    return t;
+  };
+  {
+    auto e = MakeEngine(GetParam(), true, dir);
+    ASSERT_TRUE(e);
+    Complete(*e, Prepare(*e, session("First session."), {a}));
+    e->FlushCache();
+    EXPECT_EQ(e->GetStats().images_encoded, 1u);
+  }
+  ASSERT_NE(EmbeddingsFile(dir), "");
+  CompletionResult from_disk;
+  {
+    auto e = MakeEngine(GetParam(), true, dir);
+    ASSERT_TRUE(e);
+    const Prompt p = Prepare(*e, session("Another session, another system prompt."), {a});
+    from_disk = Complete(*e, p);
+    EXPECT_LT(from_disk.usage.cached_tokens, p.images[0].offset) << "no prefix of it was cached";
+    const EngineStats s = e->GetStats();
+    EXPECT_EQ(s.images_encoded, 0u);
+    EXPECT_EQ(s.image_encoder_hits_disk, 1u);
+  }
+  // A damaged record is a clean miss: encoded again, the same answer.
+  const std::string f = EmbeddingsFile(dir);
+  ASSERT_NE(f, "");
+  {
+    std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekg(0, std::ios::end);
+    const std::streamoff size = io.tellg();
+    io.seekp(size - 64);
+    char c = 0;
+    io.seekg(size - 64);
+    io.read(&c, 1);
+    io.seekp(size - 64);
+    c = char(c ^ 0x5a);
+    io.write(&c, 1);
+  }
+  auto e = MakeEngine(GetParam(), true, dir);
+  ASSERT_TRUE(e);
+  auto off = MakeEngine(GetParam(), false);
+  ASSERT_TRUE(off);
+  const std::vector<Turn> third = session("A third session.");
+  const CompletionResult again = Complete(*e, Prepare(*e, third, {a}));
+  EXPECT_EQ(again.tokens, Complete(*off, Prepare(*off, third, {a})).tokens);
+  const EngineStats s = e->GetStats();
+  EXPECT_EQ(s.image_encoder_hits_disk, 0u);
+  EXPECT_EQ(s.images_encoded, 1u);
 }
 
 TEST_P(ImagePromptTest, ABrokenFileOrAMissingPlaceIsACleanError) {

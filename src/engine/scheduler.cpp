@@ -197,6 +197,10 @@ Status Scheduler::ClearCache() {
   return impl_->cache->Clear();
 }
 
+std::vector<store::RecordStore*> Scheduler::LowerStores() const {
+  return impl_->cache ? impl_->cache->LowerStores() : std::vector<store::RecordStore*>{};
+}
+
 void Scheduler::FlushDisk() {
   {  // every request submitted so far has finished, its cache work included
     MutexLock lock(&impl_->mu);

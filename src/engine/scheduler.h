@@ -14,6 +14,7 @@
 #include "engine/options.h"
 #include "engine/stats.h"
 #include "engine/model/model.h"
+#include "store/record_store.h"
 
 namespace prefixd::engine {
 
@@ -40,6 +41,8 @@ class Scheduler {
   std::vector<CachedPrefix> ListCachedPrefixes(const std::string* tenant_salt) const;
   std::string DomainIdOf(const std::string& tenant_salt) const;
   Result<PrefixEviction> EvictCachedPrefix(const std::string& domain, const std::string& root);
+  // CacheStack::LowerStores (none with the cache off). Valid while the scheduler lives.
+  std::vector<store::RecordStore*> LowerStores() const;
   // Waits until everything published so far is on disk (no-op without a disk tier).
   void FlushDisk();
 

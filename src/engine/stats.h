@@ -92,7 +92,9 @@ struct EngineStats {
   bool reads_images = false;
   uint64_t images_prepared = 0;
   uint64_t images_encoded = 0;
-  uint64_t image_encoder_hits = 0;
+  uint64_t image_encoder_hits = 0;       // in RAM
+  uint64_t image_encoder_hits_disk = 0;
+  uint64_t image_encoder_hits_remote = 0;
   uint64_t image_encoder_bytes = 0;
   uint64_t prompt_tokens = 0;
   uint64_t cached_tokens = 0;

@@ -43,7 +43,9 @@ json CacheCountersJson(const engine::EngineStats& s) {
   if (s.reads_images) {
     j["images"] = {{"read", s.images_prepared},
                    {"encoded", s.images_encoded},
-                   {"encoder_hits", s.image_encoder_hits},
+                   {"encoder_hits", {{"ram", s.image_encoder_hits},
+                                     {"disk", s.image_encoder_hits_disk},
+                                     {"remote", s.image_encoder_hits_remote}}},
                    {"encoder_bytes", s.image_encoder_bytes}};
   }
   return j;

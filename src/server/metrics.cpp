@@ -113,8 +113,11 @@ void RenderEngine(const engine::EngineStats& s, std::string* out) {
             "Images the projector encoded (the rest came from the encoder cache or had their "
             "rows restored by the prompt cache).",
             s.images_encoded, out);
-    Counter("prefixd_image_encoder_hits_total", "Image embeddings found in the encoder cache.",
-            s.image_encoder_hits, out);
+    ByLabel("prefixd_image_encoder_hits_total", "counter",
+            "Image embeddings found in the encoder cache, by tier.", "tier",
+            {{"ram", s.image_encoder_hits}, {"disk", s.image_encoder_hits_disk},
+             {"remote", s.image_encoder_hits_remote}},
+            out);
     Gauge("prefixd_image_encoder_bytes", "Bytes of image embeddings the encoder cache holds.",
           double(s.image_encoder_bytes), out);
   }

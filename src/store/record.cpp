@@ -42,12 +42,14 @@ const char* RecordKindName(RecordKind kind) {
     case RecordKind::kBlockRows: return "rows";
     case RecordKind::kSnapshot: return "snap";
     case RecordKind::kTail: return "tail";
+    case RecordKind::kEmbeddings: return "embd";
   }
   return "?";
 }
 
 std::optional<RecordKind> ParseRecordKind(std::string_view name) {
-  for (RecordKind k : {RecordKind::kBlockRows, RecordKind::kSnapshot, RecordKind::kTail}) {
+  for (RecordKind k : {RecordKind::kBlockRows, RecordKind::kSnapshot, RecordKind::kTail,
+                       RecordKind::kEmbeddings}) {
     if (name == RecordKindName(k)) return k;
   }
   return std::nullopt;

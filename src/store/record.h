@@ -21,9 +21,11 @@ namespace prefixd::store {
 
 using Key = prefixd::Digest;  // content address: chain hash of a block, or a tail key
 
-enum class RecordKind : uint8_t { kBlockRows = 1, kSnapshot = 2, kTail = 3 };
+// kEmbeddings: an image's embeddings (the image encoder's output, engine/vision/projector.h),
+// keyed by the image's identity in its tenant, outside every prefix tree.
+enum class RecordKind : uint8_t { kBlockRows = 1, kSnapshot = 2, kTail = 3, kEmbeddings = 4 };
 
-// "rows", "snap", "tail": the file name suffix. "?" for a value outside the enum.
+// "rows", "snap", "tail", "embd": the file name suffix. "?" for a value outside the enum.
 const char* RecordKindName(RecordKind kind);
 std::optional<RecordKind> ParseRecordKind(std::string_view name);
 

@@ -139,6 +139,10 @@ Result<std::unique_ptr<Projector>> Projector::Load(const Model& model,
   }
   p->n_embd_ = llama_model_n_embd_inp(model.raw());
   p->n_vocab_ = model.n_vocab();
+  Sha256 domain;
+  domain.Update("prefixd image embeddings");
+  domain.Update(p->file_digest_.data(), p->file_digest_.size());
+  p->embeddings_domain_ = domain.Finish();
   p->cache_ = std::make_unique<Cache>();
   return p;
 }
@@ -149,7 +153,7 @@ Projector::~Projector() {
   if (ctx_ != nullptr) mtmd_free(ctx_);
 }
 
-Result<ImageInsert> Projector::Prepare(std::string_view bytes) {
+Result<ImageInsert> Projector::Prepare(std::string_view bytes, std::string_view scope) {
   std::lock_guard<std::mutex> lock(mu_);
   std::unique_ptr<mtmd_bitmap, BitmapDeleter> bmp(
       mtmd_helper_bitmap_init_from_buf(ctx_, reinterpret_cast<const unsigned char*>(bytes.data()),
@@ -206,6 +210,11 @@ Result<ImageInsert> Projector::Prepare(std::string_view bytes) {
     ch.Update(identity.data(), identity.size());
     ch.UpdateU64(uint64_t(out.n_chunks()));
     chunk->identity_ = ch.Finish();
+    Sha256 key;
+    key.Update("prefixd embeddings v1");
+    key.Update(chunk->identity_.data(), chunk->identity_.size());
+    key.Update(scope);
+    chunk->cache_key_ = key.Finish();
     chunk->chunk_ = mtmd_input_chunk_copy(c);
     chunk->n_tokens_ = int32_t(mtmd_input_chunk_get_n_tokens(c));
     chunk->non_causal_ = mtmd_decode_use_non_causal(ctx_, c);
@@ -228,8 +237,12 @@ int32_t ImageInsert::n_chunks() const {
 Result<std::shared_ptr<const std::vector<float>>> Projector::Embeddings(
     const PreparedImage& image) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (auto rows = cache_->Find(image.identity())) {
+  if (auto rows = cache_->Find(image.cache_key())) {
     ++stats_.encoder_hits;
+    return rows;
+  }
+  if (auto rows = ReadStores(image)) {
+    cache_->Put(image.cache_key(), rows, options_.cache_bytes);
     return rows;
   }
   if (mtmd_encode_chunk(ctx_, image.chunk_) != 0) {
@@ -239,8 +252,44 @@ Result<std::shared_ptr<const std::vector<float>>> Projector::Embeddings(
   const size_t n = size_t(image.n_tokens()) * size_t(n_embd_);
   auto rows = std::make_shared<const std::vector<float>>(embd, embd + n);
   ++stats_.images_encoded;
-  cache_->Put(image.identity(), rows, options_.cache_bytes);
+  cache_->Put(image.cache_key(), rows, options_.cache_bytes);
+  WriteStores(image, *rows);
   return rows;
+}
+
+void Projector::SetStores(std::vector<store::RecordStore*> stores) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stores_ = std::move(stores);
+}
+
+// The record's position is the image's rows; its payload their floats. Anything else (a
+// record of another width, a damaged one the store refused) is a miss.
+std::shared_ptr<const std::vector<float>> Projector::ReadStores(const PreparedImage& image) {
+  const size_t n = size_t(image.n_tokens()) * size_t(n_embd_);
+  for (size_t i = 0; i < stores_.size(); ++i) {
+    Result<store::Record> r = stores_[i]->Read(image.cache_key(), store::RecordKind::kEmbeddings);
+    if (!r.ok() || r->meta.position != uint32_t(image.n_tokens()) ||
+        r->payload.size() != n * sizeof(float)) {
+      continue;
+    }
+    auto rows = std::make_shared<std::vector<float>>(n);
+    std::memcpy(rows->data(), r->payload.data(), r->payload.size());
+    ++(i == 0 ? stats_.encoder_hits_disk : stats_.encoder_hits_remote);
+    return rows;
+  }
+  return nullptr;
+}
+
+void Projector::WriteStores(const PreparedImage& image, const std::vector<float>& rows) {
+  if (stores_.empty()) return;
+  store::RecordMeta meta;
+  meta.key = image.cache_key();
+  meta.kind = store::RecordKind::kEmbeddings;
+  meta.domain = embeddings_domain_;
+  meta.position = uint32_t(image.n_tokens());
+  const auto* bytes = reinterpret_cast<const uint8_t*>(rows.data());
+  auto payload = std::make_shared<const std::vector<uint8_t>>(bytes, bytes + rows.size() * sizeof(float));
+  for (store::RecordStore* s : stores_) s->PutAsync(meta, payload);
 }
 
 ProjectorStats Projector::stats() const {

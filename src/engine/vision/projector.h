@@ -23,6 +23,7 @@
 
 #include "engine/codec/types.h"
 #include "engine/model/model.h"
+#include "store/record_store.h"
 #include "util/hash.h"
 #include "util/status.h"
 
@@ -50,6 +51,9 @@ class PreparedImage {
   PreparedImage(const PreparedImage&) = delete;
   PreparedImage& operator=(const PreparedImage&) = delete;
   const Digest& identity() const { return identity_; }
+  // Where its embeddings are kept: the identity in the tenant's scope (the encoder cache is
+  // per tenant, as the prompt cache is: one tenant's hit never tells it of another's image).
+  const Digest& cache_key() const { return cache_key_; }
   int32_t n_tokens() const { return n_tokens_; }
   // Whether its rows are decoded with non-causal attention (gemma3): then they must be
   // decoded in one call, never split.
@@ -61,6 +65,7 @@ class PreparedImage {
   friend class Projector;
   PreparedImage() = default;
   Digest identity_{};
+  Digest cache_key_{};
   int32_t n_tokens_ = 0;
   bool non_causal_ = false;
   uint32_t width_ = 0, height_ = 0;
@@ -84,8 +89,10 @@ struct ImageInsert {
 struct ProjectorStats {
   uint64_t images_prepared = 0;  // images read from requests
   uint64_t images_encoded = 0;   // encoder runs
-  uint64_t encoder_hits = 0;     // embeddings found in the encoder cache
-  uint64_t cached_bytes = 0;     // embeddings held now
+  uint64_t encoder_hits = 0;     // embeddings found in RAM
+  uint64_t encoder_hits_disk = 0;    // ... on disk (the first store)
+  uint64_t encoder_hits_remote = 0;  // ... in the shared tier (the second)
+  uint64_t cached_bytes = 0;     // embeddings held in RAM now
 };
 
 class Projector {
@@ -99,12 +106,18 @@ class Projector {
   Projector(const Projector&) = delete;
   Projector& operator=(const Projector&) = delete;
 
-  // The image file `bytes` (PNG, JPEG, GIF, WebP, ...: libmtmd's decoder) as the prompt holds
-  // it. InvalidArgument when the bytes do not decode.
-  Result<ImageInsert> Prepare(std::string_view bytes);
-  // The image's embeddings: n_tokens() rows of n_embd() floats, from the encoder cache or
-  // encoded now. Internal error when the encoder fails.
+  // The image file `bytes` (PNG, JPEG, GIF, BMP: libmtmd's decoder) as the prompt holds it,
+  // its embeddings kept in `scope` (the tenant's salt). InvalidArgument when the bytes do not
+  // decode.
+  Result<ImageInsert> Prepare(std::string_view bytes, std::string_view scope = "");
+  // The image's embeddings: n_tokens() rows of n_embd() floats, from the encoder cache (RAM,
+  // then each store of SetStores in order: a record whose checks or size do not hold is a
+  // miss) or encoded now and written behind to every store. Internal error when the encoder
+  // fails.
   Result<std::shared_ptr<const std::vector<float>>> Embeddings(const PreparedImage& image);
+  // The disk and shared tiers where embeddings are kept beside the prompt cache's records
+  // (store::RecordKind::kEmbeddings), in that order; {} forgets them (before they go).
+  void SetStores(std::vector<store::RecordStore*> stores);
 
   int32_t n_embd() const { return n_embd_; }
   const std::string& path() const { return options_.path; }
@@ -118,11 +131,15 @@ class Projector {
   ProjectorOptions options_;
   std::string type_;
   Digest file_digest_{};
+  Digest embeddings_domain_{};  // the records' domain: the projector's, apart from every prompt's
   int32_t n_embd_ = 0;
   int32_t n_vocab_ = 0;
   mutable std::mutex mu_;
   mtmd_context* ctx_ = nullptr;  // guarded by mu_
   std::unique_ptr<Cache> cache_;  // guarded by mu_
+  std::vector<store::RecordStore*> stores_;  // guarded by mu_
+  std::shared_ptr<const std::vector<float>> ReadStores(const PreparedImage& image);  // REQUIRES: mu_
+  void WriteStores(const PreparedImage& image, const std::vector<float>& rows);       // REQUIRES: mu_
   ProjectorStats stats_;          // guarded by mu_
 };
 
