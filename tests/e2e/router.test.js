@@ -5,9 +5,10 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { writeFileSync, rmSync } from 'node:fs';
+import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { BIN, client, metric, post, startServer, tempDir, writeKeys } from './harness.js';
+import { png, pngDataUrl } from './png.js';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -346,5 +347,97 @@ describe('several models behind one port', () => {
     assert.equal(m.llama.loads, 1);
     const page = await (await fetch(`${r.url}/metrics`)).text();
     assert.equal(metric(page, 'prefixd_router_crashes_total'), 1);
+  });
+});
+
+// A vision model (gemma3 in a folder with its projector, as llama-server's router finds one) and
+// a text-only model: /v1/models and the start log say which reads images and each one's window
+// before anything loads; a picture reaches the vision model's encoder through the router, and the
+// text-only model answers it with the stand-in.
+describe('a vision model and a text-only model behind one port', () => {
+  let dir; let modelsDir;
+  const running = [];
+  const picture = pngDataUrl(png(64, 48, 3));
+
+  before(() => {
+    dir = tempDir('router-vision');
+    modelsDir = join(dir, 'models');
+    mkdirSync(join(modelsDir, 'g3'), { recursive: true });
+    execFileSync(BIN, ['make-test-model', '--arch', 'gemma3', '--seed', '1',
+      '--mmproj', join(modelsDir, 'g3', 'mmproj-g3.gguf'), '-o', join(modelsDir, 'g3', 'g3.gguf')],
+    { stdio: ['ignore', 'ignore', 'inherit'] });
+    make(modelsDir, 'qwen35', 2, 'text');
+  });
+
+  after(async () => {
+    for (const s of running) await s.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function router(args) {
+    const s = await startServer({ args: ['--models-dir', modelsDir, '--slots', '1', ...args] });
+    running.push(s);
+    return s;
+  }
+
+  const windowOf = (m) => ({ max_input_tokens: m.max_input_tokens, max_tokens: m.max_tokens,
+    context_window: m.context_window, context_length: m.context_length,
+    max_model_len: m.max_model_len });
+  const window = (ctx, out) => ({ max_input_tokens: ctx, max_tokens: out, context_window: ctx,
+    context_length: ctx, max_model_len: ctx });
+
+  it('/v1/models and the start log say which model reads images and each window, unloaded; '
+    + 'an image reaches the projector through the router, and the text-only model stands it in',
+  async () => {
+    const file = join(dir, 'models.ini');
+    writeFileSync(file, ['[text]', 'ctx = 2048', 'n-predict = 128', ''].join('\n'));
+    const r = await router(['--models', file, '--ctx', '4096']);
+    let m = await models(r);
+    assert.deepEqual(Object.keys(m).sort(), ['g3', 'text'], 'the projector is not a model');
+    assert.equal(m.g3.state, 'unloaded');
+    assert.equal(m.text.state, 'unloaded');
+    assert.deepEqual(m.g3.input_modalities, ['text', 'image']);
+    assert.deepEqual(m.text.input_modalities, ['text']);
+    // The router's --ctx for g3, the section's ctx and n-predict for text (ModelWindowOf: an
+    // eighth of the window within [1024, 32000], at most half of it, or -n).
+    assert.deepEqual(windowOf(m.g3), window(4096, 1024));
+    assert.deepEqual(windowOf(m.text), window(2048, 128));
+    assert.match(r.log, /prefixd model id=g3 input=text,image ctx=4096 ctx_from=configured mmproj=\S*mmproj-g3\.gguf/);
+    assert.match(r.log, /prefixd model id=text input=text ctx=2048 ctx_from=configured\n/);
+
+    const ask = (model) => client(r).chat.completions.create({ model, max_tokens: 4,
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'What does this screenshot show?' },
+        { type: 'image_url', image_url: { url: picture } }] }] }).withResponse();
+    const g3 = await ask('g3');
+    assert.equal(g3.response.status, 200);
+    assert.equal(g3.response.headers.get('x-prefixd-images'), 'read; n=1');
+    assert.equal(g3.data.model, 'g3');
+    const text = await ask('text');
+    assert.equal(text.response.status, 200);
+    assert.equal(text.response.headers.get('x-prefixd-images'), 'stand-in; n=1');
+
+    m = await models(r);
+    assert.equal(m.g3.state, 'loaded');
+    assert.deepEqual(windowOf(m.g3), window(4096, 1024), 'its server says the same window');
+    assert.deepEqual(windowOf(m.text), window(2048, 128));
+    const one = await (await fetch(`${r.url}/v1/models/g3`)).json();
+    assert.deepEqual(one.input_modalities, ['text', 'image']);
+    assert.equal(one.max_input_tokens, 4096);
+  });
+
+  it('with no ctx anywhere, the window is the trained context from the GGUF header, and the '
+    + 'loaded server says the same', async () => {
+    const r = await router([]);
+    const before = await models(r);
+    assert.equal(before.g3.state, 'unloaded');
+    const trained = before.g3.max_input_tokens;
+    assert.ok(trained > 0, JSON.stringify(before.g3));
+    assert.match(r.log, new RegExp(`prefixd model id=g3 input=text,image ctx=${trained} ctx_from=trained`));
+    const load = await post(r, '/v1/models/g3/load', {});
+    assert.equal(load.status, 200, load.text);
+    const loaded = await models(r);
+    assert.equal(loaded.g3.state, 'loaded');
+    assert.equal(loaded.g3.max_input_tokens, trained);
+    assert.match(r.log, new RegExp(`prefixd\\[g3\\] listening .* ctx=${trained} `));
   });
 });
