@@ -88,6 +88,7 @@ function fillDl(dl, pairs) {
 function renderStats(s) {
   state.caller = s.caller;
   $('#model-id').textContent = s.model.id;
+  $('#attach').hidden = !s.model.reads_images;  // the playground takes an image for such a model
   $('#caller').textContent = s.caller.tenant === '-' ? '' : `tenant ${s.caller.tenant}${s.caller.admin ? ' (admin)' : ''}`;
   fillDl($('#model-info'), [
     ['memory layout', s.model.memory_layout || '–'], ['cache', s.model.cache],
@@ -284,9 +285,26 @@ async function readSse(response, onData) {
   }
 }
 
+// The file chosen in the playground as a data URL, or null.
+function readImage() {
+  const file = $('#image-input').files?.[0];
+  if (!file || $('#attach').hidden) return Promise.resolve(null);
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve({ name: file.name, url: reader.result });
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  });
+}
+
 async function send(text) {
-  state.chat.push({ role: 'user', content: text });
-  addMessage('user', text);
+  const image = await readImage();
+  $('#image-input').value = '';
+  // The image stays in the conversation: every later turn sends it again, and the cache
+  // restores it with the rest of the prompt.
+  state.chat.push({ role: 'user', content: image
+    ? [{ type: 'text', text }, { type: 'image_url', image_url: { url: image.url } }] : text });
+  addMessage('user', image ? `${text} [image: ${image.name}]` : text);
   const out = addMessage('assistant', '');
   const messages = [];
   const sys = $('#system').value.trim();

@@ -36,7 +36,8 @@ json ModelJson(const RouteContext& ctx, const engine::EngineStats& s) {
           {"snapshot_spacing", s.snapshot_spacing},
           {"n_ctx_per_slot", ctx.backend->n_ctx_per_slot()},
           {"n_vocab", ctx.backend->n_vocab()},
-          {"block_size", s.block_size}};
+          {"block_size", s.block_size},
+          {"reads_images", s.reads_images}};
 }
 
 // Every slot; whether it is busy and what it holds (its session and length) only when it is

@@ -9,10 +9,11 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { deflateSync } from 'node:zlib';
 import Anthropic from '@anthropic-ai/sdk';
+import puppeteer from 'puppeteer-core';
 import { BIN, client, metric, metrics, post, startServer, tempDir } from './harness.js';
 
 const SYSTEM = 'You are a careful assistant who describes screenshots of a code editor. '
@@ -170,6 +171,45 @@ describe('Images on a model served with --mmproj', () => {
     const ok = await openai.chat.completions.create({ model: 'g3', max_tokens: 2,
       messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: dataUrl(screenshot) } }] }] });
     assert.equal(ok.choices.length, 1);
+  });
+
+  it("the page's playground sends an image, and the next turn reuses it", async () => {
+    const chromium = process.env.PREFIXD_CHROMIUM || '/usr/bin/chromium';
+    assert.ok(existsSync(chromium), `${chromium} is missing: run scripts/setup-deps.sh`);
+    const file = join(dir, 'shot.png');
+    writeFileSync(file, png(64, 48, 11));
+    const browser = await puppeteer.launch({ executablePath: chromium, headless: true,
+      args: [...(process.getuid?.() === 0 ? ['--no-sandbox'] : []), '--disable-gpu', '--disable-dev-shm-usage'] });
+    try {
+      const page = await browser.newPage();
+      const wait = { timeout: 30000 };
+      await page.goto(server.url, { waitUntil: 'load' });
+      await page.click('.tab[data-tab=playground]');
+      await page.waitForSelector('#attach:not([hidden])', wait);
+      await page.$eval('#max-tokens', (e) => { e.value = '4'; });
+      const before = metric(await metrics(server), 'prefixd_images_total');
+      const turn = async (text, n) => {
+        await page.waitForFunction(() => !document.querySelector('#send').disabled, wait);
+        await page.type('#user-input', text);
+        await page.click('#send');
+        await page.waitForFunction((k) => {
+          const infos = document.querySelectorAll('.msg.assistant .cache-info');
+          return infos.length === k && infos[k - 1].dataset.cached !== undefined;
+        }, wait, n);
+        return page.$$eval('.msg', (ms) => ms.map((m) => ({ text: m.querySelector('.text').textContent,
+          cached: Number(m.querySelector('.cache-info').dataset.cached ?? -1) })));
+      };
+      const input = await page.$('#image-input');
+      await input.uploadFile(file);
+      const first = await turn('What is on this picture?', 1);
+      assert.match(first[0].text, /\[image: shot\.png\]/);
+      assert.equal(metric(await metrics(server), 'prefixd_images_total'), before + 1, 'the image was sent');
+      const second = await turn('And the corner?', 2);
+      assert.ok(second[3].cached > 0, `the second turn reuses the first, image included: ${second[3].cached}`);
+      assert.equal(metric(await metrics(server), 'prefixd_images_total'), before + 2, 'and sent again');
+    } finally {
+      await browser.close();
+    }
   });
 
   it('a restart restores an image conversation from disk without encoding it', async () => {
