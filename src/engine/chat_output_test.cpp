@@ -171,11 +171,19 @@ const char* kForecastTools = R"([{"type":"function","function":{"name":"forecast
   "metric":{"type":"boolean"}},"required":["days","metric"]}}}])";
 
 // The forecast tool and a second one: with several tools a forced call must choose the name.
+// Their strings are enums: every format's grammar holds them (patch 0020 for the XML-style ones,
+// where a string was free text up to its closing tag). No free-text string: this vocabulary's
+// byte tokens let a random model write invalid UTF-8, which the grammar takes and the parser
+// refuses (the e2e schema suite holds string lengths on qwen35's vocabulary).
 const char* kTwoTools = R"([{"type":"function","function":{"name":"forecast",
-  "parameters":{"type":"object","properties":{"days":{"type":"integer"},
-  "metric":{"type":"boolean"}},"required":["days","metric"]}}},
+  "parameters":{"type":"object","properties":{"days":{"type":"integer","minimum":1,"maximum":14},
+  "metric":{"type":"boolean"},"unit":{"type":"string","enum":["celsius","fahrenheit"]}},
+  "required":["days","metric","unit"],"additionalProperties":false}}},
   {"type":"function","function":{"name":"clock","parameters":{"type":"object",
-  "properties":{"utc":{"type":"boolean"}},"required":["utc"]}}}])";
+  "properties":{"utc":{"type":"boolean"},"zone":{"type":"string","enum":["CET","UTC+1"]}},
+  "required":["utc"],"additionalProperties":false}}}])";
+
+
 
 // tool_choice required over the forecast tool, thinking off.
 ChatRenderOptions RequiredForecast() {
@@ -370,7 +378,8 @@ TEST(ChatEngineTest, RequiredToolChoiceYieldsAParsedCall) {
 // A forced tool call is a call, with no bias, on every pinned template that has a tool format:
 // two tools, tool_choice required (the model chooses which) and a named function, thinking on
 // (where the template opens a reasoning block, the call follows its end) and off, the tiny
-// model's reply parses into one call of that tool's schema. The sampler decodes the template's call header (GrammarSpec::forced_call) as the
+// model's reply parses into one call of that tool's schema (its enum, bounds and lengths), and
+// ends there. The sampler decodes the template's call header (GrammarSpec::forced_call) as the
 // reply's start; the grammar writes the rest.
 struct ForcedCase {
   std::string tmpl;
@@ -431,12 +440,21 @@ TEST_P(ForcedCallTest, ReplyIsAParsedCall) {
   if (c.named) EXPECT_EQ(call.name, "forecast");
   json args = json::parse(call.arguments, nullptr, false);
   ASSERT_TRUE(args.is_object()) << call.arguments;
+  EXPECT_EQ(r.finish_reason, FinishReason::kStop) << r.text.substr(0, 400);
   if (call.name == "clock") {
     EXPECT_TRUE(args["utc"].is_boolean()) << args.dump();
+    if (args.contains("zone")) {
+      EXPECT_TRUE(args["zone"] == "CET" || args["zone"] == "UTC+1") << args.dump();
+    }
+    EXPECT_LE(args.size(), 2u) << args.dump();
   } else {
     EXPECT_EQ(call.name, "forecast");
-    EXPECT_TRUE(args["days"].is_number_integer()) << args.dump();
+    ASSERT_TRUE(args["days"].is_number_integer()) << args.dump();
+    EXPECT_GE(args["days"].get<int64_t>(), 1) << args.dump();
+    EXPECT_LE(args["days"].get<int64_t>(), 14) << args.dump();
     EXPECT_TRUE(args["metric"].is_boolean()) << args.dump();
+    EXPECT_TRUE(args["unit"] == "celsius" || args["unit"] == "fahrenheit") << args.dump();
+    EXPECT_EQ(args.size(), 3u) << args.dump();
   }
 }
 
