@@ -75,9 +75,10 @@ Status ApplyCount(ModelSpec& spec, int64_t* target, const std::string& where, co
   return Status::OK();
 }
 
-// The keys that are the router's own, or that name the model's files.
-Status ApplyModelKey(ModelSpec& spec, const std::string& where, const std::string& key,
-                     const std::string& value, const std::string& base_dir) {
+// Applies `key = value` to the section's spec: the router's keys, the model's files, the
+// counts /v1/models tells, and any other key as a serve flag.
+Status ApplyKey(ModelSpec& spec, const std::string& where, const std::string& key,
+                const std::string& value, const std::string& base_dir) {
   if (key == "model" || key == "m") {
     spec.path = PathOf(value, base_dir);
   } else if (key == "mmproj" || key == "mm") {
@@ -92,30 +93,18 @@ Status ApplyModelKey(ModelSpec& spec, const std::string& where, const std::strin
     PREFIXD_ASSIGN_OR_RETURN(spec.pinned, ParseBool(where, value));
   } else if (key == "ttl") {
     PREFIXD_ASSIGN_OR_RETURN(spec.ttl_s, ParseSeconds(where, value));
-  } else {
-    return Status::NotFound(key);
-  }
-  return Status::OK();
-}
-
-// Applies `key = value` to the section's spec.
-Status ApplyKey(ModelSpec& spec, const std::string& where, const std::string& key,
-                const std::string& value, const std::string& base_dir) {
-  const Status model_key = ApplyModelKey(spec, where, key, value, base_dir);
-  if (model_key.code() != Status::Code::kNotFound) return model_key;
-  if (key == "ctx" || key == "c" || key == "ctx-size") {
+  } else if (key == "ctx" || key == "c" || key == "ctx-size") {
     return ApplyCount(spec, &spec.ctx, where, "--ctx", value, 16);
-  }
-  if (key == "n-predict" || key == "n" || key == "predict") {
+  } else if (key == "n-predict" || key == "n" || key == "predict") {
     return ApplyCount(spec, &spec.n_predict, where, "--n-predict", value, 1);
-  }
-  if (key == "host" || key == "port" || key == "cache-dir" || key == "models-dir" ||
-      key == "models") {
+  } else if (key == "host" || key == "port" || key == "cache-dir" || key == "models-dir" ||
+             key == "models") {
     return Status::InvalidArgument(where + ": '" + key + "' is the router's; a model's server "
                                    "listens on loopback and keeps its cache under the router's dir");
+  } else {
+    spec.args.push_back("--" + key);
+    if (value != "true") spec.args.push_back(value);
   }
-  spec.args.push_back("--" + key);
-  if (value != "true") spec.args.push_back(value);
   return Status::OK();
 }
 
