@@ -12,6 +12,8 @@ round; a fresh cache directory each round):
           its first user message, then one tool result;
   A9      both servers restarted (prefixd on the same --cache-dir), then the first
           conversation's next turn.
+Each request is sent as the last answer ends, or --pause-s seconds later (the time an agent
+spends running its tool: what a server does between requests then leaves the next one).
 Per request: TTFT (streamed; the first chunk whose delta carries text or a tool call), the
 prompt tokens the server evaluated (prefixd: usage prompt_tokens - cached_tokens;
 llama-server: timings.prompt_n) and the images the server encoded (prefixd: the change of
@@ -23,7 +25,7 @@ whose counts differ is listed under the table).
 Usage: bench/image_session.py run --arch gemma3 --model M.gguf --mmproj M.mmproj.gguf
            --llama-server PATH [--bin build/bin/prefixd] [--shape tiny] [--rounds 3]
            [--threads 2] [--slots 2] [--ctx 8192] [--image-size 640x480] [--work DIR]
-           [--ports 19700-19799] [--out RESULT.json]
+           [--ports 19700-19799] [--pause-s S] [--out RESULT.json]
        bench/image_session.py report RESULT.json... --md OUT.md [--command "..."]
 Binds 127.0.0.1 only. docs/bench.md explains.
 """
@@ -337,8 +339,9 @@ def prompt_tokens(res):
     return int(t.get("prompt_n", 0)) + int(t.get("cache_n", 0))
 
 
-def run_scenario(label, server, steps, encoded, max_tokens, log):
-    """Sends every step to one server (restarting it where a step says); a row per step."""
+def run_scenario(label, server, steps, encoded, max_tokens, log, pause_s=0.0):
+    """Sends every step to one server (restarting it where a step says), `pause_s` seconds
+    after the answer before (an agent running its tool); a row per step."""
     rows = []
     server.start()
     try:
@@ -348,6 +351,8 @@ def run_scenario(label, server, steps, encoded, max_tokens, log):
                 server.stop()
                 server.start()
                 seen = encoded(server)
+            if rows and pause_s > 0:
+                time.sleep(pause_s)
             res = stream_chat(server.port, msgs, max_tokens)
             now = encoded(server)
             row = {"turn": name, "what": what, "ttft_ms": round(res["ttft_ms"], 1),
@@ -410,13 +415,15 @@ def cmd_run(a):
         for label in order:
             server, encoded = servers[label]
             log(f"round {r + 1}/{a.rounds}: {label}")
-            result[label] = run_scenario(label, server, steps, encoded, a.max_tokens, log)
+            result[label] = run_scenario(label, server, steps, encoded, a.max_tokens, log,
+                                         a.pause_s)
         rounds.append(result)
+        if r == 0:
+            commands = {"prefixd": " ".join(cmd_p), "llama-server": " ".join(cmd_l)}
         shutil.rmtree(cache, ignore_errors=True)
     out = {"arch": a.arch, "shape": a.shape, "image": f"{w}x{h} PNG, {len(png)} bytes",
            "rounds": a.rounds, "threads": a.threads, "slots": a.slots, "ctx": a.ctx,
-           "max_tokens": a.max_tokens, "commands": {"prefixd": " ".join(cmd_p),
-                                                    "llama-server": " ".join(cmd_l)},
+           "max_tokens": a.max_tokens, "pause_s": a.pause_s, "commands": commands,
            "runs": rounds}
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1)
@@ -457,7 +464,10 @@ def ratio(a, b):
 
 def table(result):
     rows, differ = summarize(result)
-    lines = [f"### {result['arch']} ({result['shape']}): {result['image']}", "",
+    pause = result.get("pause_s", 0)
+    when = (f"{pause:g} s between an answer and the next request" if pause
+            else "each request sent as the last answer ends")
+    lines = [f"### {result['arch']} ({result['shape']}), {when}", "",
              "| turn | what | prompt tokens | TTFT prefixd (ms) | TTFT llama-server (ms) | ratio | "
              "evaluated prefixd | evaluated llama-server | images encoded prefixd | "
              "images encoded llama-server |",
@@ -503,7 +513,8 @@ def cmd_report(a):
              f"a time, the order alternating; TTFT is the median of {r0['rounds']} rounds "
              f"(streamed, first delta with output; {r0['max_tokens']} tokens, ignore_eos), counts "
              f"are the first round's. {r0['threads']} threads, {r0['slots']} slots of "
-             f"{r0['ctx']} tokens each. Ratio: prefixd / llama-server.", ""]
+             f"{r0['ctx']} tokens each. The image: {r0['image']}. Ratio: prefixd / llama-server. "
+             f"Prompt tokens: prefixd's / llama-server's where they differ.", ""]
     for r in results:
         lines += table(r) + ["", "Commands (round 1):", "",
                              f"- prefixd: `{r['commands']['prefixd']}`",
@@ -531,6 +542,7 @@ def main(argv=None):
     run.add_argument("--ctx", type=int, default=8192)
     run.add_argument("--max-tokens", type=int, default=4)
     run.add_argument("--image-size", default="640x480")
+    run.add_argument("--pause-s", type=float, default=0.0)
     run.add_argument("--ports", default="19700-19799")
     run.add_argument("--prefixd-extra", default="")
     run.add_argument("--llama-extra", default="")

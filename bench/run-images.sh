@@ -7,7 +7,9 @@
 # tokens evaluated, images encoded. Writes $OUT/$NAME.md. docs/bench.md ("Images") explains.
 #
 # Usage: bench/run-images.sh [--shapes tiny[,small]] [--archs "gemma3 lfm2"] [--rounds N]
-#        [--name NAME] [--image-size WxH]
+#        [--name NAME] [--image-size WxH] [--pauses 0,1]
+#        --pauses: the scenario once per value, each request sent that many seconds after the
+#        last answer (0: back to back; 1: an agent that takes a second to run its tool).
 # Env: PREFIXD_BIN (default build/bin/prefixd), THREADS (default 2), SLOTS (default 2), CTX (per
 #      slot, default 8192), OUT (default bench/results), WORK (default /tmp/prefixd-images),
 #      PORTS (default 19700-19799), PREFIXD_EXTRA / LLAMA_SERVER_EXTRA (more flags for each).
@@ -26,6 +28,7 @@ ARCHS="gemma3 lfm2"
 ROUNDS=3
 NAME=images
 IMAGE_SIZE=640x480
+PAUSES=0,1
 RUN_COMMAND="bench/run-images.sh $*"  # for the report
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -34,6 +37,7 @@ while [[ $# -gt 0 ]]; do
     --rounds) ROUNDS="$2"; shift ;;
     --name) NAME="$2"; shift ;;
     --image-size) IMAGE_SIZE="$2"; shift ;;
+    --pauses) PAUSES="$2"; shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -54,25 +58,29 @@ mkdir -p "$WORK" "$OUT"
 started="$(date +%s)"
 results=()
 IFS=, read -r -a shape_list <<<"$SHAPES"
+IFS=, read -r -a pause_list <<<"$PAUSES"
 for shape in "${shape_list[@]}"; do
   for arch in $ARCHS; do
     model="$WORK/model-$arch-$shape.gguf"
     mmproj="$WORK/model-$arch-$shape.mmproj.gguf"
     [[ -f "$model" && -f "$mmproj" ]] || "$PREFIXD_BIN" make-test-model --arch "$arch" \
       --shape "$shape" --mmproj "$mmproj" -o "$model" >&2
-    result="$WORK/$arch-$shape.json"
-    log "$arch $shape: $ROUNDS rounds"
-    python3 "$here/bench/image_session.py" run --arch "$arch" --shape "$shape" --model "$model" \
-      --mmproj "$mmproj" --bin "$PREFIXD_BIN" --llama-server "$LLAMA_SERVER" --rounds "$ROUNDS" \
-      --threads "$THREADS" --slots "$SLOTS" --ctx "$CTX" --image-size "$IMAGE_SIZE" \
-      --ports "$PORTS" --prefixd-extra "${PREFIXD_EXTRA:-}" --llama-extra "${LLAMA_SERVER_EXTRA:-}" \
-      --work "$WORK" --out "$result"
-    results+=("$result")
-    # the report after every model, so that an interrupted run still leaves one
-    python3 "$here/bench/image_session.py" report "${results[@]}" --md "$OUT/$NAME.md" \
-      --command "$RUN_COMMAND" --notes "$(( ($(date +%s) - started) / 60 )) min, prefixd \
-$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'), llama-server from the same pinned \
-llama.cpp" >/dev/null
+    for pause in "${pause_list[@]}"; do
+      result="$WORK/$arch-$shape-pause$pause.json"
+      log "$arch $shape, pause $pause s: $ROUNDS rounds"
+      python3 "$here/bench/image_session.py" run --arch "$arch" --shape "$shape" \
+        --model "$model" --mmproj "$mmproj" --bin "$PREFIXD_BIN" --llama-server "$LLAMA_SERVER" \
+        --rounds "$ROUNDS" --threads "$THREADS" --slots "$SLOTS" --ctx "$CTX" \
+        --image-size "$IMAGE_SIZE" --pause-s "$pause" --ports "$PORTS" \
+        --prefixd-extra "${PREFIXD_EXTRA:-}" --llama-extra "${LLAMA_SERVER_EXTRA:-}" \
+        --work "$WORK" --out "$result"
+      results+=("$result")
+      # the report after every run, so that an interrupted bench still leaves one
+      python3 "$here/bench/image_session.py" report "${results[@]}" --md "$OUT/$NAME.md" \
+        --command "$RUN_COMMAND" --notes "$(( ($(date +%s) - started) / 60 )) min, prefixd \
+$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'), llama-server from the same \
+pinned llama.cpp" >/dev/null
+    done
   done
 done
 log "done in $(( ($(date +%s) - started) / 60 )) min; report: $OUT/$NAME.md"
