@@ -416,6 +416,50 @@ TEST(ImagePromptTiles, AWrappingTokenTheVocabularyLacksIsACleanError) {
   EXPECT_EQ(Complete(*e, small).tokens.size(), 4u);
 }
 
+// A projector that cannot serve is refused when the engine starts, never later.
+TEST(ImageProjectorRefusals, NotAProjectorAnMRopeOneOrBesideADraftContextAreRefusedAtStart) {
+  const Files g3 = MakeFiles("gemma3");
+  auto refused = [&](const std::string& mmproj, std::vector<SpecType> spec,
+                     const std::string& model = "") {
+    EngineOptions o;
+    o.model_path = model.empty() ? g3.model : model;
+    o.projector.path = mmproj;
+    o.cache_enabled = false;
+    o.n_threads = 2;
+    o.spec.types = std::move(spec);
+    auto e = Engine::Create(o);
+    return e.ok() ? std::string() : e.status().message();
+  };
+  EXPECT_NE(refused(g3.model, {}).find("not a multimodal projector"), std::string::npos);
+  const Files q35 = MakeFiles("qwen35");
+  EXPECT_NE(refused(q35.mmproj, {}, q35.model).find("M-RoPE"), std::string::npos);
+  EXPECT_NE(refused(g3.mmproj, {SpecType::kDraftMtp}).find("draft"), std::string::npos);
+  EXPECT_EQ(refused(g3.mmproj, {}), "");
+}
+
+// gemma4's images attend to each other both ways, so one is one call: an image of more rows than
+// the ubatch is a clean error before the request queues, and the engine serves on.
+TEST(ImageProjectorRefusals, ANonCausalImageLargerThanTheUbatchIsACleanError) {
+  const Files g4 = MakeFiles("gemma4");
+  EngineOptions o;
+  o.model_path = g4.model;
+  o.projector.path = g4.mmproj;
+  o.projector.n_threads = 2;
+  o.n_threads = 2;
+  o.n_ctx_per_slot = 4096;
+  o.n_ubatch = 64;
+  auto e = Engine::Create(o);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  const std::vector<Turn> t = Conversation(0);
+  ChatRenderOptions ro;
+  ro.images = {Png(64, 48, Picture(64, 48, 1))};
+  auto p = (*e)->PrepareChat(MessagesJson(t), ro);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("more than the ubatch of 64"), std::string::npos)
+      << p.status().ToString();
+  EXPECT_TRUE((*e)->PrepareChat(MessagesJson({{"user", "hello"}}), ChatRenderOptions{}).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Projectors, ImagePromptTest, ::testing::Values("gemma3", "lfm2"),
                          [](const auto& info) { return info.param; });
 
