@@ -4,19 +4,20 @@
 // tool_choice required and a named function. The tiny random model writes whatever the grammar
 // lets it, so every parsed call must validate against its tool's schema (ajv, a real JSON
 // Schema validator) and the reply must end as a call (finish_reason tool_calls), not run to
-// max_tokens inside a value. The XML-style formats (Qwen3.5/Qwen3-Coder, GLM, DeepSeek DSML,
+// max_tokens inside a value. On two templates tool_choice auto too, with the call started by
+// a bias on its start word. The XML-style formats (Qwen3.5/Qwen3-Coder, GLM, DeepSeek DSML,
 // MiniMax, Ling, MiniCPM5, Kimi K3) write a string as raw text up to a closing tag; patch 0020
 // gives that text its schema's grammar.
 //
 // The test command runs one template per way a format's grammar is built (SAMPLE, about a
 // minute on 2 cores); PREFIXD_SCHEMA_SWEEP=1 runs every pinned template with a tool format
-// (SWEEP, about 6 minutes); PREFIXD_SCHEMA_TEMPLATES=A,B runs those. PREFIXD_E2E_PORT=N serves
+// (SWEEP, about 5 minutes); PREFIXD_SCHEMA_TEMPLATES=A,B runs those. PREFIXD_E2E_PORT=N serves
 // on port N instead of a free one.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import Ajv from 'ajv';
-import { client, makeModel, startServer, tempDir } from './harness.js';
+import { client, makeModel, post, startServer, tempDir } from './harness.js';
 
 const SAMPLE = [
   'Qwen3.5-4B',                                 // <parameter=NAME> raw text (qwen3-coder parser)
@@ -111,12 +112,16 @@ const NOT_HELD = {
   'google-gemma-4-31B-it-interleaved': { pattern: NO_PATTERN },
 };
 
-async function checkCall(openai, template, name, tools, tool_choice) {
+// tool_choice auto: the grammar waits for the call's start word (lazy). A bias on that word (one
+// token here) makes the random model start a call; from there the grammar holds its arguments.
+const AUTO_START = { 'Qwen3.5-4B': '<tool_call>', 'GLM-4.7-Flash': '<tool_call>' };
+
+async function checkCall(openai, template, name, tools, tool_choice, extra = {}) {
   // A template that always thinks (Kimi K3) gets its block ended after 8 tokens: a random model
   // never ends it by itself.
   const r = await openai.chat.completions.create({ model: 'tiny', tools, tool_choice,
     messages: [{ role: 'user', content: `Use the ${name} tool.` }], enable_thinking: false,
-    thinking_budget_tokens: 8, max_tokens: MAX });
+    thinking_budget_tokens: 8, max_tokens: MAX, ...extra });
   const choice = r.choices[0];
   const where = `${template} ${name}: ${JSON.stringify(choice.message)}`;
   assert.equal(choice.finish_reason, 'tool_calls', where);
@@ -167,6 +172,12 @@ for (const template of TEMPLATES) {
         await checkCall(openai, template, name, [toolOf(name)], 'required');
         await checkCall(openai, template, name, [DECOY, toolOf(name)],
           { type: 'function', function: { name } });
+        if (AUTO_START[template]) {
+          const t = await post(server, '/tokenize', { content: AUTO_START[template] });
+          assert.equal(t.json.tokens.length, 1, JSON.stringify(t.json));
+          await checkCall(openai, template, name, [toolOf(name)], 'auto',
+            { logit_bias: { [t.json.tokens[0]]: 100 } });
+        }
       });
     }
   });
