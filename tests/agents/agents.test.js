@@ -16,7 +16,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BIN, makeModel, post, startServer, tempDir, writeKeys } from '../e2e/harness.js';
@@ -26,11 +26,13 @@ const cli = (name) => join(here, 'node_modules', '.bin', name);
 const EOS = 151645;  // <|im_end|> of the pinned qwen35 tokenizer (checked in before())
 const KEY = 'sk-agents-e2e';
 
-// Runs one CLI invocation, bounded; resolves { code, out }.
-function run(cmd, args, { cwd, env, timeoutMs = 240000 }) {
+// Runs one CLI invocation, bounded, `input` on its stdin; resolves { code, out }.
+function run(cmd, args, { cwd, env, timeoutMs = 240000, input = null }) {
   return new Promise((resolve) => {
     const base = { PATH: process.env.PATH, LANG: 'C.UTF-8', TERM: 'dumb', NO_COLOR: '1' };
-    const proc = spawn(cmd, args, { cwd, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(cmd, args, { cwd, env: { ...base, ...env },
+      stdio: [input === null ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    if (input !== null) proc.stdin.end(input);
     let out = '';
     proc.stdout.on('data', (d) => { out += d; });
     proc.stderr.on('data', (d) => { out += d; });
@@ -160,6 +162,41 @@ describe('the agents\' own CLIs against prefixd serve', () => {
       rmSync(root, { recursive: true, force: true });
     }
   }
+
+  // Claude Code headless takes a user turn with an image on stdin (--input-format stream-json,
+  // as an IDE extension sends a pasted screenshot); the text-only model answers with the image's
+  // stand-in, and `--continue` (the image still in the history) reuses the previous prompt.
+  it('Claude Code sends an image, and its next turn reuses the prompt', async () => {
+    const root = tempDir('agent-image');
+    try {
+      const repo = gitRepo(root);
+      const [[cmd, , env]] = CLIENTS['claude-code'](root, open.url, '', repo);
+      const turn = JSON.stringify({ type: 'user', message: { role: 'user', content: [
+        { type: 'image', source: { type: 'base64', media_type: 'image/png',
+          data: readFileSync(join(here, '..', '..', 'docs', 'img', 'dashboard.png')).toString('base64') } },
+        { type: 'text', text: 'What is on this screenshot?' }] } });
+      const n0 = requests(open).length;
+      const a = await run(cmd, ['-p', '--input-format', 'stream-json', '--output-format', 'stream-json',
+        '--verbose', '--model', 'tiny'], { cwd: repo, env, input: `${turn}\n` });
+      assert.equal(a.code, 0, `claude failed:\n${a.out}`);
+      const n1 = requests(open).length;
+      const b = await run(cmd, ['-p', '--continue', 'And the corner?', '--model', 'tiny'], { cwd: repo, env });
+      assert.equal(b.code, 0, `claude (continuing) failed:\n${b.out}`);
+      const all = requests(open).slice(n0);
+      const [one, two] = [all.slice(0, n1 - n0), all.slice(n1 - n0)];
+      assert.ok(one.length > 0 && two.length > 0, `no request:\n${a.out}\n${b.out}`);
+      for (const r of all) assert.equal(r.status, 200, `${r.route} answered ${r.status}: ${r.error ?? ''}`);
+      const withImage = all.filter((r) => r.images === '"stand-in; n=1"');
+      assert.ok(withImage.length >= 2, 'the image went in the first turn and again in the next');
+      const previous = Math.max(...one.map((r) => r.prompt_tokens).filter(Number.isFinite));
+      const best = two.find((r) => r.prompt_tokens >= previous) ?? two[0];
+      console.log(`[ agents ] claude-code with an image: ${one.length} + ${two.length} requests, ` +
+        `continuation cached ${best.cached} of ${best.prompt_tokens}: reuse ${(best.cached / previous).toFixed(4)}`);
+      assert.ok(best.cached >= 0.99 * previous, `the continuation reused ${best.cached} of ${previous}`);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
 
   // `prefixd launch`: the same clients, set up by the launcher alone (the test writes no client
   // config): every request 200 and names the served model, and Claude Code knows the window.
