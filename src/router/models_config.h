@@ -13,13 +13,13 @@
 //   image-max-tokens = 256       ;   (ctx and n-predict are also what /v1/models tells)
 //
 // The directory, as llama-server's router reads one: each .gguf file directly in it is a model
-// (id: the file name without .gguf; a split model's, without -00001-of-N); each folder in it that holds a model's .gguf is a model
+// (id: the file name without .gguf); each folder in it that holds a model's .gguf is a model
 // (id: the folder's name) with the projector beside it, the .gguf whose name has "mmproj" in it.
 // A file whose name has "mmproj" in it is never a model. A folder of several models' files makes
 // one model each (id: the file's name), all with the folder's projector. A split model is its
-// first shard (-00001-of-N); the other shards are not models. A file's section for a model the directory also holds (same
-// id) overrides it, keeping the directory's file and projector where it names none. Parsing is
-// pure; thread-safe.
+// first shard (-00001-of-N, left out of its id); the other shards are not models. A file's
+// section for a model the directory also holds (same id) overrides it, keeping the directory's
+// file and projector where it names none. Parsing is pure; thread-safe.
 #pragma once
 
 #include <cstdint>

@@ -48,13 +48,16 @@ ApiError ApiErrorOf(const Status& st, bool admin = true) {
 // Whether it reads images, and its window under every name `serve -m` gives it (routes_info):
 // its server's context once it said one, else its card's; no window while neither knows.
 void AddCard(json& j, const ModelView& v, const ModelCard& card) {
-  j["input_modalities"] = card.reads_images ? json::array({"text", "image"}) : json::array({"text"});
+  j["input_modalities"] =
+      card.reads_images ? json::array({"text", "image"}) : json::array({"text"});
   const int64_t n_ctx = v.n_ctx > 0 ? v.n_ctx : card.n_ctx;
   if (n_ctx <= 0) return;
   const server::ModelWindow w = server::ModelWindowOf(n_ctx, card.n_predict);
   j["max_input_tokens"] = w.context;
   j["max_tokens"] = w.max_output;
-  for (const char* name : {"context_window", "context_length", "max_model_len"}) j[name] = w.context;
+  for (const char* name : {"context_window", "context_length", "max_model_len"}) {
+    j[name] = w.context;
+  }
 }
 
 // A model as /v1/models shows it. Where it lives (file, port) and why it last failed (its

@@ -1,7 +1,9 @@
 // Real PNG files for image tests: RGB, 8 bits, one IDAT, correct CRCs, so a decoder reads them.
 import { deflateSync } from 'node:zlib';
 
-function be32(v) { return Buffer.from([(v >>> 24) & 255, (v >>> 16) & 255, (v >>> 8) & 255, v & 255]); }
+function be32(v) {
+  return Buffer.from([(v >>> 24) & 255, (v >>> 16) & 255, (v >>> 8) & 255, v & 255]);
+}
 const CRC = Array.from({ length: 256 }, (_, n) => {
   let c = n;
   for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;

@@ -402,12 +402,14 @@ describe('a vision model and a text-only model behind one port', () => {
     // eighth of the window within [1024, 32000], at most half of it, or -n).
     assert.deepEqual(windowOf(m.g3), window(4096, 1024));
     assert.deepEqual(windowOf(m.text), window(2048, 128));
-    assert.match(r.log, /prefixd model id=g3 input=text,image ctx=4096 ctx_from=configured mmproj=\S*mmproj-g3\.gguf/);
+    assert.match(r.log,
+      /prefixd model id=g3 input=text,image ctx=4096 ctx_from=configured mmproj=\S*mmproj-g3\.gguf/);
     assert.match(r.log, /prefixd model id=text input=text ctx=2048 ctx_from=configured\n/);
 
-    const ask = (model) => client(r).chat.completions.create({ model, max_tokens: 4,
-      messages: [{ role: 'user', content: [{ type: 'text', text: 'What does this screenshot show?' },
-        { type: 'image_url', image_url: { url: picture } }] }] }).withResponse();
+    const content = [{ type: 'text', text: 'What does this screenshot show?' },
+      { type: 'image_url', image_url: { url: picture } }];
+    const ask = (model) => client(r).chat.completions.create(
+      { model, max_tokens: 4, messages: [{ role: 'user', content }] }).withResponse();
     const g3 = await ask('g3');
     assert.equal(g3.response.status, 200);
     assert.equal(g3.response.headers.get('x-prefixd-images'), 'read; n=1');
@@ -432,7 +434,8 @@ describe('a vision model and a text-only model behind one port', () => {
     assert.equal(before.g3.state, 'unloaded');
     const trained = before.g3.max_input_tokens;
     assert.ok(trained > 0, JSON.stringify(before.g3));
-    assert.match(r.log, new RegExp(`prefixd model id=g3 input=text,image ctx=${trained} ctx_from=trained`));
+    assert.match(r.log,
+      new RegExp(`prefixd model id=g3 input=text,image ctx=${trained} ctx_from=trained`));
     const load = await post(r, '/v1/models/g3/load', {});
     assert.equal(load.status, 200, load.text);
     const loaded = await models(r);

@@ -36,7 +36,9 @@ Result<GgufHeader> ReadGgufHeader(const std::string& path) {
   if (arch >= 0 && gguf_get_kv_type(gguf, arch) == GGUF_TYPE_STRING) {
     h.arch = gguf_get_val_str(gguf, arch);
   }
-  if (!h.arch.empty()) h.n_ctx_train = std::max<int64_t>(0, IntValue(gguf, h.arch + ".context_length"));
+  if (!h.arch.empty()) {
+    h.n_ctx_train = std::max<int64_t>(0, IntValue(gguf, h.arch + ".context_length"));
+  }
   gguf_free(gguf);
   if (h.arch.empty()) return Status::Corruption(path + ": no general.architecture in its header");
   return h;
