@@ -41,7 +41,8 @@ std::string Join(const std::string& path, const std::string& key) {
 }
 
 // The gaps of one schema node itself (not of the schemas inside it).
-void NodeGaps(const json& schema, const std::string& path, std::vector<std::string>* out) {
+void NodeGaps(const json& schema, const std::string& path, const GrammarReach& reach,
+              std::vector<std::string>* out) {
   const std::string where = path.empty() ? "" : path + ": ";
   for (const char* key : kNeverHeld) {
     if (schema.contains(key)) out->push_back(where + key + " " + schema.at(key).dump());
@@ -52,43 +53,44 @@ void NodeGaps(const json& schema, const std::string& path, std::vector<std::stri
     }
   }
   if (schema.contains("format") && schema.at("format").is_string() &&
-      !FormatHeld(schema.at("format").get<std::string>())) {
+      !(reach.formats && FormatHeld(schema.at("format").get<std::string>()))) {
     out->push_back(where + "format " + schema.at("format").dump());
   }
   if (schema.contains("pattern") && schema.at("pattern").is_string() &&
-      !json_schema_pattern_supported(schema.at("pattern").get<std::string>())) {
+      !(reach.patterns && json_schema_pattern_supported(schema.at("pattern").get<std::string>()))) {
     out->push_back(where + "pattern " + schema.at("pattern").dump());
   }
 }
 
-void Walk(const json& schema, const std::string& path, int depth, std::vector<std::string>* out) {
+void Walk(const json& schema, const std::string& path, int depth, const GrammarReach& reach,
+          std::vector<std::string>* out) {
   if (!schema.is_object() || depth > 32) return;
-  NodeGaps(schema, path, out);
+  NodeGaps(schema, path, reach, out);
   for (const char* key : {"properties", "$defs", "definitions"}) {
     if (!schema.contains(key) || !schema.at(key).is_object()) continue;
     for (const auto& [name, sub] : schema.at(key).items()) {
-      Walk(sub, Join(path, std::string(key) + "." + name), depth + 1, out);
+      Walk(sub, Join(path, std::string(key) + "." + name), depth + 1, reach, out);
     }
   }
   for (const char* key : {"items", "additionalProperties"}) {
-    if (schema.contains(key)) Walk(schema.at(key), Join(path, key), depth + 1, out);
+    if (schema.contains(key)) Walk(schema.at(key), Join(path, key), depth + 1, reach, out);
   }
   for (const char* key : {"anyOf", "oneOf", "allOf", "prefixItems", "items"}) {
     if (!schema.contains(key) || !schema.at(key).is_array()) continue;
     const json& list = schema.at(key);
     for (size_t i = 0; i < list.size(); ++i) {
-      Walk(list[i], Join(path, std::string(key) + "." + std::to_string(i)), depth + 1, out);
+      Walk(list[i], Join(path, std::string(key) + "." + std::to_string(i)), depth + 1, reach, out);
     }
   }
 }
 
 }  // namespace
 
-std::vector<std::string> SchemaGaps(std::string_view schema_json) {
+std::vector<std::string> SchemaGaps(std::string_view schema_json, const GrammarReach& reach) {
   const json schema = json::parse(schema_json, nullptr, false);
   std::vector<std::string> out;
   if (schema.is_discarded()) return out;
-  Walk(schema, "", 0, &out);
+  Walk(schema, "", 0, reach, &out);
   return out;
 }
 
