@@ -234,6 +234,7 @@ TEST_P(ImagePromptTest, CacheOnEqualsCacheOffAcrossImageTurns) {
   const std::string a = Png(48, 40, Picture(48, 40, 1));
   const std::string b = Png(40, 48, Picture(40, 48, 2));
   // Turns grow one message at a time; a second image arrives on the fourth.
+  std::vector<Token> previous;  // the previous turn's prompt
   for (int turn = 0; turn < 5; ++turn) {
     std::vector<Turn> t = Conversation(turn);
     std::vector<std::string> files = {a};
@@ -250,7 +251,15 @@ TEST_P(ImagePromptTest, CacheOnEqualsCacheOffAcrossImageTurns) {
     if (turn > 0) {
       // Everything up to the end of the previous prompt came from the cache: the image too.
       EXPECT_GT(r_on.usage.cached_tokens, p.images[0].end()) << "turn " << turn;
+      // ... and every reusable token: the prefix shared with the previous turn's prompt.
+      size_t reusable = 0;
+      while (reusable < previous.size() && reusable < p.tokens.size() &&
+             previous[reusable] == p.tokens[reusable]) {
+        ++reusable;
+      }
+      EXPECT_GE(r_on.usage.cached_tokens, 0.99 * double(reusable)) << "turn " << turn;
     }
+    previous = p.tokens;
   }
   const EngineStats s = on->GetStats();
   EXPECT_EQ(s.images_encoded, 2u) << "each image encoded once with the cache on";
