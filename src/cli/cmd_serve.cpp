@@ -24,6 +24,8 @@
 #include "server/server.h"
 #include "store/sealing_key.h"
 #include "util/flags.h"
+#include "util/idle_trimmer.h"
+#include "util/process_memory.h"
 
 namespace prefixd::cli {
 
@@ -221,7 +223,12 @@ void RaiseDescriptorLimit() {
   setrlimit(RLIMIT_NOFILE, &rl);
 }
 
+// glibc malloc arenas for a server (docs/http-api.md, "Memory over weeks"); MALLOC_ARENA_MAX
+// in the environment wins.
+constexpr int kServeMallocArenas = 2;
+
 int Serve(const ServeArgs& a) {
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) SetUpAllocator(kServeMallocArenas);
   auto eo = EngineOptionsOf(a);
   if (!eo.ok()) return Fail(eo.status());
   RaiseDescriptorLimit();
@@ -264,6 +271,13 @@ int Serve(const ServeArgs& a) {
         "message", "listening on " + a.host + " without API keys: anyone who can reach it "
                    "may use it and read its cache; give --api-key-file, or --host 127.0.0.1"));
   }
+  // Gone idle after requests: the allocator's free memory goes back to the kernel.
+  IdleTrimmer trimmer({.activity = [&] { return engine_ptr->GetStats().requests; },
+                       .busy = [&] {
+                         const engine::EngineStats s = engine_ptr->GetStats();
+                         return s.slots_busy > 0 || s.queue_depth > 0;
+                       },
+                       .trim = {}});
   std::atomic<bool> signalled{false};
   std::thread waiter([&] {
     int sig = 0;

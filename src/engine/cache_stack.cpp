@@ -352,6 +352,7 @@ void CacheStack::AddStats(EngineStats* s) const {
     s->evictions_by_tier[CacheTier::kDisk] = ds.evictions;
     s->disk_quota_bytes = ds.quota_bytes;
     s->disk_records = ds.records;
+    s->disk_index_bytes = ds.index_bytes;
     s->disk_records_by_kind = ds.records_by_kind;
   }
   if (remote_) s->remote = RemoteStatsOf(remote_->GetStats());

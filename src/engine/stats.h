@@ -133,6 +133,7 @@ struct EngineStats {
   uint64_t disk_quota_bytes = 0;  // 0: no disk tier
   uint64_t ram_blocks = 0, ram_snapshots = 0, ram_tails = 0;  // entries the RAM tier holds
   uint64_t disk_records = 0;
+  uint64_t disk_index_bytes = 0;  // the disk tier's index log, within disk_quota_bytes too
   std::map<RecordKind, uint64_t> disk_records_by_kind;
   std::vector<SlotView> slots;    // one per slot
   std::optional<RemoteTierStats> remote;  // set when serving with a shared tier

@@ -77,6 +77,8 @@ class FakeBackend : public Backend {
     s.ram_budget_bytes = 4096;
     s.disk_quota_bytes = 8192;
     s.disk_records = 3;
+    s.bytes_by_tier[engine::CacheTier::kDisk] = 7000;
+    s.disk_index_bytes = 500;
     s.disk_records_by_kind = {{engine::RecordKind::kBlockRows, 2}, {engine::RecordKind::kSnapshot, 1}};
     s.memory_layout = "attention";
     s.block_size = 16;

@@ -1,7 +1,10 @@
 #include "server/metrics.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+
+#include "util/process_memory.h"
 
 namespace prefixd::server {
 namespace {
@@ -97,6 +100,44 @@ void RenderBufferPool(const BufferPoolStats& p, std::string* out) {
           "Buffers given back and freed for want of room in the pool.", p.dropped, out);
 }
 
+uint64_t TierBytes(const engine::EngineStats& s, engine::CacheTier tier) {
+  auto it = s.bytes_by_tier.find(tier);
+  return it == s.bytes_by_tier.end() ? 0 : it->second;
+}
+
+// What the process holds (docs/http-api.md, "Memory over weeks"): its resident size, the
+// allocator's heap, the memory of each long-lived owner, and the disk tier's files.
+void RenderMemory(const engine::EngineStats& s, std::string* out) {
+  const ProcessMemory m = ReadProcessMemory();
+  Gauge("prefixd_process_resident_bytes", "The process's resident memory (RSS).",
+        double(m.resident_bytes), out);
+  ByLabel("prefixd_process_heap_bytes", "gauge",
+          "glibc malloc's heap: arena bytes in use, arena bytes freed but kept, and large blocks "
+          "mapped on their own (at their full size, touched or not).",
+          "state",
+          {{"in_use", m.heap_in_use_bytes}, {"free", m.heap_free_bytes},
+           {"mapped", m.heap_mapped_bytes}},
+          out);
+  Gauge("prefixd_process_heap_arenas", "glibc malloc arenas in use.", m.heap_arenas, out);
+  Counter("prefixd_allocator_trims_total",
+          "Times the idle server gave the allocator's free memory back to the kernel.", m.trims,
+          out);
+  Counter("prefixd_allocator_trimmed_bytes_total", "Resident bytes those trims gave back.",
+          m.trimmed_bytes, out);
+  std::map<std::string, uint64_t> owners;
+  for (const auto& [owner, bytes] : MemoryOwnersOf(s)) owners[owner] = bytes;
+  ByLabel("prefixd_memory_bytes", "gauge", "Memory held by each long-lived owner.", "owner",
+          owners, out);
+  if (s.disk_quota_bytes == 0) return;
+  Gauge("prefixd_cache_disk_index_bytes",
+        "The disk tier's index log (its records are prefixd_cache_bytes{tier=\"disk\"}).",
+        double(s.disk_index_bytes), out);
+  Gauge("prefixd_cache_disk_footprint_bytes",
+        "The disk tier's files, records and index: what --disk-quota bounds.",
+        double(TierBytes(s, engine::CacheTier::kDisk) + s.disk_index_bytes), out);
+  Gauge("prefixd_cache_disk_quota_bytes", "--disk-quota.", double(s.disk_quota_bytes), out);
+}
+
 void RenderEngine(const engine::EngineStats& s, std::string* out) {
   Counter("prefixd_completions_total", "Completions the engine ran.", s.requests, out);
   Counter("prefixd_prompt_tokens_total", "Prompt tokens of all completions.", s.prompt_tokens,
@@ -118,6 +159,9 @@ void RenderEngine(const engine::EngineStats& s, std::string* out) {
             {{"ram", s.image_encoder_hits}, {"disk", s.image_encoder_hits_disk},
              {"remote", s.image_encoder_hits_remote}},
             out);
+    Counter("prefixd_image_tokens_restored_total",
+            "Image rows the prompt cache restored (their images not decoded again).",
+            s.image_tokens_restored, out);
     Gauge("prefixd_image_encoder_bytes", "Bytes of image embeddings the encoder cache holds.",
           double(s.image_encoder_bytes), out);
   }
@@ -151,10 +195,19 @@ void RenderEngine(const engine::EngineStats& s, std::string* out) {
   Gauge("prefixd_slots_busy", "Slots running a request now.", s.slots_busy, out);
   Gauge("prefixd_queue_depth", "Requests waiting for a slot now.", s.queue_depth, out);
   RenderBufferPool(s.buffer_pool, out);
+  RenderMemory(s, out);
   if (s.remote) RenderRemote(*s.remote, out);
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, uint64_t>> MemoryOwnersOf(const engine::EngineStats& s) {
+  std::vector<std::pair<std::string, uint64_t>> owners = MemoryByOwner();
+  owners.emplace_back("ram_tier", TierBytes(s, engine::CacheTier::kRam));
+  owners.emplace_back("buffer_pool", s.buffer_pool.kept_bytes);
+  std::sort(owners.begin(), owners.end());
+  return owners;
+}
 
 void RequestCounters::Add(const engine::CompletionResult& r) {
   requests++;

@@ -37,6 +37,10 @@ struct RequestCounters {
 // The engine's counters: every tenant's requests together.
 RequestCounters RequestCountersOf(const engine::EngineStats& s);
 
+// The memory each long-lived owner of the process holds, by owner name, sorted: the RAM tier
+// and the buffer pool (from the engine's stats) and every MemoryGauge (util/process_memory.h).
+std::vector<std::pair<std::string, uint64_t>> MemoryOwnersOf(const engine::EngineStats& s);
+
 // A Prometheus histogram with fixed upper bounds (seconds). Not thread-safe by itself.
 class Histogram {
  public:

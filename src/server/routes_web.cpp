@@ -14,6 +14,7 @@
 #include "server/request_log.h"
 #include "server/routes.h"
 #include "server/web_assets.h"
+#include "util/process_memory.h"
 
 namespace prefixd::server {
 
@@ -67,7 +68,10 @@ json TiersJson(const engine::EngineStats& s) {
               {"evictions", At(s.evictions_by_tier, engine::CacheTier::kRam)}};
   json disk = nullptr;
   if (s.disk_quota_bytes > 0) {
-    disk = {{"used_bytes", At(s.bytes_by_tier, engine::CacheTier::kDisk)}, {"quota_bytes", s.disk_quota_bytes},
+    const uint64_t records_bytes = At(s.bytes_by_tier, engine::CacheTier::kDisk);
+    disk = {{"used_bytes", records_bytes}, {"quota_bytes", s.disk_quota_bytes},
+            {"index_bytes", s.disk_index_bytes},
+            {"footprint_bytes", records_bytes + s.disk_index_bytes},
             {"records", s.disk_records},
             {"records_by_kind", engine::CountsByName(s.disk_records_by_kind, engine::RecordKindName)},
             {"evictions", At(s.evictions_by_tier, engine::CacheTier::kDisk)}};
@@ -114,8 +118,21 @@ json TotalsJson(json counters) {
   return counters;
 }
 
+// The process's memory: its resident size, the allocator's heap and each long-lived owner's
+// bytes (the names /metrics gives as prefixd_memory_bytes{owner}).
+json MemoryJson(const engine::EngineStats& s) {
+  const ProcessMemory m = ReadProcessMemory();
+  json owners = json::object();
+  for (const auto& [owner, bytes] : MemoryOwnersOf(s)) owners[owner] = bytes;
+  return {{"resident_bytes", m.resident_bytes}, {"heap_in_use_bytes", m.heap_in_use_bytes},
+          {"heap_free_bytes", m.heap_free_bytes}, {"heap_mapped_bytes", m.heap_mapped_bytes},
+          {"heap_arenas", m.heap_arenas},
+          {"owners", owners}};
+}
+
 // An admin sees the whole server. A tenant sees the model, its own slots, its own share of the
-// tiers and its own counters; the queue's depth is every tenant's (null).
+// tiers and its own counters; the queue's depth and the process's memory are every tenant's
+// (null).
 void Stats(const RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
   const engine::EngineStats s = ctx.backend->GetStats();
   const Tenant t = ctx.TenantOf(req);
@@ -125,6 +142,7 @@ void Stats(const RouteContext& ctx, const httplib::Request& req, httplib::Respon
                                {"slots", SlotsJson(s, nullptr)},
                                {"queue_depth", s.queue_depth},
                                {"tiers", TiersJson(s)},
+                               {"memory", MemoryJson(s)},
                                {"totals", TotalsJson(CacheCountersJson(s))}}));
   }
   const std::string own = ctx.backend->DomainIdOf(t.salt);
@@ -133,6 +151,7 @@ void Stats(const RouteContext& ctx, const httplib::Request& req, httplib::Respon
                       {"slots", SlotsJson(s, &own)},
                       {"queue_depth", nullptr},
                       {"tiers", TenantTiersJson(s, ctx.backend->ListCachedPrefixes(&t.salt))},
+                      {"memory", nullptr},
                       {"totals", TotalsJson(TenantCacheCountersJson(s, mine))}}));
 }
 

@@ -399,7 +399,12 @@ TEST_F(ServerTest, ModelsHealthTokenizeMetrics) {
         "prefixd_cache_hits_total{tier=\"ram\"}", "prefixd_cache_misses_by_reason_total",
         "prefixd_cache_bytes{tier=\"ram\"} 1234", "prefixd_time_to_first_token_seconds_count",
         "prefixd_requests_cancelled_total 0", "prefixd_buffer_pool_bytes 3145728",
-        "prefixd_buffer_pool_takes_total{outcome=\"fresh\"} 3"}) {
+        "prefixd_buffer_pool_takes_total{outcome=\"fresh\"} 3",
+        "prefixd_process_resident_bytes ", "prefixd_process_heap_bytes{state=\"free\"}",
+        "prefixd_memory_bytes{owner=\"ram_tier\"} 1234",
+        "prefixd_memory_bytes{owner=\"buffer_pool\"} 3145728",
+        "prefixd_cache_disk_index_bytes 500", "prefixd_cache_disk_footprint_bytes 7500",
+        "prefixd_cache_disk_quota_bytes 8192"}) {
     EXPECT_NE(metrics->body.find(name), std::string::npos) << name;
   }
 }

@@ -132,6 +132,11 @@ TEST_F(WebRoutesTest, StatsShowModelSlotsTiersAndTotals) {
   EXPECT_EQ(s["tiers"]["disk"]["records"], 3);
   EXPECT_EQ(s["tiers"]["disk"]["records_by_kind"]["rows"], 2);
   EXPECT_EQ(s["tiers"]["disk"]["records_by_kind"]["snap"], 1);
+  EXPECT_EQ(s["tiers"]["disk"]["index_bytes"], 500);
+  EXPECT_EQ(s["tiers"]["disk"]["footprint_bytes"], 7500);
+  EXPECT_GT(s["memory"]["resident_bytes"].get<uint64_t>(), 1u << 20);
+  EXPECT_EQ(s["memory"]["owners"]["ram_tier"], 1234);
+  EXPECT_TRUE(s["memory"].contains("heap_free_bytes"));
   EXPECT_TRUE(s["tiers"].contains("shared"));
   EXPECT_TRUE(s["tiers"]["shared"].is_null());
   EXPECT_EQ(s["totals"]["requests"], 1);
@@ -215,6 +220,7 @@ TEST_F(WebRoutesTest, ATenantsStatsDoNotMoveWithAnotherTenantsRequests) {
   EXPECT_EQ(b_before["caller"]["admin"], false);
   EXPECT_EQ(b_before["totals"]["requests"], 1);
   EXPECT_TRUE(b_before["queue_depth"].is_null());
+  EXPECT_TRUE(b_before["memory"].is_null()) << "the process is every tenant's";
   // The fake's busy slot 0 is the keyless tenant's: B sees it idle and empty.
   EXPECT_EQ(b_before["slots"][0]["busy"], false);
   EXPECT_EQ(b_before["slots"][0]["n_tokens"], 0);

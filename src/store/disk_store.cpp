@@ -18,6 +18,7 @@
 #include "util/memcopy.h"
 #include "util/log.h"
 #include "util/mutex.h"
+#include "util/process_memory.h"
 
 namespace prefixd::store {
 
@@ -43,6 +44,17 @@ constexpr size_t kUncachedFrom = size_t(1) << 20;
 // tier's RAM for them (a restore reads every Block of its prefix, a restart's from there).
 bool Uncached(const RecordMeta& meta) {
   return meta.kind == RecordKind::kSnapshot && meta.payload_bytes >= kUncachedFrom;
+}
+
+// The memory of every store's in-memory index, for /metrics: per record its map and LRU
+// nodes and its tokens (bounded by the quota: a record is at least its header on disk).
+MemoryGauge& IndexGauge() {
+  static MemoryGauge g("disk_index");
+  return g;
+}
+int64_t IndexBytesOf(const RecordMeta& meta) {
+  constexpr size_t kNodes = sizeof(std::pair<RecordId, IndexEntry>) + 32 + 3 * sizeof(RecordId) + 64;
+  return int64_t(kNodes + meta.tokens.capacity() * sizeof(meta.tokens[0]));
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
@@ -217,6 +229,8 @@ class DiskStoreImpl : public DiskStore {
     work_cv_.notify_all();
     if (writer_.joinable()) writer_.join();
     FlushTouches();
+    MutexLock lock(&mu_);
+    for (const auto& [id, e] : index_) IndexGauge().Add(-IndexBytesOf(e.ie.meta));
   }
 
   Status Recover();
@@ -360,6 +374,7 @@ void DiskStoreImpl::InsertLocked(IndexEntry e) {
   lru_.insert({{e.meta.last_access_unix_ms, entry.lru_seq}, id});
   used_ += e.file_bytes + 2 * LogAddEntryBytes(e.meta);
   live_log_bytes_ += LogAddEntryBytes(e.meta);
+  IndexGauge().Add(IndexBytesOf(e.meta));
   entry.ie = std::move(e);
   index_[id] = std::move(entry);
 }
@@ -369,6 +384,7 @@ void DiskStoreImpl::EraseLocked(Index::iterator it) {
   lru_.erase({{e.ie.meta.last_access_unix_ms, e.lru_seq}, it->first});
   used_ -= e.ie.file_bytes + 2 * LogAddEntryBytes(e.ie.meta);
   live_log_bytes_ -= LogAddEntryBytes(e.ie.meta);
+  IndexGauge().Add(-IndexBytesOf(e.ie.meta));
   touched_.erase(it->first);
   index_.erase(it);
 }

@@ -17,6 +17,9 @@ namespace prefixd {
 
 namespace {
 
+std::atomic<uint64_t> g_trims{0};
+std::atomic<uint64_t> g_trimmed_bytes{0};
+
 struct Registry {
   Mutex mu;
   std::vector<const MemoryGauge*> gauges PREFIXD_GUARDED_BY(mu);
@@ -82,11 +85,14 @@ std::vector<std::pair<std::string, uint64_t>> MemoryByOwner() {
 ProcessMemory ReadProcessMemory() {
   ProcessMemory m;
   m.resident_bytes = ResidentBytes();
+  m.trims = g_trims.load();
+  m.trimmed_bytes = g_trimmed_bytes.load();
 #if defined(__GLIBC__)
   if (GlibcMalloc()) {
     struct mallinfo2 mi = mallinfo2();
-    m.heap_in_use_bytes = mi.uordblks + mi.hblkhd;
+    m.heap_in_use_bytes = mi.uordblks;
     m.heap_free_bytes = mi.fordblks;
+    m.heap_mapped_bytes = mi.hblkhd;
     m.heap_arenas = CountArenas();
   }
 #endif
@@ -107,7 +113,10 @@ uint64_t TrimAllocator() {
   const uint64_t before = ResidentBytes();
   ::malloc_trim(0);
   const uint64_t after = ResidentBytes();
-  return before > after ? before - after : 0;
+  const uint64_t dropped = before > after ? before - after : 0;
+  ++g_trims;
+  g_trimmed_bytes += dropped;
+  return dropped;
 #else
   return 0;
 #endif

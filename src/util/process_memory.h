@@ -15,11 +15,16 @@ namespace prefixd {
 
 struct ProcessMemory {
   uint64_t resident_bytes = 0;  // VmRSS (/proc/self/statm); 0 where it cannot be read
-  // glibc's malloc (mallinfo2): bytes handed out and not freed, and bytes freed but kept in
-  // its arenas (not given back to the kernel). Both 0 under another allocator (LD_PRELOAD).
+  // glibc's malloc (mallinfo2), all 0 under another allocator (LD_PRELOAD): bytes of its
+  // arenas handed out and not freed; bytes freed but kept in its arenas (not given back to the
+  // kernel); and blocks too large for an arena, mapped one by one (llama.cpp's KV cache and
+  // compute buffers), at their full size: their pages are resident only once touched.
   uint64_t heap_in_use_bytes = 0;
   uint64_t heap_free_bytes = 0;
+  uint64_t heap_mapped_bytes = 0;
   uint32_t heap_arenas = 0;  // malloc arenas in use (threads that allocate get their own)
+  uint64_t trims = 0;          // TrimAllocator calls so far
+  uint64_t trimmed_bytes = 0;  // the RSS they gave back
 };
 
 // Reads the process's memory now: one read of /proc/self/statm and, under glibc, one
@@ -63,7 +68,8 @@ void SetUpAllocator(int max_arenas);
 
 // Gives the allocator's free memory back to the kernel (malloc_trim(0): every arena, also
 // the middle of the heap, page by page). Costs milliseconds with a large heap: call it when
-// the process goes idle, not per request. Returns the bytes the resident size dropped by.
+// the process goes idle, not per request (IdleTrimmer). Returns the bytes the resident size
+// dropped by; counted in ProcessMemory's trims and trimmed_bytes.
 uint64_t TrimAllocator();
 
 }  // namespace prefixd

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "util/mutex.h"
+#include "util/process_memory.h"
 
 namespace prefixd::engine {
 
@@ -163,18 +164,32 @@ struct RenderMemo::Impl {
   std::list<std::shared_ptr<const std::string>> texts PREFIXD_GUARDED_BY(mu);
   size_t text_bytes PREFIXD_GUARDED_BY(mu) = 0;
 
+  size_t reported PREFIXD_GUARDED_BY(mu) = 0;  // bytes added to Gauge()
+
   void EvictTexts() PREFIXD_REQUIRES(mu) {
     while (text_bytes > options.max_text_bytes) {
       text_bytes -= texts.back()->size();
       texts.pop_back();
     }
   }
+  // The memory of every memo, for /metrics: a record's list and hash nodes and its tail (a few
+  // dozen characters, estimated), and the kept texts.
+  static MemoryGauge& Gauge() {
+    static MemoryGauge g("render_memo");
+    return g;
+  }
+  static constexpr size_t kRecordBytes = sizeof(Entry) + 64 + 48;
+  void Report() PREFIXD_REQUIRES(mu) {
+    const size_t now = lru.size() * kRecordBytes + text_bytes;
+    Gauge().Add(int64_t(now) - int64_t(reported));
+    reported = now;
+  }
 };
 
 RenderMemo::RenderMemo(const RenderMemoOptions& options) : impl_(std::make_unique<Impl>()) {
   impl_->options = options;
 }
-RenderMemo::~RenderMemo() = default;
+RenderMemo::~RenderMemo() { Clear(); }
 
 std::vector<std::optional<PrefixRecord>> RenderMemo::Find(std::span<const PrefixKey> keys) {
   std::vector<std::optional<PrefixRecord>> out(keys.size());
@@ -204,6 +219,7 @@ void RenderMemo::Put(std::span<const std::pair<PrefixKey, PrefixRecord>> records
     impl_->index.erase(impl_->lru.back().first);
     impl_->lru.pop_back();
   }
+  impl_->Report();
 }
 
 size_t RenderMemo::size() const {
@@ -222,6 +238,7 @@ void RenderMemo::PutText(std::string text) {
   impl_->text_bytes += text.size();
   impl_->texts.push_front(std::make_shared<const std::string>(std::move(text)));
   impl_->EvictTexts();
+  impl_->Report();
 }
 
 ClosestText RenderMemo::FindClosestText(std::string_view full) {
@@ -257,6 +274,7 @@ void RenderMemo::Clear() {
   impl_->index.clear();
   impl_->texts.clear();
   impl_->text_bytes = 0;
+  impl_->Report();
 }
 
 }  // namespace prefixd::engine

@@ -8,6 +8,7 @@
 #include "llama.h"
 #include "util/hash.h"
 #include "util/mutex.h"
+#include "util/process_memory.h"
 
 namespace prefixd::engine {
 
@@ -82,6 +83,21 @@ struct TokenMemo::Impl {
 
   Impl(const Model& m, std::vector<std::string> c, size_t max)
       : model(m), cuts(std::move(c)), max_tokens(max) {}
+  ~Impl() {
+    MutexLock lock(&mu);
+    Gauge().Add(-int64_t(HeldBytesLocked()));
+  }
+
+  // The memory of every memo, for /metrics: the tokens, and a map node, a list node and the
+  // vector's header per piece.
+  static MemoryGauge& Gauge() {
+    static MemoryGauge g("token_memo");
+    return g;
+  }
+  static constexpr size_t kPieceBytes = sizeof(std::pair<const Key, Entry>) + 32 + sizeof(Key) + 16;
+  size_t HeldBytesLocked() const PREFIXD_REQUIRES(mu) {
+    return held_tokens * sizeof(Token) + entries.size() * kPieceBytes;
+  }
 
   std::vector<size_t> CutPoints(std::string_view text) const;
   std::vector<Token> Piece(std::string_view piece, bool first, std::string_view scope) const;
@@ -128,6 +144,7 @@ void TokenMemo::Impl::Remember(const Key& key, const std::vector<Token>& tokens)
   if (tokens.size() > max_tokens) return;
   MutexLock lock(&mu);
   if (entries.count(key) != 0) return;
+  const size_t before = HeldBytesLocked();
   lru.push_back(key);
   entries.emplace(key, Entry{tokens, std::prev(lru.end())});
   held_tokens += tokens.size();
@@ -137,6 +154,7 @@ void TokenMemo::Impl::Remember(const Key& key, const std::vector<Token>& tokens)
     entries.erase(it);
     lru.pop_front();
   }
+  Gauge().Add(int64_t(HeldBytesLocked()) - int64_t(before));
 }
 
 TokenMemo::TokenMemo(const Model& model, std::vector<std::string> cut_texts, size_t max_tokens)
