@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""The soak bench's report (bench/run-soak.sh): the rounds as a table, a text chart of RSS and
+the cache dir per round, and the verdict.
+
+Verdict (docs/bench.md, "Soak"):
+  * RSS flat after warm-up: over the rounds after the first `warmup`, RSS moves by less than
+    `bound_mib` from the last warm-up round's (the most above it, the least below it), and
+    its least-squares slope over those rounds is below `slope_mib` per round;
+  * disk: the disk tier's files (records + index, as the server counts them) stay within
+    --disk-quota after every round, and so do the cache dir's files, whatever else is there.
+
+Usage: soak_table.py ROUNDS.jsonl [--warmup 2] [--bound-mib 16] [--slope-mib 1]
+       [--title T] [--command C] [--md OUT.md] [--json OUT.json]
+Exit code 0 when the verdict holds, 1 otherwise."""
+import argparse
+import json
+import sys
+
+MIB = float(1 << 20)
+
+
+def load(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def slope(ys):
+    """Least-squares slope of ys against 0, 1, 2, ... (0 for fewer than two points)."""
+    n = len(ys)
+    if n < 2:
+        return 0.0
+    mx = (n - 1) / 2
+    my = sum(ys) / n
+    num = sum((i - mx) * (y - my) for i, y in enumerate(ys))
+    den = sum((i - mx) ** 2 for i in range(n))
+    return num / den
+
+
+def verdict(rounds, warmup, bound_mib, slope_mib):
+    after = [r["rss_bytes"] for r in rounds[warmup:]]
+    base = rounds[warmup - 1]["rss_bytes"] if 0 < warmup <= len(rounds) else None
+    v = {"warmup_rounds": warmup, "bound_mib": bound_mib, "slope_bound_mib": slope_mib}
+    if base is None or not after:
+        v.update(rss_flat=None, reason="not enough rounds after the warm-up")
+    else:
+        up = max(0, max(after) - base) / MIB
+        down = max(0, base - min(after)) / MIB
+        per_round = slope([x / MIB for x in after])
+        v.update(rss_after_warmup_mib=base / MIB, rss_max_rise_mib=up, rss_max_drop_mib=down,
+                 rss_slope_mib_per_round=per_round,
+                 rss_flat=up < bound_mib and down < bound_mib and per_round < slope_mib)
+    quota = max((r.get("disk_quota_bytes") or 0) for r in rounds)
+    store = [(r.get("disk_records_bytes") or 0) + (r.get("disk_index_bytes") or 0) for r in rounds]
+    v.update(disk_quota_bytes=quota, disk_footprint_max_bytes=max(store),
+             cache_dir_max_bytes=max(r["cache_dir_file_bytes"] for r in rounds),
+             disk_within_quota=quota > 0 and max(store) <= quota
+             and max(r["cache_dir_file_bytes"] for r in rounds) <= quota)
+    v["holds"] = bool(v["rss_flat"]) and v["disk_within_quota"]
+    return v
+
+
+def owner_names(rounds):
+    names = set()
+    for r in rounds:
+        names.update(r.get("owners", {}))
+    return sorted(names)
+
+
+def mb(v):
+    return "" if v is None else f"{v / MIB:.1f}"
+
+
+def table(rounds):
+    owners = owner_names(rounds)
+    head = (["round", "s", "RSS", "KV+compute resident", "heap in use", "heap free",
+             "heap mapped", "arenas"]
+            + owners + ["disk records", "disk index", "cache dir files", "quota"])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+    for r in rounds:
+        row = [str(r["round"]), f'{r.get("seconds", 0):.0f}', mb(r["rss_bytes"]),
+               mb(r.get("large_mappings_resident_bytes")), mb(r.get("heap_in_use_bytes")), mb(r.get("heap_free_bytes")),
+               mb(r.get("heap_mapped_bytes")), str(r.get("heap_arenas") or "")]
+        row += [mb(r.get("owners", {}).get(o)) for o in owners]
+        row += [mb(r.get("disk_records_bytes")), mb(r.get("disk_index_bytes")),
+                mb(r["cache_dir_file_bytes"]), mb(r.get("disk_quota_bytes"))]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def chart(rounds, key, label, width=50):
+    """One text bar per round, scaled from the smallest value to the largest."""
+    vals = [r[key] for r in rounds]
+    lo, hi = min(vals), max(vals)
+    span = max(hi - lo, 1)
+    out = [f"{label} (MiB; bars from {lo / MIB:.1f} to {hi / MIB:.1f})", "```"]
+    for r, v in zip(rounds, vals):
+        out.append(f"{r['round']:>3} {v / MIB:8.1f} " + "#" * (1 + int((v - lo) * (width - 1) / span)))
+    out.append("```")
+    return "\n".join(out)
+
+
+def markdown(rounds, v, title, command):
+    lines = [f"# {title}", ""]
+    if command:
+        lines += [f"Run: `{command}`", ""]
+    lines += ["Sizes in MiB, after each round once the disk tier's write-behind settled. "
+              "`heap mapped` counts llama.cpp's large buffers (KV cache, compute) at their full "
+              "size, touched or not; RSS counts only the touched pages, and `KV+compute "
+              "resident` is the touched part of those mappings (over 100 MiB each). Owners: "
+              "`prefixd_memory_bytes`.", "",
+              table(rounds), "", chart(rounds, "rss_bytes", "RSS"), "",
+              chart(rounds, "cache_dir_file_bytes", "cache dir files"), "", "## Verdict", ""]
+    if v.get("rss_flat") is None:
+        lines.append(f"- RSS: {v['reason']}")
+    else:
+        lines.append(
+            f"- RSS after the {v['warmup_rounds']} warm-up round(s): {v['rss_after_warmup_mib']:.1f} MiB; "
+            f"later rounds rise at most {v['rss_max_rise_mib']:.1f} MiB and drop at most "
+            f"{v['rss_max_drop_mib']:.1f} MiB (bound {v['bound_mib']} MiB), slope "
+            f"{v['rss_slope_mib_per_round']:+.2f} MiB a round (bound {v['slope_bound_mib']}): "
+            + ("**flat**" if v["rss_flat"] else "**not flat**"))
+    lines.append(
+        f"- Disk: the tier's files at most {v['disk_footprint_max_bytes'] / MIB:.1f} MiB, the cache dir's "
+        f"{v['cache_dir_max_bytes'] / MIB:.1f} MiB, quota {v['disk_quota_bytes'] / MIB:.1f} MiB: "
+        + ("**within**" if v["disk_within_quota"] else "**over**"))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("rounds")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--bound-mib", type=float, default=16)
+    ap.add_argument("--slope-mib", type=float, default=1)
+    ap.add_argument("--title", default="Soak")
+    ap.add_argument("--command", default="")
+    ap.add_argument("--md")
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    rounds = load(args.rounds)
+    v = verdict(rounds, args.warmup, args.bound_mib, args.slope_mib)
+    md = markdown(rounds, v, args.title, args.command)
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(md)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"title": args.title, "command": args.command, "verdict": v,
+                       "rounds": rounds}, f, indent=1)
+    sys.stdout.write(md)
+    return 0 if v["holds"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
