@@ -5,7 +5,7 @@
 // lets it, so every parsed call must validate against its tool's schema (ajv, a real JSON
 // Schema validator) and the reply must end as a call (finish_reason tool_calls), not run to
 // max_tokens inside a value. On two templates tool_choice auto too, with the call started by
-// a bias on its start word. The XML-style formats (Qwen3.5/Qwen3-Coder, GLM, DeepSeek DSML,
+// a bias on its start word; on Qwen3.5 a stream, the Responses API and the Messages API too. The XML-style formats (Qwen3.5/Qwen3-Coder, GLM, DeepSeek DSML,
 // MiniMax, Ling, MiniCPM5, Kimi K3) write a string as raw text up to a closing tag; patch 0020
 // gives that text its schema's grammar.
 //
@@ -16,6 +16,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
+import Anthropic from '@anthropic-ai/sdk';
 import Ajv from 'ajv';
 import { client, makeModel, post, startServer, tempDir } from './harness.js';
 
@@ -150,6 +151,36 @@ for (const template of TEMPLATES) {
     });
 
     if (template === 'Qwen3.5-4B') {
+      // The grammar is the same for every API and for a stream: checked once on each.
+      it('streamed chat, Responses and Messages calls validate too', async () => {
+        const validate = ajv.compile(SCHEMAS.optional_properties);
+        let args = ''; let finish = null;
+        for await (const chunk of await openai.chat.completions.create({ model: 'tiny', stream: true,
+          tools: [toolOf('optional_properties')], tool_choice: 'required', enable_thinking: false,
+          messages: [{ role: 'user', content: 'Go.' }], max_tokens: MAX })) {
+          const c = chunk.choices[0];
+          for (const d of c?.delta?.tool_calls ?? []) args += d.function?.arguments ?? '';
+          if (c?.finish_reason) finish = c.finish_reason;
+        }
+        assert.equal(finish, 'tool_calls');
+        assert.ok(validate(JSON.parse(args)), `${args}\n${ajv.errorsText(validate.errors)}`);
+
+        const r = await openai.responses.create({ model: 'tiny', input: 'Go.', enable_thinking: false,
+          tools: [{ type: 'function', name: 'optional_properties', parameters: SCHEMAS.optional_properties }],
+          tool_choice: { type: 'function', name: 'optional_properties' }, max_output_tokens: MAX });
+        assert.equal(r.status, 'completed', JSON.stringify(r.output));
+        const call = r.output.find((o) => o.type === 'function_call');
+        assert.ok(validate(JSON.parse(call.arguments)), `${call.arguments}\n${ajv.errorsText(validate.errors)}`);
+
+        const m = await new Anthropic({ baseURL: server.url, apiKey: 'unused', maxRetries: 0 }).messages.create({
+          model: 'tiny', max_tokens: MAX, thinking: { type: 'disabled' }, messages: [{ role: 'user', content: 'Go.' }],
+          tools: [{ name: 'optional_properties', input_schema: SCHEMAS.optional_properties }],
+          tool_choice: { type: 'any' } });
+        assert.equal(m.stop_reason, 'tool_use', JSON.stringify(m.content));
+        const use = m.content.find((b) => b.type === 'tool_use');
+        assert.ok(validate(use.input), `${JSON.stringify(use.input)}\n${ajv.errorsText(validate.errors)}`);
+      });
+
       it('a keyword no grammar holds is logged once per tool and request; the rest is held', async () => {
         const FETCH = object({ url: { type: 'string', format: 'uri', maxLength: 16 } });
         const tools = [{ type: 'function', function: { name: 'fetch', parameters: FETCH } }];
