@@ -235,6 +235,7 @@ TEST_P(ImagePromptTest, CacheOnEqualsCacheOffAcrossImageTurns) {
   const std::string b = Png(40, 48, Picture(40, 48, 2));
   // Turns grow one message at a time; a second image arrives on the fourth.
   std::vector<Token> previous;  // the previous turn's prompt
+  int32_t first_rows = 0;       // the first image's
   for (int turn = 0; turn < 5; ++turn) {
     std::vector<Turn> t = Conversation(turn);
     std::vector<std::string> files = {a};
@@ -244,6 +245,7 @@ TEST_P(ImagePromptTest, CacheOnEqualsCacheOffAcrossImageTurns) {
     }
     const Prompt p = Prepare(*on, t, files);
     ASSERT_EQ(p.images.size(), files.size());
+    first_rows = p.images[0].image->n_tokens();
     const CompletionResult r_on = Complete(*on, p);
     const CompletionResult r_off = Complete(*off, Prepare(*off, t, files));
     EXPECT_EQ(r_on.tokens, r_off.tokens) << "turn " << turn;
@@ -263,6 +265,9 @@ TEST_P(ImagePromptTest, CacheOnEqualsCacheOffAcrossImageTurns) {
   }
   const EngineStats s = on->GetStats();
   EXPECT_EQ(s.images_encoded, 2u) << "each image encoded once with the cache on";
+  EXPECT_GE(s.image_tokens_restored, 4u * uint64_t(first_rows))
+      << "the first image's rows came back on every later turn";
+  EXPECT_EQ(off->GetStats().image_tokens_restored, 0u);
   EXPECT_EQ(off->GetStats().images_encoded, 2u) << "the encoder cache works without the prompt cache";
 }
 

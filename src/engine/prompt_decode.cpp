@@ -19,6 +19,12 @@ std::vector<int32_t> ImageCuts(const Prompt& prompt) {
   return cuts;
 }
 
+int32_t ImageRowsBefore(const Prompt& prompt, int32_t n) {
+  int32_t rows = 0;
+  for (const PromptImage& img : prompt.images) rows += std::max(0, std::min(n, img.end()) - img.offset);
+  return rows;
+}
+
 namespace {
 
 // The image whose rows hold `pos`, or the first one after it; end() when none.

@@ -24,6 +24,9 @@ class Projector;
 // chunk-schedule cuts: ascending, unique, inside (0, n).
 std::vector<int32_t> ImageCuts(const Prompt& prompt);
 
+// How many of the prompt's first `n` tokens are image rows.
+int32_t ImageRowsBefore(const Prompt& prompt, int32_t n);
+
 // Decodes prompt.tokens [p0, p1) for `seq` at positions p0.. (positions are token indices: the
 // projectors served take one position per row). Keeps the last row's logits when
 // `want_last_logits`. `*images_decoded` counts the images whose rows it decoded.

@@ -40,6 +40,7 @@ struct Prompt {
 struct Usage {
   int32_t prompt_tokens = 0;
   int32_t cached_tokens = 0;      // restored from the cache
+  int32_t image_tokens_restored = 0;  // of which: image rows (their images not decoded again)
   int32_t evaluated_tokens = 0;   // prompt tokens actually decoded
   int32_t prefill_chunks = 0;     // llama_decode calls the prefill took
   int32_t completion_tokens = 0;

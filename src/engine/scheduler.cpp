@@ -377,6 +377,7 @@ void Scheduler::Impl::Start(Slot& slot, std::unique_ptr<Job> job, const Digest& 
     ForgetHeld(slot);  // nothing restored: the run starts at 0
   }
   run.result.usage.cached_tokens = run.restored;
+  run.result.usage.image_tokens_restored = ImageRowsBefore(run.job->request.prompt, run.restored);
   run.job->completion->NoteProgress(run.pos);
 }
 

@@ -6,6 +6,7 @@ void CountRequest(EngineStats& stats, const CompletionResult& r) {
   stats.requests++;
   stats.prompt_tokens += r.usage.prompt_tokens;
   stats.cached_tokens += r.usage.cached_tokens;
+  stats.image_tokens_restored += uint64_t(r.usage.image_tokens_restored);
   stats.evaluated_tokens += r.usage.evaluated_tokens;
   stats.generated_tokens += r.usage.completion_tokens;
   stats.draft_tokens += uint64_t(r.usage.draft_tokens);

@@ -96,6 +96,7 @@ struct EngineStats {
   uint64_t image_encoder_hits_disk = 0;
   uint64_t image_encoder_hits_remote = 0;
   uint64_t image_encoder_bytes = 0;
+  uint64_t image_tokens_restored = 0;  // image rows restored by the prompt cache
   uint64_t prompt_tokens = 0;
   uint64_t cached_tokens = 0;
   uint64_t evaluated_tokens = 0;

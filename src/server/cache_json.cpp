@@ -46,7 +46,8 @@ json CacheCountersJson(const engine::EngineStats& s) {
                    {"encoder_hits", {{"ram", s.image_encoder_hits},
                                      {"disk", s.image_encoder_hits_disk},
                                      {"remote", s.image_encoder_hits_remote}}},
-                   {"encoder_bytes", s.image_encoder_bytes}};
+                   {"encoder_bytes", s.image_encoder_bytes},
+                   {"tokens_restored", s.image_tokens_restored}};
   }
   return j;
 }
