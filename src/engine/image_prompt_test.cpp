@@ -44,7 +44,7 @@ Files MakeFiles(const std::string& arch) {
 }
 
 std::unique_ptr<Engine> MakeEngine(const std::string& arch, bool cache,
-                                   const std::string& cache_dir = "") {
+                                   const std::string& cache_dir = "", uint32_t n_ubatch = 512) {
   const Files f = MakeFiles(arch);
   EngineOptions o;
   o.model_path = f.model;
@@ -55,6 +55,7 @@ std::unique_ptr<Engine> MakeEngine(const std::string& arch, bool cache,
   o.n_threads = 2;
   o.cache_enabled = cache;
   o.cache_dir = cache_dir;
+  o.n_ubatch = n_ubatch;
   o.ram_budget_bytes = 256ull << 20;
   auto e = Engine::Create(o);
   EXPECT_TRUE(e.ok()) << e.status().ToString();
@@ -454,24 +455,16 @@ TEST(ImageProjectorRefusals, NotAProjectorAnMRopeOneOrBesideADraftContextAreRefu
 // gemma4's images attend to each other both ways, so one is one call: an image of more rows than
 // the ubatch is a clean error before the request queues, and the engine serves on.
 TEST(ImageProjectorRefusals, ANonCausalImageLargerThanTheUbatchIsACleanError) {
-  const Files g4 = MakeFiles("gemma4");
-  EngineOptions o;
-  o.model_path = g4.model;
-  o.projector.path = g4.mmproj;
-  o.projector.n_threads = 2;
-  o.n_threads = 2;
-  o.n_ctx_per_slot = 4096;
-  o.n_ubatch = 64;
-  auto e = Engine::Create(o);
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  auto e = MakeEngine("gemma4", true, "", 64);
+  ASSERT_TRUE(e);
   const std::vector<Turn> t = Conversation(0);
   ChatRenderOptions ro;
   ro.images = {Png(64, 48, Picture(64, 48, 1))};
-  auto p = (*e)->PrepareChat(MessagesJson(t), ro);
+  auto p = e->PrepareChat(MessagesJson(t), ro);
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.status().message().find("more than the ubatch of 64"), std::string::npos)
       << p.status().ToString();
-  EXPECT_TRUE((*e)->PrepareChat(MessagesJson({{"user", "hello"}}), ChatRenderOptions{}).ok());
+  EXPECT_TRUE(e->PrepareChat(MessagesJson({{"user", "hello"}}), ChatRenderOptions{}).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Projectors, ImagePromptTest, ::testing::Values("gemma3", "lfm2"),
