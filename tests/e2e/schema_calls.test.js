@@ -98,10 +98,8 @@ const DECOY = { type: 'function', function: { name: 'decoy', description: 'unuse
 // What a template cannot take, said here so the table in docs/llama-patches.md and this test
 // agree. Some templates' Jinja cannot render a tool whose schema has a property without a
 // "type" (a const), a null type, or an array of objects: the request is a 400 naming the
-// template before any grammar is made. Gemma 4's call syntax is one inline grammar, which holds
-// no pattern (the server logs it).
+// template before any grammar is made.
 const NO_RENDER = 'the template cannot render this schema';
-const NO_PATTERN = "Gemma 4's call grammar holds no pattern";
 const NOT_HELD = {
   'ByteDance-Seed-OSS': { const: NO_RENDER, null: NO_RENDER },
   'CohereForAI-c4ai-command-r-plus-tool_use': { null: NO_RENDER, array_of_objects: NO_RENDER },
@@ -109,8 +107,6 @@ const NOT_HELD = {
   'GigaChat3.1-10B-A1.8B': { null: NO_RENDER },
   'NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use': { null: NO_RENDER },
   'NousResearch-Hermes-3-Llama-3.1-8B-tool_use': { null: NO_RENDER },
-  'google-gemma-4-31B-it': { pattern: NO_PATTERN },
-  'google-gemma-4-31B-it-interleaved': { pattern: NO_PATTERN },
 };
 
 // tool_choice auto: the grammar waits for the call's start word (lazy). A bias on that word (one

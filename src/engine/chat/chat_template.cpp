@@ -331,14 +331,11 @@ static Status ForceCall(const common_chat_templates* t, const std::string& sourc
   return Status::OK();
 }
 
-// Says, once per tool of a request whose reply may call one, what of its schema the grammar of
-// the template's call format does not hold.
-static void LogSchemaGaps(const common_chat_templates_inputs& in, common_chat_format format) {
+// Says, once per tool of a request whose reply may call one, what of its schema no grammar holds.
+static void LogSchemaGaps(const common_chat_templates_inputs& in) {
   if (in.tool_choice == COMMON_CHAT_TOOL_CHOICE_NONE) return;
-  GrammarReach reach;
-  if (format == COMMON_CHAT_FORMAT_PEG_GEMMA4) reach.patterns = reach.formats = false;
   for (const common_chat_tool& t : in.tools) {
-    const std::string message = SchemaGapsMessage(t.name, SchemaGaps(t.parameters, reach));
+    const std::string message = SchemaGapsMessage(t.name, SchemaGaps(t.parameters));
     if (!message.empty()) Log(LogLevel::kWarning, message);
   }
 }
@@ -346,7 +343,7 @@ static void LogSchemaGaps(const common_chat_templates_inputs& in, common_chat_fo
 Result<ChatRender> ChatTemplate::RenderWithOutput(const ParsedChat& chat) const {
   const common_chat_templates_inputs& in = chat.impl_->inputs;
   PREFIXD_ASSIGN_OR_RETURN(common_chat_params full, ApplyFull(impl_->templates.get(), in));
-  LogSchemaGaps(in, full.format);
+  LogSchemaGaps(in);
   ChatRender out;
   out.prompt = std::move(full.prompt);
   const std::string& name = chat.options().tool_name;

@@ -41,8 +41,7 @@ std::string Join(const std::string& path, const std::string& key) {
 }
 
 // The gaps of one schema node itself (not of the schemas inside it).
-void NodeGaps(const json& schema, const std::string& path, const GrammarReach& reach,
-              std::vector<std::string>* out) {
+void NodeGaps(const json& schema, const std::string& path, std::vector<std::string>* out) {
   const std::string where = path.empty() ? "" : path + ": ";
   for (const char* key : kNeverHeld) {
     if (schema.contains(key)) out->push_back(where + key + " " + schema.at(key).dump());
@@ -53,44 +52,43 @@ void NodeGaps(const json& schema, const std::string& path, const GrammarReach& r
     }
   }
   if (schema.contains("format") && schema.at("format").is_string() &&
-      !(reach.formats && FormatHeld(schema.at("format").get<std::string>()))) {
+      !FormatHeld(schema.at("format").get<std::string>())) {
     out->push_back(where + "format " + schema.at("format").dump());
   }
   if (schema.contains("pattern") && schema.at("pattern").is_string() &&
-      !(reach.patterns && json_schema_pattern_supported(schema.at("pattern").get<std::string>()))) {
+      !json_schema_pattern_supported(schema.at("pattern").get<std::string>())) {
     out->push_back(where + "pattern " + schema.at("pattern").dump());
   }
 }
 
-void Walk(const json& schema, const std::string& path, int depth, const GrammarReach& reach,
-          std::vector<std::string>* out) {
+void Walk(const json& schema, const std::string& path, int depth, std::vector<std::string>* out) {
   if (!schema.is_object() || depth > 32) return;
-  NodeGaps(schema, path, reach, out);
+  NodeGaps(schema, path, out);
   for (const char* key : {"properties", "$defs", "definitions"}) {
     if (!schema.contains(key) || !schema.at(key).is_object()) continue;
     for (const auto& [name, sub] : schema.at(key).items()) {
-      Walk(sub, Join(path, std::string(key) + "." + name), depth + 1, reach, out);
+      Walk(sub, Join(path, std::string(key) + "." + name), depth + 1, out);
     }
   }
   for (const char* key : {"items", "additionalProperties"}) {
-    if (schema.contains(key)) Walk(schema.at(key), Join(path, key), depth + 1, reach, out);
+    if (schema.contains(key)) Walk(schema.at(key), Join(path, key), depth + 1, out);
   }
   for (const char* key : {"anyOf", "oneOf", "allOf", "prefixItems", "items"}) {
     if (!schema.contains(key) || !schema.at(key).is_array()) continue;
     const json& list = schema.at(key);
     for (size_t i = 0; i < list.size(); ++i) {
-      Walk(list[i], Join(path, std::string(key) + "." + std::to_string(i)), depth + 1, reach, out);
+      Walk(list[i], Join(path, std::string(key) + "." + std::to_string(i)), depth + 1, out);
     }
   }
 }
 
 }  // namespace
 
-std::vector<std::string> SchemaGaps(std::string_view schema_json, const GrammarReach& reach) {
+std::vector<std::string> SchemaGaps(std::string_view schema_json) {
   const json schema = json::parse(schema_json, nullptr, false);
   std::vector<std::string> out;
   if (schema.is_discarded()) return out;
-  Walk(schema, "", 0, reach, &out);
+  Walk(schema, "", 0, &out);
   return out;
 }
 

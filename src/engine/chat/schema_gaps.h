@@ -16,18 +16,11 @@
 
 namespace prefixd::engine {
 
-// What a tool-call format's grammar reaches beyond what every format holds. Gemma 4 writes its
-// calls' grammar as one inline expression, which holds no pattern and no format.
-struct GrammarReach {
-  bool patterns = true;  // the patterns json-schema-to-grammar converts
-  bool formats = true;   // date, time, date-time, uuid
-};
-
-// One line per keyword of `schema_json` (a JSON Schema) that the grammar of a format with
-// `reach` does not hold, in schema order, each naming where it is and what it asks:
-// `properties.url: format "uri"`. Empty when the grammar holds the whole schema, or when
-// `schema_json` is not a JSON object (the template render refuses such a tool on its own).
-std::vector<std::string> SchemaGaps(std::string_view schema_json, const GrammarReach& reach = {});
+// One line per keyword of `schema_json` (a JSON Schema) that no grammar holds, in schema order,
+// each naming where it is and what it asks: `properties.url: format "uri"`. Empty when the
+// grammar holds the whole schema, or when `schema_json` is not a JSON object (the template
+// render refuses such a tool on its own).
+std::vector<std::string> SchemaGaps(std::string_view schema_json);
 
 // The warning for a tool named `tool` whose parameters have the `gaps` above; "" when none.
 std::string SchemaGapsMessage(const std::string& tool, const std::vector<std::string>& gaps);

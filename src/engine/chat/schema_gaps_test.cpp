@@ -40,17 +40,6 @@ TEST(SchemaGapsTest, AnIntegersBoundsAreHeldANumbersAreNot) {
   EXPECT_EQ(SchemaGaps(R"({"type":["number","null"],"maximum":5})"), Gaps{"number maximum 5"});
 }
 
-TEST(SchemaGapsTest, AFormatThatHoldsNoPatternOrFormatSaysSo) {
-  const char* schema = R"({"type":"object","properties":{"tag":{"type":"string",
-      "pattern":"^[a-z]+$"},"day":{"type":"string","format":"date"}}})";
-  EXPECT_EQ(SchemaGaps(schema), Gaps{});
-  GrammarReach gemma4;
-  gemma4.patterns = false;
-  gemma4.formats = false;
-  EXPECT_EQ(SchemaGaps(schema, gemma4),
-            (Gaps{"properties.tag: pattern \"^[a-z]+$\"", "properties.day: format \"date\""}));
-}
-
 TEST(SchemaGapsTest, NotAnObjectIsNoGap) {
   EXPECT_EQ(SchemaGaps("not json"), Gaps{});
   EXPECT_EQ(SchemaGaps("[1,2]"), Gaps{});
