@@ -400,14 +400,15 @@ def cmd_run(a):
     for r in range(a.rounds):
         port_p = port_in_range(lo, hi)
         port_l = port_in_range(lo, hi, taken=(port_p,))
-        cache = os.path.join(work, f"cache-{a.arch}-{r}")
+        tag = f"{a.arch}-{a.shape}-pause{a.pause_s:g}-{r}"
+        cache = os.path.join(work, f"cache-{tag}")
         shutil.rmtree(cache, ignore_errors=True)
         cmd_p, cmd_l = server_commands(a, port_p, port_l, cache)
         servers = {
-            "prefixd": (Server("prefixd", cmd_p, port_p, os.path.join(work, f"{a.arch}-prefixd-{r}.log")),
+            "prefixd": (Server("prefixd", cmd_p, port_p, os.path.join(work, f"{tag}-prefixd.log")),
                         prefixd_images_encoded),
             "llama-server": (Server("llama-server", cmd_l, port_l,
-                                    os.path.join(work, f"{a.arch}-llama-server-{r}.log")),
+                                    os.path.join(work, f"{tag}-llama-server.log")),
                              llama_server_encoded),
         }
         order = ["prefixd", "llama-server"] if r % 2 == 0 else ["llama-server", "prefixd"]
