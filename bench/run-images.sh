@@ -4,7 +4,8 @@
 # context, threads and batch sizes. An agent session of 8 turns whose turn 2 attaches a
 # 640x480 screenshot, the same image in a second conversation, then a restart of both servers
 # and the first conversation's next turn (bench/image_session.py). Per turn: TTFT, prompt
-# tokens evaluated, images encoded. Writes $OUT/$NAME.md. docs/bench.md ("Images") explains.
+# tokens evaluated, images encoded. Writes $OUT/$NAME.md (NAME defaults to images-<shapes>).
+# docs/bench.md ("Images beside llama-server") explains.
 #
 # Usage: bench/run-images.sh [--shapes tiny[,small]] [--archs "gemma3 lfm2"] [--rounds N]
 #        [--name NAME] [--image-size WxH] [--pauses 0,1]
@@ -26,7 +27,7 @@ cd "$here"
 SHAPES=tiny
 ARCHS="gemma3 lfm2"
 ROUNDS=3
-NAME=images
+NAME=""
 IMAGE_SIZE=640x480
 PAUSES=0,1
 RUN_COMMAND="bench/run-images.sh $*"  # for the report
@@ -42,6 +43,7 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
+NAME="${NAME:-images-${SHAPES//,/-}}"
 THREADS="${THREADS:-2}"
 SLOTS="${SLOTS:-2}"
 CTX="${CTX:-8192}"
@@ -56,6 +58,7 @@ log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 LLAMA_SERVER="$(bash "$here/bench/run-vs-llama-server.sh" --only-build)"
 mkdir -p "$WORK" "$OUT"
 started="$(date +%s)"
+head_rev="$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?')"  # at the start
 results=()
 IFS=, read -r -a shape_list <<<"$SHAPES"
 IFS=, read -r -a pause_list <<<"$PAUSES"
@@ -78,8 +81,7 @@ for shape in "${shape_list[@]}"; do
       # the report after every run, so that an interrupted bench still leaves one
       python3 "$here/bench/image_session.py" report "${results[@]}" --md "$OUT/$NAME.md" \
         --command "$RUN_COMMAND" --notes "$(( ($(date +%s) - started) / 60 )) min, prefixd \
-$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'), llama-server from the same \
-pinned llama.cpp" >/dev/null
+$head_rev, llama-server from the same pinned llama.cpp" >/dev/null
     done
   done
 done
