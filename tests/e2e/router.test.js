@@ -4,7 +4,7 @@
 // them, the official openai client.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { BIN, client, metric, post, startServer, tempDir, writeKeys } from './harness.js';
@@ -425,6 +425,24 @@ describe('a vision model and a text-only model behind one port', () => {
     const one = await (await fetch(`${r.url}/v1/models/g3`)).json();
     assert.deepEqual(one.input_modalities, ['text', 'image']);
     assert.equal(one.max_input_tokens, 4096);
+  });
+
+  it('prefixd launch takes each model\'s window from the router, none loaded', async () => {
+    const file = join(dir, 'launch.ini');
+    writeFileSync(file, ['[text]', 'ctx = 2048', ''].join('\n'));
+    const r = await router(['--models', file, '--ctx', '16384']);
+    const launch = (model) => spawnSync(BIN, ['launch', 'claude', '--url', r.url, '--model', model,
+      '--client-bin', '/usr/bin/env'], { encoding: 'utf8', timeout: 30000 });
+    // The client's program is `env`: what launch hands Claude Code is what it prints.
+    const g3 = launch('g3');
+    assert.equal(g3.status, 0, g3.stderr);
+    assert.match(g3.stdout, /^CLAUDE_CODE_MAX_CONTEXT_TOKENS=16384$/m, g3.stdout);
+    assert.match(g3.stdout, /^ANTHROPIC_MODEL=g3$/m, g3.stdout);
+    // The text model's section says ctx 2048: too small for Claude Code, and launch says so.
+    const text = launch('text');
+    assert.notEqual(text.status, 0);
+    assert.match(text.stderr, /model text has 2048/, text.stderr);
+    assert.equal((await models(r)).g3.state, 'unloaded', 'asking for the window loads nothing');
   });
 
   it('with no ctx anywhere, the window is the trained context from the GGUF header, and the '
