@@ -130,9 +130,11 @@ int CmdStats(DiskStore& store, const DomainFilter& filter) {
     s.bytes += store::RecordFileBytes(m);
   }
   store::Stats st = store.GetStats();
-  std::printf("records: %llu\nbytes:   %llu\nopen:    %s\n",
+  std::printf("records: %llu\nbytes:   %llu\nindex:   %llu (index.log; with the records, what "
+              "--disk-quota bounds)\nopen:    %s\n",
               static_cast<unsigned long long>(st.records),
-              static_cast<unsigned long long>(st.bytes), st.recovery.ToString().c_str());
+              static_cast<unsigned long long>(st.bytes),
+              static_cast<unsigned long long>(st.index_bytes), st.recovery.ToString().c_str());
   for (const std::string& d : st.recovery.dropped) std::printf("  dropped %s\n", d.c_str());
   std::printf("domains:\n");
   for (const auto& [domain, s] : by_domain) {
