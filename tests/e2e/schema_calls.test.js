@@ -11,7 +11,7 @@
 //
 // The test command runs one template per way a format's grammar is built (SAMPLE, about a
 // minute on 2 cores); PREFIXD_SCHEMA_SWEEP=1 runs every pinned template with a tool format
-// (SWEEP, about 5 minutes); PREFIXD_SCHEMA_TEMPLATES=A,B runs those. PREFIXD_E2E_PORT=N serves
+// (SWEEP, about 6 minutes); PREFIXD_SCHEMA_TEMPLATES=A,B runs those. PREFIXD_E2E_PORT=N serves
 // on port N instead of a free one.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
