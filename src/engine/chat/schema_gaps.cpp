@@ -1,5 +1,7 @@
 #include "engine/chat/schema_gaps.h"
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "json-schema-to-grammar.h"
@@ -15,9 +17,26 @@ constexpr const char* kNeverHeld[] = {
     "minProperties", "maxProperties", "patternProperties", "propertyNames", "dependentRequired",
     "dependentSchemas", "dependencies", "unevaluatedProperties", "unevaluatedItems", "multipleOf"};
 
-// A number's bounds: the converter holds an integer's only.
+// A number's bounds: the grammar holds whole-number inclusive ones (patch 0020), and none when a
+// bound is exclusive or fractional.
 constexpr const char* kNumberBounds[] = {"minimum", "maximum", "exclusiveMinimum",
                                          "exclusiveMaximum"};
+
+bool WholeBound(const json& schema, const char* key) {
+  if (!schema.contains(key)) return true;
+  const json& v = schema.at(key);
+  if (v.is_number_integer()) return true;
+  return v.is_number_float() && std::trunc(v.get<double>()) == v.get<double>() &&
+         std::fabs(v.get<double>()) < 9e15;
+}
+
+bool NumberBoundsHeld(const json& schema) {
+  if (schema.contains("exclusiveMinimum") || schema.contains("exclusiveMaximum")) return false;
+  if (!WholeBound(schema, "minimum") || !WholeBound(schema, "maximum")) return false;
+  return !(schema.contains("minimum") && schema.contains("maximum") &&
+           schema.at("minimum").is_number() && schema.at("maximum").is_number() &&
+           schema.at("minimum").get<double>() > schema.at("maximum").get<double>());
+}
 
 bool IsType(const json& schema, const char* type) {
   if (!schema.contains("type")) return false;
@@ -46,7 +65,7 @@ void NodeGaps(const json& schema, const std::string& path, std::vector<std::stri
   for (const char* key : kNeverHeld) {
     if (schema.contains(key)) out->push_back(where + key + " " + schema.at(key).dump());
   }
-  if (IsType(schema, "number")) {
+  if (IsType(schema, "number") && !NumberBoundsHeld(schema)) {
     for (const char* key : kNumberBounds) {
       if (schema.contains(key)) out->push_back(where + "number " + key + " " + schema.at(key).dump());
     }

@@ -1,9 +1,10 @@
 // What a tool's JSON Schema asks that no grammar holds. A forced or started tool call is written
 // under a grammar made from the tool's schema (llama.cpp common's json-schema-to-grammar, and
 // patch 0020's raw spelling for the XML-style formats): it holds types, enum and const, required
-// and additional properties, string lengths, integer bounds, item counts, the patterns the
-// converter can turn into a grammar and the formats date, time, date-time and uuid. Any other
-// keyword (a number's bounds, format "uri", a pattern with a lookahead, uniqueItems, ...) is
+// and additional properties, string lengths, integer bounds, a number's whole-number inclusive
+// bounds, item counts, the patterns the converter can turn into a grammar and the formats date,
+// time, date-time and uuid. Any other keyword (a number's exclusive or fractional bounds, format
+// "uri", a pattern with a lookahead, uniqueItems, ...) is
 // accepted by the grammar without being checked: the call may break it. The server says so
 // once per tool and request rather than dropping the schema.
 //

@@ -35,9 +35,13 @@ TEST(SchemaGapsTest, EachGapIsNamedWhereItIs) {
                   "properties.tags.items.anyOf.1: format \"email\""}));
 }
 
-TEST(SchemaGapsTest, AnIntegersBoundsAreHeldANumbersAreNot) {
+TEST(SchemaGapsTest, WholeNumberBoundsAreHeldOthersAreNot) {
   EXPECT_EQ(SchemaGaps(R"({"type":"integer","minimum":0})"), Gaps{});
-  EXPECT_EQ(SchemaGaps(R"({"type":["number","null"],"maximum":5})"), Gaps{"number maximum 5"});
+  EXPECT_EQ(SchemaGaps(R"({"type":["number","null"],"minimum":-1,"maximum":5.0})"), Gaps{});
+  EXPECT_EQ(SchemaGaps(R"({"type":"number","minimum":0,"maximum":0.5})"),
+            (Gaps{"number minimum 0", "number maximum 0.5"}));
+  EXPECT_EQ(SchemaGaps(R"({"type":"number","minimum":2,"maximum":1})"),
+            (Gaps{"number minimum 2", "number maximum 1"}));
 }
 
 TEST(SchemaGapsTest, NotAnObjectIsNoGap) {
