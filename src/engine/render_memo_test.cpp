@@ -141,6 +141,23 @@ TEST(RenderMemoTest, TextsAreBoundedDedupedAndTheClosestIsFound) {
   EXPECT_EQ(memo.n_texts(), 0u);
 }
 
+// A growing conversation keeps its latest render only: each turn's render is a prefix of the
+// next one's, and the longer one shares at least as much with any later text.
+TEST(RenderMemoTest, ATextReplacesTheKeptTextsThatArePrefixesOfIt) {
+  RenderMemo memo({/*max_entries=*/16, /*max_text_bytes=*/1000});
+  memo.PutText("sys|u1");
+  memo.PutText("other|u1");
+  memo.PutText("sys|u1|a1|u2");
+  EXPECT_EQ(memo.n_texts(), 2u) << "sys|u1 went: a prefix of the new text";
+  memo.PutText("sys|u1|a1");  // a prefix of a kept text is kept (it may be the one resent)
+  EXPECT_EQ(memo.n_texts(), 3u);
+  ClosestText c = memo.FindClosestText("sys|u1|a1|u2|a2|u3");
+  ASSERT_TRUE(c.text);
+  EXPECT_EQ(*c.text, "sys|u1|a1|u2");
+  EXPECT_EQ(c.shared, 12u);
+  EXPECT_EQ(memo.FindClosestText("other|u1|x").shared, 8u);
+}
+
 PrefixKey KeyOf(int i) {
   return Sha256Of(std::to_string(i));
 }

@@ -235,6 +235,17 @@ void RenderMemo::PutText(std::string text) {
     impl_->texts.splice(impl_->texts.begin(), impl_->texts, it);
     return;
   }
+  // A kept text that is a prefix of this one shares no more with any later text than this one
+  // does: a conversation that grows keeps its latest render, not one per turn.
+  for (auto it = impl_->texts.begin(); it != impl_->texts.end();) {
+    const std::string& kept = **it;
+    if (kept.size() < text.size() && text.compare(0, kept.size(), kept) == 0) {
+      impl_->text_bytes -= kept.size();
+      it = impl_->texts.erase(it);
+    } else {
+      ++it;
+    }
+  }
   impl_->text_bytes += text.size();
   impl_->texts.push_front(std::make_shared<const std::string>(std::move(text)));
   impl_->EvictTexts();

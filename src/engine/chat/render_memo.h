@@ -141,7 +141,8 @@ class RenderMemo {
   size_t size() const;
 
   // Keeps a full render for SharedLengthByText, evicting the least recently kept or chosen
-  // texts beyond max_text_bytes (a text larger than that is not kept).
+  // texts beyond max_text_bytes (a text larger than that is not kept), and the kept texts that
+  // are prefixes of it (they share no more with any text than it does).
   void PutText(std::string text);
   // The kept text sharing the longest prefix with `full` (ties: the most recent); it becomes
   // the most recently used. Compares outside the lock: O(shared lengths) time.
