@@ -5,6 +5,7 @@
 #include "engine/disk_restore.h"
 #include "engine/mtp_sidecar.h"
 #include "engine/prefill.h"
+#include "engine/prompt_decode.h"
 #include "engine/codec/snapshot_payload.h"
 #include "engine/codec/state_codec.h"
 #include "util/buffer_pool.h"
@@ -379,6 +380,12 @@ Restoration CacheIo::Restore(const Slot& slot) {
     if (auto resumed = ResumeChunks(r.chunk_ends, r.restored, impl_->ctx.n_batch(),
                                     impl_->ctx.n_ubatch(), impl_->options.tiled_from)) {
       r.chunk_ends = std::move(*resumed);
+      // The image bounds stay call ends (prompt_decode.h): a call's captures are set for one
+      // llama_decode, which an image inside it would split.
+      const std::vector<int32_t> images = ImageCuts(prompt);
+      r.chunk_ends.insert(r.chunk_ends.end(), images.begin(), images.end());
+      std::sort(r.chunk_ends.begin(), r.chunk_ends.end());
+      r.chunk_ends.erase(std::unique(r.chunk_ends.begin(), r.chunk_ends.end()), r.chunk_ends.end());
     }
   }
   return r;

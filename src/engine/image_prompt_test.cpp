@@ -269,6 +269,9 @@ TEST_P(ImagePromptTest, CacheOnEqualsCacheOffAcrossImageTurns) {
   EXPECT_GE(s.image_tokens_restored, 4u * uint64_t(first_rows))
       << "the first image's rows came back on every later turn";
   EXPECT_EQ(off->GetStats().image_tokens_restored, 0u);
+  // Every capture point was taken: an image inside a resumed call would have split the call its
+  // captures were set for.
+  EXPECT_EQ(s.cache_errors.count(CacheWork::kCapture), 0u);
   EXPECT_EQ(off->GetStats().images_encoded, 2u) << "the encoder cache works without the prompt cache";
 }
 
