@@ -190,8 +190,11 @@ Status Engine::Impl::PrepareImages(const ChatRender& render, const ParsedChat& c
     }
     inserts.push_back(std::move(*ins));
   }
+  const PieceTokenizer tokenize = [&](std::string_view piece, bool first) {
+    return token_memo->Tokenize(piece, options.memo_scope, first);
+  };
   PREFIXD_ASSIGN_OR_RETURN(MarkedTokens marked,
-                           TokenizeAroundMarkers(*model, render.prompt, inserts.size()));
+                           TokenizeAroundMarkers(tokenize, render.prompt, inserts.size()));
   auto points = ChatCapturePoints(*model, *this->chat, chat, render.prompt, marked.tokens,
                                   render_memo);
   if (points.ok()) prompt->capture_points = std::move(points).value();

@@ -167,14 +167,16 @@ std::unique_ptr<TokenMemo> TokenMemo::ForModel(const Model& model) {
   return std::make_unique<TokenMemo>(model, SafeCutTexts(model, markers));
 }
 
-std::vector<Token> TokenMemo::Tokenize(std::string_view text, std::string_view scope) const {
-  if (impl_->cuts.empty()) return impl_->model.Tokenize(text, true);
+std::vector<Token> TokenMemo::Tokenize(std::string_view text, std::string_view scope,
+                                       bool allow_bos) const {
+  if (impl_->cuts.empty()) return impl_->model.Tokenize(text, true, allow_bos);
   std::vector<Token> out;
   size_t begin = 0;
   std::vector<size_t> cuts = impl_->CutPoints(text);
   cuts.push_back(text.size());
   for (size_t end : cuts) {
-    std::vector<Token> piece = impl_->Piece(text.substr(begin, end - begin), begin == 0, scope);
+    std::vector<Token> piece =
+        impl_->Piece(text.substr(begin, end - begin), allow_bos && begin == 0, scope);
     out.insert(out.end(), piece.begin(), piece.end());
     begin = end;
   }

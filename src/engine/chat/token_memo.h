@@ -44,10 +44,12 @@ class TokenMemo {
   // one: the chat format PrepareText knows, <|im_start|> and <|im_end|>).
   static std::unique_ptr<TokenMemo> ForModel(const Model& model);
 
-  // Equal to model.Tokenize(text, true). Pieces are remembered per `scope` (a tenant's salt):
-  // a piece one scope tokenized is a hit for that scope only, so how fast a text tokenizes
-  // tells nobody what another tenant sent.
-  std::vector<Token> Tokenize(std::string_view text, std::string_view scope = {}) const;
+  // Equal to model.Tokenize(text, true, allow_bos). Pieces are remembered per `scope` (a
+  // tenant's salt): a piece one scope tokenized is a hit for that scope only, so how fast a text
+  // tokenizes tells nobody what another tenant sent. `allow_bos` false: a text that continues a
+  // prompt (the text after an image, engine/vision/image_prompt.h).
+  std::vector<Token> Tokenize(std::string_view text, std::string_view scope = {},
+                              bool allow_bos = true) const;
 
   // Counters, for tests and the bench.
   struct Stats {

@@ -7,15 +7,15 @@
 
 namespace prefixd::engine {
 
-Result<MarkedTokens> TokenizeAroundMarkers(const Model& model, std::string_view text,
+Result<MarkedTokens> TokenizeAroundMarkers(const PieceTokenizer& tokenize, std::string_view text,
                                            size_t n_images) {
   const std::string_view marker(kImageMarker);
-  const std::vector<Token> marker_tokens = model.Tokenize(marker, true, false);
+  const std::vector<Token> marker_tokens = tokenize(marker, false);
   MarkedTokens out;
   size_t from = 0;
   bool first = true;
   auto add_piece = [&](std::string_view piece) {
-    std::vector<Token> t = model.Tokenize(piece, true, first);
+    std::vector<Token> t = tokenize(piece, first);
     first = false;
     out.tokens.insert(out.tokens.end(), t.begin(), t.end());
   };

@@ -9,6 +9,7 @@
 // Pure functions over their arguments; thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -39,10 +40,14 @@ struct MarkedTokens {
   std::vector<std::pair<int32_t, int32_t>> markers;  // [begin, end) in tokens, in text order
 };
 
-// Tokenizes `text` piece by piece around each kImageMarker (the first piece may take the BOS).
+// Tokenizes a piece of text (special tokens parsed); `first`: the prompt's first piece, which
+// may take the BOS. The engine's is its TokenMemo's, so a conversation's text is tokenized once.
+using PieceTokenizer = std::function<std::vector<Token>(std::string_view piece, bool first)>;
+
+// Tokenizes `text` piece by piece around each kImageMarker with `tokenize`.
 // InvalidArgument when the text holds another count of markers than `n_images` (a template
 // that dropped or repeated a message, or a client text holding the marker).
-Result<MarkedTokens> TokenizeAroundMarkers(const Model& model, std::string_view text,
+Result<MarkedTokens> TokenizeAroundMarkers(const PieceTokenizer& tokenize, std::string_view text,
                                            size_t n_images);
 
 // The prompt's tokens, images and capture points: each marker of `marked` replaced by its

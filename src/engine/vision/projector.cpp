@@ -154,7 +154,26 @@ Projector::~Projector() {
 }
 
 Result<ImageInsert> Projector::Prepare(std::string_view bytes, std::string_view scope) {
+  Sha256 h;
+  h.Update(bytes);
+  h.UpdateU64(scope.size());
+  h.Update(scope);
+  const Digest file = h.Finish();
   std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = prepared_.begin(); it != prepared_.end(); ++it) {
+    if (it->first != file) continue;
+    prepared_.splice(prepared_.begin(), prepared_, it);
+    ++stats_.images_prepared;
+    return it->second;
+  }
+  PREFIXD_ASSIGN_OR_RETURN(ImageInsert insert, PrepareFile(bytes, scope));
+  prepared_.emplace_front(file, insert);
+  if (prepared_.size() > kPreparedKept) prepared_.pop_back();
+  ++stats_.images_prepared;
+  return insert;
+}
+
+Result<ImageInsert> Projector::PrepareFile(std::string_view bytes, std::string_view scope) {
   std::unique_ptr<mtmd_bitmap, BitmapDeleter> bmp(
       mtmd_helper_bitmap_init_from_buf(ctx_, reinterpret_cast<const unsigned char*>(bytes.data()),
                                        bytes.size(), false, mtmd_helper_init_opt_default())
@@ -224,7 +243,6 @@ Result<ImageInsert> Projector::Prepare(std::string_view bytes, std::string_view 
   if (out.n_chunks() == 0) {
     return Status::InvalidArgument("the projector made no image tokens of this image");
   }
-  ++stats_.images_prepared;
   return out;
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -100,6 +101,7 @@ class Projector {
   // Loads the projector for `model`. InvalidArgument when the file is not a projector, reads no
   // images, does not fit the model (libmtmd compares widths), or uses positions prefixd does
   // not track yet (M-RoPE: Qwen2/3-VL, Qwen3.5): a refusal at start, never an abort later.
+  static constexpr size_t kPreparedKept = 16;
   static Result<std::unique_ptr<Projector>> Load(const Model& model,
                                                  const ProjectorOptions& options);
   ~Projector();
@@ -108,7 +110,9 @@ class Projector {
 
   // The image file `bytes` (PNG, JPEG, GIF, BMP: libmtmd's decoder) as the prompt holds it,
   // its embeddings kept in `scope` (the tenant's salt). InvalidArgument when the bytes do not
-  // decode.
+  // decode. The last kPreparedKept files prepared are remembered by their bytes' digest: an
+  // agent resends every image of its conversation on every turn, and each is decoded and
+  // preprocessed once.
   Result<ImageInsert> Prepare(std::string_view bytes, std::string_view scope = "");
   // The image's embeddings: n_tokens() rows of n_embd() floats, from the encoder cache (RAM,
   // then each store of SetStores in order: a record whose checks or size do not hold is a
@@ -138,6 +142,8 @@ class Projector {
   mtmd_context* ctx_ = nullptr;  // guarded by mu_
   std::unique_ptr<Cache> cache_;  // guarded by mu_
   std::vector<store::RecordStore*> stores_;  // guarded by mu_
+  std::list<std::pair<Digest, ImageInsert>> prepared_;  // guarded by mu_; most recent first
+  Result<ImageInsert> PrepareFile(std::string_view bytes, std::string_view scope);  // REQUIRES: mu_
   std::shared_ptr<const std::vector<float>> ReadStores(const PreparedImage& image);  // REQUIRES: mu_
   void WriteStores(const PreparedImage& image, const std::vector<float>& rows);       // REQUIRES: mu_
   ProjectorStats stats_;          // guarded by mu_
