@@ -18,8 +18,10 @@ const QUOTA = 4 << 20;
 // the same cells), and the rest is glibc settling its 2 arenas, trimmed whenever the server
 // idles. Measured on a loaded 2-core VM: the three rounds moved RSS by 5.5-5.8 MiB, still
 // slowing (+2.9, +1.6, +1.0, then +0.8, +0.3); the build before the arena cap and the idle trim
-// moved it by 8.6 MiB (16 arenas holding 2-5x the free memory).
-const RSS_BOUND_MIB = 8;
+// moved it by 8.6 MiB (16 arenas holding 2-5x the free memory). The bound leaves room for the
+// allocator's variance on another machine (a failing CI lands nothing) and still fails a leak of
+// 4 MiB a round; the soak bench (bench/run-soak.sh) is where the flatness itself is measured.
+const RSS_BOUND_MIB = 12;
 const ROUNDS = 4;  // the first is the warm-up
 
 const rssMiB = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
