@@ -55,19 +55,23 @@ int DefaultThreads() {
   return n == 0 ? 4 : int(n);
 }
 
-// RAII llama_batch.
+// RAII llama_batch. A token's rope position is its cell position unless a RopeLayout moves it;
+// then the batch carries the cell positions apart (llama.cpp patch 0021).
 struct Batch {
-  explicit Batch(int32_t n) : b(llama_batch_init(n, 0, 1)) {}
+  explicit Batch(int32_t n) : b(llama_batch_init(n, 0, 1)) { cells.reserve(size_t(n)); }
   ~Batch() { llama_batch_free(b); }
-  void Add(Token t, int32_t pos, int32_t seq, bool logits) {
+  void Add(Token t, int32_t pos, int32_t seq, bool logits, const RopeLayout& rope) {
     int32_t i = b.n_tokens++;
     b.token[i] = t;
-    b.pos[i] = pos;
+    b.pos[i] = rope.identity() ? pos : rope.TimeAt(pos);
     b.n_seq_id[i] = 1;
     b.seq_id[i][0] = seq;
     b.logits[i] = logits;
+    cells.push_back(pos);
+    if (b.pos[i] != pos) b.pos_cell = cells.data();
   }
   llama_batch b;
+  std::vector<llama_pos> cells;
 };
 
 Status DecodeStatus(int32_t rc) {
@@ -140,15 +144,23 @@ Status Context::DecodeChunk(int32_t seq, std::span<const Token> tokens, int32_t 
                                    " tokens exceed n_batch " + std::to_string(options_.n_batch));
   }
   Batch batch(int32_t(tokens.size()));
+  const RopeLayout& rope = RopeOf(seq);
   for (size_t i = 0; i < tokens.size(); ++i) {
-    batch.Add(tokens[i], pos0 + int32_t(i), seq, want_last_logits && i + 1 == tokens.size());
+    batch.Add(tokens[i], pos0 + int32_t(i), seq, want_last_logits && i + 1 == tokens.size(),
+              rope);
   }
   return Decode(batch.b);
 }
 
 Status Context::DecodeEmbeddings(int32_t seq, const float* rows, int32_t n, int32_t pos0,
-                                 bool non_causal, bool want_last_logits) {
+                                 bool non_causal, bool want_last_logits,
+                                 std::span<const int32_t> rope) {
   RequireOwner();
+  const bool mrope = model_.rope_positions() > 1;
+  if (rope.size() != (mrope ? size_t(n) * model_.rope_positions() : 0)) {
+    return Status::Internal("DecodeEmbeddings: " + std::to_string(rope.size()) +
+                            " rope positions for " + std::to_string(n) + " rows");
+  }
   if (n <= 0 || uint32_t(n) > options_.n_batch || (non_causal && uint32_t(n) > options_.n_ubatch)) {
     return Status::InvalidArgument("DecodeEmbeddings: " + std::to_string(n) +
                                    " rows do not fit one call (n_batch " +
@@ -158,16 +170,26 @@ Status Context::DecodeEmbeddings(int32_t seq, const float* rows, int32_t n, int3
   const int32_t n_embd = llama_model_n_embd_inp(model_.raw());
   llama_batch b = llama_batch_init(n, n_embd, 1);
   std::memcpy(b.embd, rows, size_t(n) * size_t(n_embd) * sizeof(float));
+  std::vector<llama_pos> cells(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) {
-    b.pos[i] = pos0 + i;
+    cells[size_t(i)] = pos0 + i;
     b.n_seq_id[i] = 1;
     b.seq_id[i][0] = seq;
     b.logits[i] = want_last_logits && i + 1 == n;
+  }
+  llama_pos* own_pos = b.pos;
+  if (mrope) {
+    b.pos = const_cast<llama_pos*>(rope.data());  // read only; sections of n
+    b.pos_cell = cells.data();
+  } else {
+    std::copy(cells.begin(), cells.end(), b.pos);
   }
   b.n_tokens = n;
   if (non_causal) llama_set_causal_attn(ctx_, false);
   const int32_t rc = llama_decode(ctx_, b);
   if (non_causal) llama_set_causal_attn(ctx_, true);
+  b.pos = own_pos;
+  b.pos_cell = nullptr;
   llama_batch_free(b);
   PREFIXD_RETURN_IF_ERROR(model_.BackendStatus());
   return DecodeStatus(rc);
@@ -187,8 +209,23 @@ Status Context::DecodeBatch(std::span<const BatchToken> tokens) {
   RequireOwner();
   if (tokens.empty()) return Status::InvalidArgument("DecodeBatch: no tokens");
   Batch batch(int32_t(tokens.size()));
-  for (const BatchToken& t : tokens) batch.Add(t.token, t.pos, t.seq, t.want_logits);
+  for (const BatchToken& t : tokens) batch.Add(t.token, t.pos, t.seq, t.want_logits, RopeOf(t.seq));
   return Decode(batch.b);
+}
+
+void Context::SetRopeLayout(int32_t seq, RopeLayout layout) {
+  RequireOwner();
+  if (seq < 0) return;
+  if (size_t(seq) >= rope_.size()) {
+    if (layout.identity()) return;
+    rope_.resize(size_t(seq) + 1);
+  }
+  rope_[size_t(seq)] = std::move(layout);
+}
+
+const RopeLayout& Context::RopeOf(int32_t seq) const {
+  static const RopeLayout kIdentity;
+  return seq >= 0 && size_t(seq) < rope_.size() ? rope_[size_t(seq)] : kIdentity;
 }
 
 const float* Context::Logits(int32_t i) const {

@@ -18,6 +18,7 @@
 
 #include "engine/model/model.h"
 #include "engine/options.h"
+#include "engine/rope_layout.h"
 #include "engine/state_gather.h"
 #include "engine/codec/types.h"
 #include "util/status.h"
@@ -86,9 +87,16 @@ class Context {
   // positions [pos0, pos0 + n) as ONE llama_decode call: an image's rows (prompt_decode.h).
   // With `non_causal` the rows attend to each other both ways (gemma3's images). The observer
   // is not told (it follows tokens; the engine refuses the MTP head with a projector).
+  // `rope`: on an M-RoPE model, the rows' rope positions as 4 sections of n (time, height,
+  // width, unused: libmtmd's decoder positions); empty elsewhere (rope by the cell positions).
   // REQUIRES: 0 < n <= n_batch, and n <= n_ubatch when non_causal.
   Status DecodeEmbeddings(int32_t seq, const float* rows, int32_t n, int32_t pos0,
-                          bool non_causal, bool want_last_logits);
+                          bool non_causal, bool want_last_logits,
+                          std::span<const int32_t> rope = {});
+  // Where `seq`'s rope positions leave its cell positions (rope_layout.h): every later
+  // DecodeChunk and DecodeBatch of `seq` rotates its tokens by RopeLayout::TimeAt of their
+  // positions. Set before a prompt's first decode; an identity layout is the default.
+  void SetRopeLayout(int32_t seq, RopeLayout layout);
   // Decodes a mixed batch of several sequences in one call; logits of tokens marked
   // want_logits are read afterwards with Logits(i) where i is the index in `batch`.
   Status DecodeBatch(std::span<const BatchToken> batch);
@@ -173,6 +181,8 @@ class Context {
     int32_t seq = -1;
     std::vector<int32_t> positions;
   } call_captures_;  // SetCallCaptures
+  std::vector<RopeLayout> rope_;  // by seq; SetRopeLayout
+  const RopeLayout& RopeOf(int32_t seq) const;
   std::thread::id owner_;
 };
 

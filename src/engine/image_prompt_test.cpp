@@ -14,12 +14,17 @@
 #include <string>
 #include <vector>
 
+#include "engine/codec/state_codec.h"
+#include "engine/context.h"
 #include "engine/engine.h"
+#include "engine/model/model.h"
 #include "engine/test_temp_dir.h"
 #include "engine/testgen/test_model.h"
 #include "engine/testgen/test_projector.h"
 #include "engine/vision/image_prompt.h"
 #include "engine/vision/image_tokens.h"
+#include "engine/vision/projector.h"
+#include "llama.h"
 
 namespace prefixd::engine {
 namespace {
@@ -435,7 +440,7 @@ TEST(ImagePromptTiles, AWrappingTokenTheVocabularyLacksIsACleanError) {
 }
 
 // A projector that cannot serve is refused when the engine starts, never later.
-TEST(ImageProjectorRefusals, NotAProjectorAnMRopeOneOrBesideADraftContextAreRefusedAtStart) {
+TEST(ImageProjectorRefusals, NotAProjectorOrBesideADraftContextAreRefusedAtStart) {
   const Files g3 = MakeFiles("gemma3");
   auto refused = [&](const std::string& mmproj, std::vector<SpecType> spec,
                      const std::string& model = "") {
@@ -450,7 +455,7 @@ TEST(ImageProjectorRefusals, NotAProjectorAnMRopeOneOrBesideADraftContextAreRefu
   };
   EXPECT_NE(refused(g3.model, {}).find("not a multimodal projector"), std::string::npos);
   const Files q35 = MakeFiles("qwen35");
-  EXPECT_NE(refused(q35.mmproj, {}, q35.model).find("M-RoPE"), std::string::npos);
+  EXPECT_EQ(refused(q35.mmproj, {}, q35.model), "") << "M-RoPE images are served";
   EXPECT_NE(refused(g3.mmproj, {SpecType::kDraftMtp}).find("draft"), std::string::npos);
   EXPECT_EQ(refused(g3.mmproj, {}), "");
 }
@@ -470,7 +475,140 @@ TEST(ImageProjectorRefusals, ANonCausalImageLargerThanTheUbatchIsACleanError) {
   EXPECT_TRUE(e->PrepareChat(MessagesJson({{"user", "hello"}}), ChatRenderOptions{}).ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Projectors, ImagePromptTest, ::testing::Values("gemma3", "lfm2"),
+// llama.cpp patch 0021 (docs/llama-patches.md): on an M-RoPE model (qwen35) prefixd decodes an
+// image's rows at cell positions one per row, apart from the rows' rope positions, and the text
+// after it at cells that go on from there. The unpatched way (libmtmd's helper, llama-server)
+// puts the cells at the rope times: every row of the image in one cell position, the text after
+// it max(nx, ny) on. The logits after text, image and text are the same bit for bit: the same
+// rotations, the same cells attended to. What differs is what the sequence's positions can do:
+// with cell positions the state cuts at any row like text (here: after the image's fifth row,
+// and the rest decoded again gives the same logits), unpatched the rows share one position.
+TEST(ImageMRope, CellPositionsApartFromRopeGiveTheUnpatchedLogitsAndCutLikeText) {
+#if defined(__aarch64__) || defined(__arm__)
+  GTEST_SKIP() << "bit-identity is claimed on x86 kernels only (exactness_test.cpp)";
+#endif
+  const Files f = MakeFiles("qwen35");
+  auto model = Model::Load({f.model});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ProjectorOptions po;
+  po.path = f.mmproj;
+  po.n_threads = 2;
+  auto projector = Projector::Load(**model, po);
+  ASSERT_TRUE(projector.ok()) << projector.status().ToString();
+  ASSERT_TRUE((*projector)->mrope());
+  auto insert = (*projector)->Prepare(Png(64, 48, Picture(64, 48, 9)));
+  ASSERT_TRUE(insert.ok()) << insert.status().ToString();
+  // Text, the projector's wrapping and image, text.
+  std::vector<Token> before = (*model)->Tokenize("<|im_start|>user\nWhat is on this screen? ");
+  std::vector<Token> after;
+  std::shared_ptr<const PreparedImage> image;
+  for (const ImagePiece& piece : insert->pieces) {
+    std::vector<Token>& to = image ? after : before;
+    if (piece.image) image = piece.image;
+    else to.insert(to.end(), piece.text.begin(), piece.text.end());
+  }
+  ASSERT_TRUE(image);
+  const std::vector<Token> tail = (*model)->Tokenize("It shows a list.<|im_end|>\n");
+  after.insert(after.end(), tail.begin(), tail.end());
+  const int32_t n_rows = image->n_tokens();
+  ASSERT_LT(image->n_pos(), n_rows) << "the rows share time steps";
+  auto rows = (*projector)->Embeddings(*image);
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  const int32_t n_embd = (*projector)->n_embd();
+
+  ContextOptions co;
+  co.n_ctx_per_seq = 1024;
+  co.n_seq = 1;
+  co.n_batch = co.n_ubatch = 512;
+  co.n_threads = 2;
+  const int32_t n_vocab = (*model)->n_vocab();
+  auto last_logits = [&](Context& c) {
+    const float* l = c.Logits(-1);
+    return std::vector<float>(l, l + n_vocab);
+  };
+
+  // Unpatched: the cells at the rope times, as libmtmd's mtmd_helper_eval_chunks.
+  auto plain = Context::Create(**model, co);
+  ASSERT_TRUE(plain.ok());
+  {
+    llama_context* lc = (*plain)->raw();
+    int32_t t = 0;
+    auto decode_text = [&](const std::vector<Token>& tokens, bool logits) {
+      llama_batch b = llama_batch_init(int32_t(tokens.size()), 0, 1);
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        b.token[i] = tokens[i];
+        b.pos[i] = t++;
+        b.n_seq_id[i] = 1;
+        b.seq_id[i][0] = 0;
+        b.logits[i] = logits && i + 1 == tokens.size();
+      }
+      b.n_tokens = int32_t(tokens.size());
+      EXPECT_EQ(llama_decode(lc, b), 0);
+      llama_batch_free(b);
+    };
+    decode_text(before, false);
+    std::vector<int32_t> rope = image->RopePositions(t, 0, n_rows);
+    llama_batch b = llama_batch_init(n_rows, n_embd, 1);
+    std::memcpy(b.embd, (*rows)->data(), (*rows)->size() * sizeof(float));
+    llama_pos* own = b.pos;
+    b.pos = rope.data();
+    for (int32_t i = 0; i < n_rows; ++i) b.n_seq_id[i] = 1, b.seq_id[i][0] = 0, b.logits[i] = 0;
+    b.n_tokens = n_rows;
+    ASSERT_EQ(llama_decode(lc, b), 0);
+    b.pos = own;
+    llama_batch_free(b);
+    EXPECT_EQ((*plain)->SeqPosMax(0), int32_t(before.size())) << "every row at one position";
+    t += image->n_pos();
+    decode_text(after, true);
+  }
+  const std::vector<float> want = last_logits(**plain);
+
+  // Patched: cells one per row, rope from the layout.
+  auto cells = Context::Create(**model, co);
+  ASSERT_TRUE(cells.ok());
+  Context& c = **cells;
+  const int32_t img0 = int32_t(before.size());
+  c.SetRopeLayout(0, RopeLayout({{img0, n_rows, image->n_pos()}}));
+  auto decode_rows = [&](int32_t r0, int32_t r1) {
+    Status st = c.DecodeEmbeddings(0, (*rows)->data() + size_t(r0) * size_t(n_embd), r1 - r0,
+                                   img0 + r0, false, false,
+                                   image->RopePositions(img0, r0, r1));
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  };
+  ASSERT_TRUE(c.DecodeChunk(0, before, 0, false).ok());
+  decode_rows(0, n_rows);
+  const int32_t text1 = img0 + n_rows;
+  EXPECT_EQ(c.SeqPosMax(0), text1 - 1) << "one cell position per row";
+  ASSERT_TRUE(c.DecodeChunk(0, after, text1, true).ok());
+  EXPECT_EQ(c.SeqPosMax(0), text1 + int32_t(after.size()) - 1);
+  const std::vector<float> got = last_logits(c);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+      << "the logits differ from the unpatched decode's";
+
+  // The state's attention rows slice by position as text's: the rows of [0, the fifth row)
+  // make a rows payload. Unpatched the positions repeat, and the codec refuses to slice them.
+  auto sliced = [&](Context& ctx) {
+    auto bytes = ctx.GetState(0, StatePart::kWhole);
+    EXPECT_TRUE(bytes.ok());
+    auto parsed = ParseState(*bytes, (*model)->state_format());
+    EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
+    return parsed.ok() && EncodeRows(*parsed, 0, img0 + 5).ok();
+  };
+  EXPECT_TRUE(sliced(c));
+  EXPECT_FALSE(sliced(**plain));
+  // Decoded as a restore that ended after the fifth row, then the rest: the same logits.
+  c.SeqClear(0);
+  ASSERT_TRUE(c.DecodeChunk(0, before, 0, false).ok());
+  decode_rows(0, 5);
+  EXPECT_EQ(c.SeqPosMax(0), img0 + 4);
+  decode_rows(5, n_rows);
+  ASSERT_TRUE(c.DecodeChunk(0, after, text1, true).ok());
+  const std::vector<float> resumed = last_logits(c);
+  EXPECT_EQ(std::memcmp(resumed.data(), want.data(), want.size() * sizeof(float)), 0)
+      << "rows decoded in two calls differ";
+}
+
+INSTANTIATE_TEST_SUITE_P(Projectors, ImagePromptTest, ::testing::Values("gemma3", "lfm2", "qwen35"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "engine/context.h"
 #include "engine/request.h"
+#include "engine/rope_layout.h"
 #include "util/status.h"
 
 namespace prefixd::engine {
@@ -27,10 +28,15 @@ std::vector<int32_t> ImageCuts(const Prompt& prompt);
 // How many of the prompt's first `n` tokens are image rows.
 int32_t ImageRowsBefore(const Prompt& prompt, int32_t n);
 
-// Decodes prompt.tokens [p0, p1) for `seq` at positions p0.. (positions are token indices: the
-// projectors served take one position per row). Keeps the last row's logits when
-// `want_last_logits`. `*images_decoded` counts the images whose rows it decoded.
-// REQUIRES: projector not null when the prompt holds images.
+// Where the prompt's rope positions leave its cell positions (rope_layout.h): each image's rows
+// and the rope steps it takes (fewer than its rows on an M-RoPE projector).
+RopeLayout RopeLayoutOf(const Prompt& prompt);
+
+// Decodes prompt.tokens [p0, p1) for `seq` at cell positions p0.. (token indices, one per
+// image row). On an M-RoPE projector it first sets the sequence's RopeLayoutOf(prompt) into
+// `ctx`, so the rows and the text after them, the answer's tokens included, rotate as the
+// model learned. Keeps the last row's logits when `want_last_logits`. `*images_decoded` counts
+// the images whose rows it decoded. REQUIRES: projector not null when the prompt holds images.
 Status DecodePromptRange(Context& ctx, Projector* projector, int32_t seq, const Prompt& prompt,
                          int32_t p0, int32_t p1, bool want_last_logits,
                          int32_t* images_decoded = nullptr);

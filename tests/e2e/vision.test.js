@@ -196,3 +196,60 @@ describe('Images on a model served with --mmproj', () => {
     assert.equal(await encoded(server), 0, 'the rows came back from disk');
   });
 });
+
+// The llama.cpp #27931 shape on a hybrid with M-RoPE images: the tiny qwen35 (Gated DeltaNet
+// and attention layers) with its qwen3vl_merger projector, text and image turns alternating in
+// one conversation through chat completions. Every turn answers, reuses >= 0.99 of the previous
+// prompt, and each distinct image is encoded once; a restart brings it back from disk.
+describe('Images on a hybrid M-RoPE model (qwen35), text and image turns alternating', () => {
+  let dir; let model; let mmproj; let server; let openai; let cacheDir;
+  const start = async () => {
+    server = await startServer({ model, cacheDir,
+      args: ['--mmproj', mmproj, '--slots', '2', '--ctx', '8192'] });
+    openai = client(server);
+  };
+
+  before(async () => {
+    dir = tempDir('vision-q35');
+    model = join(dir, 'q35.gguf');
+    mmproj = join(dir, 'q35-mmproj.gguf');
+    execFileSync(BIN, ['make-test-model', '--arch', 'qwen35', '--seed', '1', '--out', model,
+      '--mmproj', mmproj], { stdio: ['ignore', 'ignore', 'inherit'] });
+    cacheDir = join(dir, 'cache');
+    await start();
+  });
+  after(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('every turn reuses the previous prompt; each image is encoded once, also after a restart', async () => {
+    assert.match(server.log, /images: projector .*\(qwen3vl_merger\)/);
+    const messages = [{ role: 'system', content: SYSTEM }];
+    const request = { model: 'q35', max_tokens: 4, temperature: 0 };
+    let previous = 0;
+    const images = [];
+    for (let turn = 0; turn < 6; turn++) {
+      if (turn % 2 === 0) {
+        images.push(png(64 + 16 * turn, 48, 20 + turn));
+        messages.push({ role: 'user', content: [{ type: 'text', text: `Screenshot ${turn}:` },
+          { type: 'image_url', image_url: { url: dataUrl(images.at(-1)) } }] });
+      } else {
+        messages.push({ role: 'user', content: `What changed since turn ${turn - 1}? `.repeat(8) });
+      }
+      const { data: r, response } = await openai.chat.completions.create({ ...request, messages })
+        .withResponse();
+      assert.equal(response.headers.get('x-prefixd-images'), `read; n=${images.length}`);
+      if (turn > 0) assertReused(r.usage.prompt_tokens_details.cached_tokens, previous, `turn ${turn}`);
+      previous = r.usage.prompt_tokens;
+      messages.push({ role: 'assistant', content: r.choices[0].message.content || 'ok' });
+    }
+    assert.equal(await encoded(server), images.length, 'each image encoded once');
+    await server.stop();
+    await start();
+    messages.push({ role: 'user', content: 'And now?' });
+    const again = await openai.chat.completions.create({ ...request, messages });
+    assertReused(again.usage.prompt_tokens_details.cached_tokens, previous, 'after a restart');
+    assert.equal(await encoded(server), 0, 'the rows came back from disk');
+  });
+});

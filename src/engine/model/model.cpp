@@ -259,6 +259,10 @@ Token Model::FindSpecialToken(std::string_view text) const {
 int Model::n_vocab() const { return llama_vocab_n_tokens(vocab_); }
 int Model::n_ctx_train() const { return llama_model_n_ctx_train(model_); }
 int Model::n_swa() const { return llama_model_n_swa(model_); }
+uint32_t Model::rope_positions() const {
+  const llama_rope_type t = llama_model_rope_type(model_);
+  return t == LLAMA_ROPE_TYPE_MROPE || t == LLAMA_ROPE_TYPE_IMROPE ? 4 : 1;
+}
 
 int Model::n_layer_nextn() const { return load_mtp_ ? llama_model_n_layer_nextn(model_) : 0; }
 

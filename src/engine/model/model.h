@@ -56,6 +56,9 @@ class Model {
   // table and abort; 0 when positions are not bounded by the weights (RoPE, ALiBi, recurrent).
   int n_pos_max() const { return n_pos_max_; }
   int n_swa() const;
+  // Positions rope takes per token: 4 on an M-RoPE model (time, height, width, unused:
+  // Qwen2/3-VL, Qwen3.5), else 1.
+  uint32_t rope_positions() const;
   int n_layer_nextn() const;  // multi-token-prediction heads loaded (ModelOptions::load_mtp)
   const std::string& arch() const { return arch_; }
   const std::string& path() const { return path_; }

@@ -105,6 +105,20 @@ PreparedImage::~PreparedImage() {
   if (chunk_ != nullptr) mtmd_input_chunk_free(chunk_);
 }
 
+std::vector<int32_t> PreparedImage::RopePositions(int32_t t0, int32_t r0, int32_t r1) const {
+  const mtmd_image_tokens* grid = mtmd_input_chunk_get_tokens_image(chunk_);
+  const size_t n = size_t(r1 - r0);
+  std::vector<int32_t> out(4 * n);
+  for (size_t i = 0; i < n; ++i) {
+    const mtmd_decoder_pos p = mtmd_image_tokens_get_decoder_pos(grid, t0, size_t(r0) + i);
+    out[i] = int32_t(p.t);
+    out[n + i] = int32_t(p.y);
+    out[2 * n + i] = int32_t(p.x);
+    out[3 * n + i] = int32_t(p.z);
+  }
+  return out;
+}
+
 Result<std::unique_ptr<Projector>> Projector::Load(const Model& model,
                                                    const ProjectorOptions& options) {
   std::unique_ptr<Projector> p(new Projector(options));
@@ -131,11 +145,13 @@ Result<std::unique_ptr<Projector>> Projector::Load(const Model& model,
   if (!mtmd_support_vision(p->ctx_)) {
     return Status::InvalidArgument("--mmproj " + options.path + ": the projector reads no images");
   }
-  if (mtmd_decode_use_mrope(p->ctx_)) {
-    return Status::InvalidArgument(
-        "--mmproj " + options.path + " (" + p->type_ +
-        "): its images take M-RoPE positions (Qwen2/3-VL, Qwen3.5), which this build does not "
-        "track yet; gemma3 and lfm2 projectors are served");
+  p->mrope_ = mtmd_decode_use_mrope(p->ctx_);
+  if (p->mrope_ != (model.rope_positions() == 4)) {
+    return Status::InvalidArgument("--mmproj " + options.path + " (" + p->type_ + "): " +
+                                   (p->mrope_ ? "its images take M-RoPE positions; the model's "
+                                                "rope does not"
+                                              : "the model's rope is M-RoPE; the projector's "
+                                                "images are not"));
   }
   p->n_embd_ = llama_model_n_embd_inp(model.raw());
   p->n_vocab_ = model.n_vocab();
@@ -236,8 +252,14 @@ Result<ImageInsert> Projector::PrepareFile(std::string_view bytes, std::string_v
     chunk->cache_key_ = key.Finish();
     chunk->chunk_ = mtmd_input_chunk_copy(c);
     chunk->n_tokens_ = int32_t(mtmd_input_chunk_get_n_tokens(c));
+    chunk->n_pos_ = int32_t(mtmd_input_chunk_get_n_pos(c));
     chunk->non_causal_ = mtmd_decode_use_non_causal(ctx_, c);
     if (chunk->n_tokens_ <= 0) return Status::InvalidArgument("the projector made an empty image chunk");
+    if (chunk->n_pos_ <= 0 || chunk->n_pos_ > chunk->n_tokens_) {
+      return Status::InvalidArgument("the projector's image takes " +
+                                     std::to_string(chunk->n_pos_) + " positions for " +
+                                     std::to_string(chunk->n_tokens_) + " rows");
+    }
     out.pieces.push_back({{}, std::move(chunk)});
   }
   if (out.n_chunks() == 0) {

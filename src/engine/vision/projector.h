@@ -56,6 +56,13 @@ class PreparedImage {
   // per tenant, as the prompt cache is: one tenant's hit never tells it of another's image).
   const Digest& cache_key() const { return cache_key_; }
   int32_t n_tokens() const { return n_tokens_; }
+  // The rope steps the image takes (libmtmd's n_pos): n_tokens() but on an M-RoPE projector,
+  // whose rows share one time step (max(nx, ny) for Qwen's grids; rope_layout.h).
+  int32_t n_pos() const { return n_pos_; }
+  // The rope positions of rows [r0, r1) of an image whose first row is at time t0, as 4
+  // sections of r1 - r0 (time, height, width, unused): what Context::DecodeEmbeddings takes on
+  // an M-RoPE model. REQUIRES 0 <= r0 < r1 <= n_tokens().
+  std::vector<int32_t> RopePositions(int32_t t0, int32_t r0, int32_t r1) const;
   // Whether its rows are decoded with non-causal attention (gemma3): then they must be
   // decoded in one call, never split.
   bool non_causal() const { return non_causal_; }
@@ -68,6 +75,7 @@ class PreparedImage {
   Digest identity_{};
   Digest cache_key_{};
   int32_t n_tokens_ = 0;
+  int32_t n_pos_ = 0;
   bool non_causal_ = false;
   uint32_t width_ = 0, height_ = 0;
   mtmd_input_chunk* chunk_ = nullptr;  // owned: the preprocessed image
@@ -99,8 +107,8 @@ struct ProjectorStats {
 class Projector {
  public:
   // Loads the projector for `model`. InvalidArgument when the file is not a projector, reads no
-  // images, does not fit the model (libmtmd compares widths), or uses positions prefixd does
-  // not track yet (M-RoPE: Qwen2/3-VL, Qwen3.5): a refusal at start, never an abort later.
+  // images, or does not fit the model (libmtmd compares widths, and an M-RoPE projector needs
+  // an M-RoPE model): a refusal at start, never an abort later.
   static constexpr size_t kPreparedKept = 16;
   static Result<std::unique_ptr<Projector>> Load(const Model& model,
                                                  const ProjectorOptions& options);
@@ -124,6 +132,8 @@ class Projector {
   void SetStores(std::vector<store::RecordStore*> stores);
 
   int32_t n_embd() const { return n_embd_; }
+  // Whether its images take M-RoPE positions (Qwen2/3-VL, Qwen3.5: rope_layout.h).
+  bool mrope() const { return mrope_; }
   const std::string& path() const { return options_.path; }
   // The projector type as libmtmd names it in the GGUF (clip.projector_type), for the log.
   const std::string& type() const { return type_; }
@@ -138,6 +148,7 @@ class Projector {
   Digest embeddings_domain_{};  // the records' domain: the projector's, apart from every prompt's
   int32_t n_embd_ = 0;
   int32_t n_vocab_ = 0;
+  bool mrope_ = false;
   mutable std::mutex mu_;
   mtmd_context* ctx_ = nullptr;  // guarded by mu_
   std::unique_ptr<Cache> cache_;  // guarded by mu_
