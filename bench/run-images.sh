@@ -7,7 +7,7 @@
 # tokens evaluated, images encoded. Writes $OUT/$NAME.md (NAME defaults to images-<shapes>).
 # docs/bench.md ("Images beside llama-server") explains.
 #
-# Usage: bench/run-images.sh [--shapes tiny[,small]] [--archs "gemma3 lfm2"] [--rounds N]
+# Usage: bench/run-images.sh [--shapes tiny[,small]] [--archs "gemma3 lfm2 qwen35"] [--rounds N]
 #        [--name NAME] [--image-size WxH] [--pauses 0,1]
 #        --pauses: the scenario once per value, each request sent that many seconds after the
 #        last answer (0: back to back; 1: an agent that takes a second to run its tool).
@@ -25,7 +25,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 
 SHAPES=tiny
-ARCHS="gemma3 lfm2"
+ARCHS="gemma3 lfm2 qwen35"
 ROUNDS=3
 NAME=""
 IMAGE_SIZE=640x480
