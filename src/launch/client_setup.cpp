@@ -92,13 +92,17 @@ LaunchPlan OpencodePlan(const LaunchTarget& t) {
   return p;
 }
 
-// What the client's own first request holds before the user's words (measured with the
-// pinned versions and Qwen3.5's tokenizer).
-const char* OwnPromptOf(Client client) {
+// What the client keeps of a session through a compaction: its own first request before the
+// user's words (measured with the pinned versions and Qwen3.5's tokenizer), and for Codex the
+// user's own latest messages, up to 20,000 of its estimated tokens (4 bytes each: codex-rs
+// compact.rs, COMPACT_USER_MESSAGE_MAX_TOKENS), which it carries past the summary.
+const char* KeptOf(Client client) {
   switch (client) {
-    case Client::kClaude: return "about 12.8K tokens";
-    case Client::kCodex: return "about 10.4K tokens";
-    case Client::kOpencode: return "about 9.3K tokens";
+    case Client::kClaude: return "its own instructions and tools take about 12.8K tokens";
+    case Client::kCodex:
+      return "its own instructions and tools take about 10.4K tokens, and it keeps up to 20K "
+             "tokens of your latest messages through a compaction";
+    case Client::kOpencode: return "its own instructions and tools take about 9.3K tokens";
   }
   return "";
 }
@@ -171,15 +175,14 @@ Result<ServedModel> PickModel(const json& models, const std::string& wanted) {
   return Status::NotFound("the server has no model '" + wanted + "' (it lists: " + ids + ")");
 }
 
-int64_t MinWindowOf(Client) { return 16384; }
+int64_t MinWindowOf(Client client) { return client == Client::kCodex ? 49152 : 16384; }
 
 Result<LaunchPlan> PlanLaunch(Client client, const LaunchTarget& target) {
   const int64_t min = MinWindowOf(client);
   if (target.model.context < min) {
     return Status::NotSupported(
         std::string(ClientName(client)) + " needs a window of at least " + std::to_string(min) +
-        " tokens (its own instructions and tools take " + OwnPromptOf(client) +
-        " and it keeps room for the answer); model " + target.model.id + " has " + std::to_string(target.model.context) +
+        " tokens (" + KeptOf(client) + ", and it keeps room for the answer); model " + target.model.id + " has " + std::to_string(target.model.context) +
         ": serve it with --ctx " + std::to_string(min) + " or more");
   }
   switch (client) {

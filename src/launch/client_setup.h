@@ -50,9 +50,11 @@ struct ServedModel {
 // ids; InvalidArgument when the entry says no window.
 Result<ServedModel> PickModel(const nlohmann::json& models, const std::string& wanted);
 
-// The smallest window each client works in: 16K. Each client's own instructions and tools
-// take 9-13K tokens of it (Claude Code 12.8K, Codex 10.4K, opencode 9.3K, measured with the
-// pinned versions), and it keeps its output cap free below the window.
+// The smallest window each client works in: 16K, and 48K for Codex. Each client's own
+// instructions and tools take 9-13K tokens of it (Claude Code 12.8K, Codex 10.4K, opencode
+// 9.3K, measured with the pinned versions), and it keeps its output cap free below the window.
+// Codex also carries the user's latest messages, up to 20K tokens, past every compaction: in a
+// smaller window a session of long messages is refused after its first compaction.
 int64_t MinWindowOf(Client client);
 
 struct LaunchTarget {

@@ -57,7 +57,7 @@ TEST(ClientSetupTest, ClaudeCodeLearnsTheWindowAndNamesOnlyTheServedModel) {
 }
 
 TEST(ClientSetupTest, CodexGetsAProviderAndItsCompactionLimitOnItsCommandLine) {
-  auto plan = PlanLaunch(Client::kCodex, Target(32768));
+  auto plan = PlanLaunch(Client::kCodex, Target(65536));
   ASSERT_TRUE(plan.ok());
   std::map<std::string, std::string> config;
   for (size_t i = 0; i + 1 < plan->args.size(); i += 2) {
@@ -69,10 +69,10 @@ TEST(ClientSetupTest, CodexGetsAProviderAndItsCompactionLimitOnItsCommandLine) {
   EXPECT_EQ(config["model_provider"], "\"prefixd\"");
   EXPECT_EQ(config["model_providers.prefixd.base_url"], "\"http://127.0.0.1:8080/v1\"");
   EXPECT_EQ(config["model_providers.prefixd.wire_api"], "\"responses\"");
-  EXPECT_EQ(config["model_context_window"], "32768");
+  EXPECT_EQ(config["model_context_window"], "65536");
   const int64_t limit = std::stoll(config["model_auto_compact_token_limit"]);
-  EXPECT_LT(limit, 32768 - 2048);
-  EXPECT_GT(limit, 32768 / 2);
+  EXPECT_LT(limit, 65536 - 2048);
+  EXPECT_GT(limit, 65536 / 2);
   EXPECT_EQ(EnvOf(*plan)["PREFIXD_API_KEY"], "sk-1");
 }
 
@@ -99,9 +99,13 @@ TEST(ClientSetupTest, AWindowTooSmallForTheClientIsRefusedWithTheReason) {
   auto claude = PlanLaunch(Client::kClaude, Target(8192));
   ASSERT_FALSE(claude.ok());
   EXPECT_NE(claude.status().message().find("--ctx 16384"), std::string::npos);
-  auto codex = PlanLaunch(Client::kCodex, Target(8192));
+  auto codex = PlanLaunch(Client::kCodex, Target(32768));
   ASSERT_FALSE(codex.ok());
   EXPECT_NE(codex.status().message().find("10.4K"), std::string::npos);
+  EXPECT_NE(codex.status().message().find("up to 20K tokens of your latest messages"),
+            std::string::npos) << codex.status().message();
+  EXPECT_NE(codex.status().message().find("--ctx 49152"), std::string::npos);
+  EXPECT_TRUE(PlanLaunch(Client::kCodex, Target(49152)).ok());
   EXPECT_TRUE(PlanLaunch(Client::kOpencode, Target(16384)).ok());
 }
 
