@@ -254,7 +254,7 @@ const PAST_WINDOW = {
   'claude-code': { program: 'claude', words: 2000, route: '/v1/messages', window: 16384,
     args: (turn, text) => ['-p', ...(turn > 1 ? ['--continue'] : []), text],
     env: { DISABLE_AUTOUPDATER: '1', DISABLE_TELEMETRY: '1', DISABLE_ERROR_REPORTING: '1' } },
-  codex: { program: 'codex', words: 6000, route: '/v1/responses', window: 49152,
+  codex: { program: 'codex', words: 8000, route: '/v1/responses', window: 49152,
     args: (turn, text) => ['-c', 'check_for_update_on_startup=false', '-c', 'analytics.enabled=false',
       'exec', ...(turn > 1 ? ['resume', '--last'] : []), '--skip-git-repo-check', text],
     env: {} },
