@@ -13,7 +13,7 @@ import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
 import puppeteer from 'puppeteer-core';
-import { BIN, client, metric, metrics, post, startServer, tempDir } from './harness.js';
+import { BIN, client, metric, metrics, post, remoteSettled, startRedis, startServer, tempDir } from './harness.js';
 import { png, pngDataUrl } from './png.js';
 
 const SYSTEM = 'You are a careful assistant who describes screenshots of a code editor. '
@@ -251,5 +251,53 @@ describe('Images on a hybrid M-RoPE model (qwen35), text and image turns alterna
     const again = await openai.chat.completions.create({ ...request, messages });
     assertReused(again.usage.prompt_tokens_details.cached_tokens, previous, 'after a restart');
     assert.equal(await encoded(server), 0, 'the rows came back from disk');
+  });
+});
+
+// Once per fleet: two servers with their own cache dirs on one Redis. A conversation with a
+// screenshot on the first goes on on the second, which restores it from the shared tier without
+// encoding; a new session there with the same picture (another system prompt: no prefix to
+// restore) reads the image's embeddings from Redis instead of encoding them.
+describe('Images across a fleet: one Redis, two servers', () => {
+  let dir; let files; let redis; const servers = [];
+  before(async () => {
+    dir = tempDir('vision-fleet');
+    files = makeVisionModel(dir);
+    redis = await startRedis();
+    await redis.start();
+    for (const name of ['a', 'b']) {
+      servers.push(await startServer({ model: files.model, cacheDir: join(dir, name),
+        args: ['--mmproj', files.mmproj, '--ctx', '4096', '--remote-cache', redis.url] }));
+    }
+  });
+  after(async () => {
+    for (const s of servers) await s.stop();
+    await redis?.kill();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('the second server restores the conversation and reads the embeddings from Redis', async () => {
+    const [a, b] = servers;
+    const picture = dataUrl(png(64, 48, 31));
+    const messages = [{ role: 'system', content: SYSTEM },
+      { role: 'user', content: [{ type: 'text', text: 'What is on this screenshot?' },
+        { type: 'image_url', image_url: { url: picture } }] }];
+    const request = { model: 'g3', max_tokens: 4, temperature: 0 };
+    const first = await client(a).chat.completions.create({ ...request, messages });
+    assert.equal(await encoded(a), 1);
+    await remoteSettled(a);
+    messages.push({ role: 'assistant', content: 'An editor.' }, { role: 'user', content: 'Which file?' });
+    const { data: next, response } = await client(b).chat.completions.create({ ...request, messages })
+      .withResponse();
+    assert.equal(response.headers.get('x-prefixd-images'), 'read; n=1');
+    assertReused(next.usage.prompt_tokens_details.cached_tokens, first.usage.prompt_tokens, 'on b');
+    assert.equal(await encoded(b), 0, 'b restored the rows from Redis');
+    const other = [{ role: 'system', content: 'Another session. Answer in one word.' },
+      { role: 'user', content: [{ type: 'image_url', image_url: { url: picture } },
+        { type: 'text', text: 'And here?' }] }];
+    await client(b).chat.completions.create({ ...request, messages: other });
+    const page = await metrics(b);
+    assert.equal(metric(page, 'prefixd_images_encoded_total'), 0, 'the embeddings came from Redis');
+    assert.equal(metric(page, 'prefixd_image_encoder_hits_total{tier="remote"}'), 1);
   });
 });
