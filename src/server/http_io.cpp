@@ -5,11 +5,12 @@
 namespace prefixd::server {
 namespace {
 
-const std::array<const char*, 19> kRoutes = {
+const std::array<const char*, 22> kRoutes = {
     "/v1/chat/completions", "/v1/completions", "/v1/models", "/tokenize", "/detokenize", "/apply-template",
     "/health",              "/metrics",        "/v1/cache",  "/v1/cache/warm", "/v1/cache/clear",
     "/v1/models/",          "/v1/responses",   "/v1/messages", "/v1/messages/count_tokens",
-    "/",                    "/v1/cache/stats", "/v1/cache/entries", "/v1/requests/recent"};
+    "/",                    "/v1/cache/stats", "/v1/cache/entries", "/v1/requests/recent",
+    "/v1/chat/completions/render", "/v1/completions/render", "/version"};
 
 thread_local std::chrono::steady_clock::time_point t_request_start =
     std::chrono::steady_clock::now();

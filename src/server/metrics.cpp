@@ -199,7 +199,53 @@ void RenderEngine(const engine::EngineStats& s, std::string* out) {
   if (s.remote) RenderRemote(*s.remote, out);
 }
 
+// One gauge under vLLM's name, with the labels vLLM gives it.
+void VllmGauge(const char* name, const char* help, const std::string& labels, double v,
+               std::string* out) {
+  Header(name, "gauge", help, out);
+  Sample(name, labels, v, out);
+}
+
+// vLLM's names for the numbers prefixd already has, with vLLM's meanings, for the routers that
+// read them (the Inference Gateway's endpoint picker, SMG's load monitor, llm-d, AIBrix).
+// cache_config_info sizes the KV cells in prefixd's cache Blocks, the unit its prefix cache
+// reuses by, as vLLM's blocks are; kv_cache_size_tokens gives the cells exactly.
+void RenderVllm(const engine::EngineStats& s, const ServedModel& model, std::string* out) {
+  const std::string labels = Label("model_name", model.name) + "," + Label("engine", "0");
+  VllmGauge("vllm:num_requests_running", "Number of requests in model execution batches.",
+            labels, s.slots_busy, out);
+  VllmGauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels,
+            s.queue_depth, out);
+  VllmGauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels,
+            KvCacheUsage(s, model.n_ctx_per_slot), out);
+  Header("vllm:prefix_cache_queries_total", "counter",
+         "Prefix cache queries, in terms of number of queried tokens.", out);
+  Sample("vllm:prefix_cache_queries_total", labels, double(s.prompt_tokens), out);
+  Header("vllm:prefix_cache_hits_total", "counter",
+         "Prefix cache hits, in terms of number of cached tokens.", out);
+  Sample("vllm:prefix_cache_hits_total", labels, double(s.cached_tokens), out);
+  const uint64_t cells = uint64_t(s.slots.size()) * model.n_ctx_per_slot;
+  const uint32_t block = std::max<uint32_t>(s.block_size, 1);
+  const std::string info =
+      labels + "," + Label("block_size", std::to_string(block)) + "," +
+      Label("num_gpu_blocks", std::to_string(cells / block)) + "," +
+      Label("kv_cache_size_tokens", std::to_string(cells)) + "," +
+      Label("cache_dtype", s.cache_type_k) + "," +
+      Label("enable_prefix_caching", s.cache_on ? "True" : "False");
+  VllmGauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", info, 1, out);
+}
+
 }  // namespace
+
+double KvCacheUsage(const engine::EngineStats& s, uint32_t n_ctx_per_slot) {
+  const uint64_t cells = uint64_t(s.slots.size()) * n_ctx_per_slot;
+  if (cells == 0) return 0;
+  uint64_t held = 0;
+  for (const engine::SlotView& v : s.slots) {
+    if (v.busy) held += std::min<uint64_t>(v.n_tokens, n_ctx_per_slot);
+  }
+  return double(held) / double(cells);
+}
 
 std::vector<std::pair<std::string, uint64_t>> MemoryOwnersOf(const engine::EngineStats& s) {
   std::vector<std::pair<std::string, uint64_t>> owners = MemoryByOwner();
@@ -361,13 +407,15 @@ void ServerMetrics::RenderServer(std::string* out) const {
           read_deadline_cuts_, out);
 }
 
-std::string ServerMetrics::Render(const engine::EngineStats& engine) const {
+std::string ServerMetrics::Render(const engine::EngineStats& engine,
+                                  const ServedModel& model) const {
   std::string out;
   {
     MutexLock lock(&mu_);
     RenderServer(&out);
   }
   RenderEngine(engine, &out);
+  RenderVllm(engine, model, &out);
   return out;
 }
 

@@ -41,6 +41,18 @@ RequestCounters RequestCountersOf(const engine::EngineStats& s);
 // and the buffer pool (from the engine's stats) and every MemoryGauge (util/process_memory.h).
 std::vector<std::pair<std::string, uint64_t>> MemoryOwnersOf(const engine::EngineStats& s);
 
+// The served model as vLLM's gauges name and size it (RenderVllm in metrics.cpp).
+struct ServedModel {
+  std::string name;             // their model_name label: the id /v1/models lists first
+  uint32_t n_ctx_per_slot = 0;  // the KV cells each slot has
+};
+
+// vLLM's vllm:kv_cache_usage_perc: the fraction of the slots' KV cells that running requests
+// hold, in [0, 1]. An idle slot's kept sequence counts as free, as vLLM counts its cached blocks
+// that no request holds: the next request reuses or overwrites it. A running request counts its
+// prompt (SlotView::n_tokens), not what it has generated so far.
+double KvCacheUsage(const engine::EngineStats& s, uint32_t n_ctx_per_slot);
+
 // A Prometheus histogram with fixed upper bounds (seconds). Not thread-safe by itself.
 class Histogram {
  public:
@@ -81,8 +93,9 @@ class ServerMetrics {
   // That tenant's counters; all zero before its first request.
   RequestCounters TenantUsage(const std::string& tenant_salt) const;
 
-  // The whole /metrics page.
-  std::string Render(const engine::EngineStats& engine) const;
+  // The whole /metrics page: prefixd's names, then the gauges the routers built for vLLM read
+  // (vllm:*, docs/http-api.md), labelled with `model`'s name.
+  std::string Render(const engine::EngineStats& engine, const ServedModel& model) const;
 
  private:
   void RenderServer(std::string* out) const PREFIXD_REQUIRES(mu_);

@@ -150,7 +150,7 @@ TEST(Metrics, RendersEngineCounters) {
   s.hits_disk = 4;
   s.misses_by_reason[engine::CacheMiss::kDiverged] = 2;
   s.evictions_by_tier[engine::CacheTier::kDisk] = 3;
-  std::string page = m.Render(s);
+  std::string page = m.Render(s, ServedModel{"m", 16});
   for (const char* line :
        {"prefixd_http_requests_total{route=\"/health\",status=\"200\"} 1\n",
         "prefixd_cache_hits_total{tier=\"disk\"} 4\n",

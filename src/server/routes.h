@@ -8,6 +8,8 @@
 //                (routes_web.cpp; / and /assets/* need no key: they hold no data)
 //   agent APIs:  POST /v1/responses, POST /v1/messages, POST /v1/messages/count_tokens
 //                (routes_agent.cpp: translated to and from chat completions)
+//   render:      POST /v1/chat/completions/render, POST /v1/completions/render, GET /version
+//                (routes_render.cpp: vLLM's shapes, for the routers that tokenize through them)
 // docs/http-api.md describes every shape. Authentication and rights are checked before routing
 // (front_door.h): a route reads its tenant with TenantOf(), and admin routes (IsAdminRoute) are
 // only reached with an admin key, or when keys are off.
@@ -26,6 +28,7 @@
 #include "server/recent_requests.h"
 #include "server/admission.h"
 #include "server/request_parse.h"
+#include "server/response_json.h"
 
 namespace prefixd::server {
 
@@ -81,6 +84,20 @@ void HandleChatVia(const RouteContext& ctx, const ApiAdapter& api, const std::st
 std::optional<ApiError> CountChatPromptTokens(const RouteContext& ctx,
                                               const std::string& chat_body,
                                               const std::string& scope, int64_t* n_tokens);
+// A completion body as POST /v1/chat/completions (kChat) or /v1/completions (kText) would
+// evaluate it, without running it.
+struct RenderedPrompt {
+  std::vector<Token> tokens;  // exactly the prompt tokens the completion evaluates
+  GenerationParams params;    // as the completion runs them: max_tokens clamped to the room left
+};
+// Prepares `body` through the completion routes' own steps (parse, chat template or tokenizer,
+// model check, context fit) into *out; else the error that completion would answer. A chat
+// whose images the model reads is a 400: their rows are embeddings, which no token id names.
+// `scope`: the tenant's salt (ChatRenderOptions::memo_scope).
+std::optional<ApiError> RenderCompletionPrompt(const RouteContext& ctx, Endpoint ep,
+                                               const std::string& body, const std::string& scope,
+                                               RenderedPrompt* out);
+void RegisterRenderRoutes(httplib::Server& http, const RouteContext& ctx);
 void RegisterInfoRoutes(httplib::Server& http, const RouteContext& ctx);
 void RegisterCacheRoutes(httplib::Server& http, const RouteContext& ctx);
 void RegisterWebRoutes(httplib::Server& http, const RouteContext& ctx);

@@ -29,14 +29,20 @@ struct Prepared {
   size_t n_images = 0;  // image parts in the prompt (image_part.h), as ctx.images.mode put them
 };
 
-// `scope`: the tenant's salt, whose memo entries the render and tokens are.
-std::optional<ApiError> PrepareChat(const RouteContext& ctx, const std::string& body,
-                                    const std::string& scope, Prepared* out) {
-  ChatRequest chat;
-  if (auto e = ParseChatRequest(body, ctx.Limits(), &chat)) return e;
-  out->params = std::move(chat.params);
-  out->logprobs = chat.logprobs;
-  out->n_images = chat.n_images;
+// Parses a chat body into *chat and takes its generation parameters into *out.
+std::optional<ApiError> ParseChat(const RouteContext& ctx, const std::string& body,
+                                  ChatRequest* chat, Prepared* out) {
+  if (auto e = ParseChatRequest(body, ctx.Limits(), chat)) return e;
+  out->params = std::move(chat->params);
+  out->logprobs = chat->logprobs;
+  out->n_images = chat->n_images;
+  return std::nullopt;
+}
+
+// Renders a parsed chat into out->prompt. `scope`: the tenant's salt, whose memo entries the
+// render and tokens are.
+std::optional<ApiError> RenderChat(const RouteContext& ctx, ChatRequest& chat,
+                                   const std::string& scope, Prepared* out) {
   chat.render.memo_scope = scope;
   auto prompt = ctx.backend->PrepareChat(chat.messages_json, chat.render);
   if (!prompt.ok()) {
@@ -46,6 +52,13 @@ std::optional<ApiError> PrepareChat(const RouteContext& ctx, const std::string& 
   }
   out->prompt = std::move(*prompt);
   return std::nullopt;
+}
+
+std::optional<ApiError> PrepareChat(const RouteContext& ctx, const std::string& body,
+                                    const std::string& scope, Prepared* out) {
+  ChatRequest chat;
+  if (auto e = ParseChat(ctx, body, &chat, out)) return e;
+  return RenderChat(ctx, chat, scope, out);
 }
 
 std::optional<ApiError> PrepareText(const RouteContext& ctx, const std::string& body,
@@ -80,11 +93,9 @@ std::optional<ApiError> FitContext(const RouteContext& ctx, Endpoint ep, Prepare
   return std::nullopt;
 }
 
-std::optional<ApiError> Prepare(const RouteContext& ctx, Endpoint ep, const std::string& body,
-                                const std::string& scope, Prepared* out) {
-  auto e = ep == Endpoint::kChat ? PrepareChat(ctx, body, scope, out)
-                                 : PrepareText(ctx, body, scope, out);
-  if (e) return e;
+// What every prepared prompt goes through after its render: the model it names, the server's
+// logit bias, the context's room.
+std::optional<ApiError> FinishPrepare(const RouteContext& ctx, Endpoint ep, Prepared* out) {
   if (auto m = ctx.CheckModel(out->params.model)) return m;
   auto& bias = out->params.sampling.logit_bias;
   for (const auto& [token, value] : ctx.logit_bias) {
@@ -94,6 +105,29 @@ std::optional<ApiError> Prepare(const RouteContext& ctx, Endpoint ep, const std:
     if (!own) bias.emplace_back(token, value);
   }
   return FitContext(ctx, ep, out);
+}
+
+std::optional<ApiError> Prepare(const RouteContext& ctx, Endpoint ep, const std::string& body,
+                                const std::string& scope, Prepared* out) {
+  auto e = ep == Endpoint::kChat ? PrepareChat(ctx, body, scope, out)
+                                 : PrepareText(ctx, body, scope, out);
+  if (e) return e;
+  return FinishPrepare(ctx, ep, out);
+}
+
+// A chat for the render routes: as PrepareChat, but images the model reads are refused before
+// the projector runs (their rows are embeddings, which no token id names).
+std::optional<ApiError> PrepareChatToRender(const RouteContext& ctx, const std::string& body,
+                                            const std::string& scope, Prepared* out) {
+  ChatRequest chat;
+  if (auto e = ParseChat(ctx, body, &chat, out)) return e;
+  if (out->n_images > 0 && ctx.images.mode == ImageMode::kRead) {
+    return ApiError{ErrorKind::kInvalidRequest,
+                    "the render routes do not take images: this server's model reads them as "
+                    "embeddings, which no token id names; send the chat without its image parts",
+                    "messages", "image_not_supported"};
+  }
+  return RenderChat(ctx, chat, scope, out);
 }
 
 // The template's grammar and stops join the client's sampling options and stops.
@@ -322,6 +356,19 @@ void HandleCompletion(const RouteContext& ctx, Endpoint ep, const std::string& b
 void HandleChatVia(const RouteContext& ctx, const ApiAdapter& api, const std::string& chat_body,
                    const httplib::Request& req, httplib::Response& res) {
   HandleCompletion(ctx, Endpoint::kChat, chat_body, &api, req, res);
+}
+
+std::optional<ApiError> RenderCompletionPrompt(const RouteContext& ctx, Endpoint ep,
+                                               const std::string& body, const std::string& scope,
+                                               RenderedPrompt* out) {
+  Prepared prepared;
+  auto e = ep == Endpoint::kChat ? PrepareChatToRender(ctx, body, scope, &prepared)
+                                 : PrepareText(ctx, body, scope, &prepared);
+  if (!e) e = FinishPrepare(ctx, ep, &prepared);
+  if (e) return e;
+  out->tokens = std::move(prepared.prompt.tokens);
+  out->params = std::move(prepared.params);
+  return std::nullopt;
 }
 
 std::optional<ApiError> CountChatPromptTokens(const RouteContext& ctx,

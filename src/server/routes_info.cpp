@@ -81,6 +81,7 @@ json ModelJson(const RouteContext& ctx, const std::string& id, int64_t created) 
           {"object", "model"},
           {"created", created},
           {"owned_by", "prefixd"},
+          {"root", ctx.model_id},  // vLLM's: the model an entry serves (SMG's model_path)
           {"type", "model"},
           {"display_name", id},
           {"created_at", Rfc3339(created)},
@@ -181,7 +182,8 @@ void RegisterInfoRoutes(httplib::Server& http, const RouteContext& ctx) {
     Health(ctx, res);
   });
   http.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
-    res.set_content(ctx.metrics->Render(ctx.backend->GetStats()),
+    const ServedModel model{ctx.model_id, ctx.backend->n_ctx_per_slot()};
+    res.set_content(ctx.metrics->Render(ctx.backend->GetStats(), model),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
   http.Post("/tokenize", Admitted(ctx, [&ctx](const httplib::Request& req,

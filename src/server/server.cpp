@@ -130,6 +130,7 @@ void HttpServer::Impl::SetUp() {
       [this](const httplib::Request& req, const httplib::Response& res) { OnResponse(req, res); });
   RegisterCompletionRoutes(http, ctx);
   RegisterAgentRoutes(http, ctx);
+  RegisterRenderRoutes(http, ctx);
   RegisterInfoRoutes(http, ctx);
   RegisterCacheRoutes(http, ctx);
   RegisterWebRoutes(http, ctx);
