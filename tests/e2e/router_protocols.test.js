@@ -41,11 +41,11 @@ const CHAT = {
     {
       role: 'assistant', content: '',
       tool_calls: [{
-        id: 'call_1', type: 'function',
+        id: 'call00001', type: 'function',
         function: { name: 'forecast', arguments: '{"city": "Paris", "days": 3}' },
       }],
     },
-    { role: 'tool', tool_call_id: 'call_1', content: '{"temps": [21, 23, 19]}' },
+    { role: 'tool', tool_call_id: 'call00001', content: '{"temps": [21, 23, 19]}' },
     { role: 'assistant', content: 'Warm, then cooler on Thursday.' },
     { role: 'user', content: 'And in Lyon?' },
   ],
@@ -91,15 +91,42 @@ async function smgRuntime(url) {
   return null;
 }
 
+// Asserts that `ids`, `body`'s render, are the very ids a chat completion of `body` evaluates on
+// `server` (--slots 1, a pure-attention model). The one slot then holds what the chat
+// evaluated: the ids as a prompt restore as much of it as an exact repeat of that prompt does
+// (the reference: the slot then holds the ids themselves) only if every id is one the slot
+// evaluated; an id that differs at k stops the restore at k (the control).
+async function assertRenderIsEvaluated(server, body, ids) {
+  const openai = client(server);
+  const done = await openai.chat.completions.create({ ...body, max_tokens: 1 });
+  assert.equal(done.usage.prompt_tokens, ids.length);
+  const cachedOf = async (prompt) => (await openai.completions.create(
+    { model: 'tiny', prompt, max_tokens: 1 })).usage.prompt_tokens_details.cached_tokens;
+  const afterChat = await cachedOf(ids);
+  const repeat = await cachedOf(ids);
+  assert.ok(repeat >= ids.length - 2, `an exact repeat restores ${repeat} of ${ids.length}`);
+  assert.equal(afterChat, repeat);
+  const k = Math.floor(ids.length / 2);
+  const changed = ids.map((t, i) => (i === k ? (t === 100 ? 101 : 100) : t));
+  const off = await cachedOf(changed);
+  assert.ok(off <= k, `${off} cached past the changed id at ${k}`);
+}
+
+// A tiny random llama (pure attention) with the real Qwen3.5 tokenizer and template, named
+// tiny.gguf: the model's id is `tiny`.
+function makeLlama(dir) {
+  const model = join(dir, 'tiny.gguf');
+  execFileSync(BIN, ['make-test-model', '--arch', 'llama', '--shape', 'tiny', '--vocab', 'qwen35',
+    '--template', 'Qwen3.5-4B', '--out', model], { stdio: ['ignore', 'ignore', 'inherit'] });
+  return model;
+}
+
 describe('the routers\' protocols on a real server', () => {
   let dir; let server; let openai; let modelId;
 
   before(async () => {
     dir = tempDir('router-protocols');
-    const model = join(dir, 'tiny.gguf');  // the model's id: tiny
-    execFileSync(BIN, ['make-test-model', '--arch', 'llama', '--shape', 'tiny', '--vocab', 'qwen35',
-      '--template', 'Qwen3.5-4B', '--out', model], { stdio: ['ignore', 'ignore', 'inherit'] });
-    server = await startServer({ model, args: ['--slots', '1', '--ctx', '4096'] });
+    server = await startServer({ model: makeLlama(dir), args: ['--slots', '1', '--ctx', '4096'] });
     openai = client(server);
     modelId = (await (await fetch(`${server.url}/v1/models`)).json()).data[0].id;
   });
@@ -120,23 +147,7 @@ describe('the routers\' protocols on a real server', () => {
     assert.match(text, /forecast[\s\S]*And in Lyon\?/);
     assert.deepEqual((await post(server, '/tokenize', { content: text })).json.tokens, ids);
 
-    const done = await openai.chat.completions.create({ ...CHAT, max_tokens: 1 });
-    assert.equal(done.usage.prompt_tokens, ids.length);
-    // The one slot holds what the chat evaluated. The ids as a prompt restore as much of it as
-    // an exact repeat of that prompt does (the reference: the slot then holds the ids
-    // themselves) only if every id is one the slot evaluated; an id that differs at k stops the
-    // restore at k.
-    const cachedOf = async (prompt) => (await openai.completions.create(
-      { model: 'tiny', prompt, max_tokens: 1 })).usage.prompt_tokens_details.cached_tokens;
-    const afterChat = await cachedOf(ids);
-    const repeat = await cachedOf(ids);
-    assert.ok(repeat >= ids.length - 2, `an exact repeat restores ${repeat} of ${ids.length}`);
-    assert.equal(afterChat, repeat);
-    // The control: one id changed in the middle, and the restore stops there.
-    const k = Math.floor(ids.length / 2);
-    const changed = ids.map((t, i) => (i === k ? (t === 100 ? 101 : 100) : t));
-    const off = await cachedOf(changed);
-    assert.ok(off <= k, `${off} cached past the changed id at ${k}`);
+    await assertRenderIsEvaluated(server, CHAT, ids);
   });
 
   it('completions render answers one GenerateRequest per prompt, text or ids', async () => {
@@ -232,4 +243,32 @@ describe('the routers\' protocols on a real server', () => {
     assert.ok(prom.samples.some((s) => s.name === 'vllm:kv_cache_usage_perc'));
     assert.ok(prom.samples.some((s) => s.name === 'vllm:num_requests_running'));
   });
+});
+
+// The pinned templates of the forced-call tests, each of its own call syntax: the render and the
+// completion share one preparation, and on each the render's ids are those the slot evaluated.
+const TEMPLATES = [
+  'Qwen3.5-4B', 'meta-llama-Llama-3.1-8B-Instruct', 'openai-gpt-oss-120b', 'GLM-4.7-Flash',
+  'moonshotai-Kimi-K2', 'deepseek-ai-DeepSeek-V3.2', 'unsloth-mistral-Devstral-Small-2507',
+  'NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use', 'google-gemma-4-31B-it', 'LFM2.5-Instruct',
+];
+
+describe('render ids on each pinned template', () => {
+  let dir; let model;
+  before(() => { dir = tempDir('render-templates'); model = makeLlama(dir); });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  for (const template of TEMPLATES) {
+    it(template, async () => {
+      const server = await startServer(
+        { model, args: ['--slots', '1', '--ctx', '4096', '--chat-template', template] });
+      try {
+        const r = await post(server, '/v1/chat/completions/render', CHAT);
+        assert.equal(r.status, 200, r.text);
+        await assertRenderIsEvaluated(server, CHAT, r.json.token_ids);
+      } finally {
+        await server.stop();
+      }
+    });
+  }
 });
