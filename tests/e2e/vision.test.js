@@ -264,7 +264,6 @@ describe('Images across a fleet: one Redis, two servers', () => {
     dir = tempDir('vision-fleet');
     files = makeVisionModel(dir);
     redis = await startRedis();
-    await redis.start();
     for (const name of ['a', 'b']) {
       servers.push(await startServer({ model: files.model, cacheDir: join(dir, name),
         args: ['--mmproj', files.mmproj, '--ctx', '4096', '--remote-cache', redis.url] }));
@@ -272,7 +271,7 @@ describe('Images across a fleet: one Redis, two servers', () => {
   });
   after(async () => {
     for (const s of servers) await s.stop();
-    await redis?.kill();
+    await redis?.stop();
     rmSync(dir, { recursive: true, force: true });
   });
 
