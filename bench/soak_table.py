@@ -6,6 +6,9 @@ Verdict (docs/bench.md, "Soak"):
   * RSS flat after warm-up: over the rounds after the first `warmup`, RSS moves by less than
     `bound_mib` from the last warm-up round's (the most above it, the least below it), and
     its least-squares slope over those rounds is below `slope_mib` per round;
+  * or, where the memos still fill toward their documented caps (render_memo, token_memo:
+    docs/http-api.md, "Memory over weeks"), RSS less what they hold passes the same rule: the
+    rest of the process is flat and the memos are bounded by constants, not by traffic;
   * disk: the disk tier's files (records + index, as the server counts them) stay within
     --disk-quota after every round, and so do the cache dir's files, whatever else is there.
 
@@ -36,26 +39,41 @@ def slope(ys):
     return num / den
 
 
+MEMOS = ("render_memo", "token_memo")  # owners that fill toward documented constant caps
+
+
+def flat(series, warmup, bound_mib, slope_mib):
+    """The rule on one series of byte counts: (rise, drop, slope, holds) after the warm-up."""
+    after = series[warmup:]
+    base = series[warmup - 1]
+    up = max(0, max(after) - base) / MIB
+    down = max(0, base - min(after)) / MIB
+    per_round = slope([x / MIB for x in after])
+    return base, up, down, per_round, up < bound_mib and down < bound_mib and per_round < slope_mib
+
+
 def verdict(rounds, warmup, bound_mib, slope_mib):
-    after = [r["rss_bytes"] for r in rounds[warmup:]]
-    base = rounds[warmup - 1]["rss_bytes"] if 0 < warmup <= len(rounds) else None
     v = {"warmup_rounds": warmup, "bound_mib": bound_mib, "slope_bound_mib": slope_mib}
-    if base is None or not after:
+    if not 0 < warmup < len(rounds):
         v.update(rss_flat=None, reason="not enough rounds after the warm-up")
     else:
-        up = max(0, max(after) - base) / MIB
-        down = max(0, base - min(after)) / MIB
-        per_round = slope([x / MIB for x in after])
+        base, up, down, per_round, ok = flat([r["rss_bytes"] for r in rounds], warmup, bound_mib,
+                                             slope_mib)
         v.update(rss_after_warmup_mib=base / MIB, rss_max_rise_mib=up, rss_max_drop_mib=down,
-                 rss_slope_mib_per_round=per_round,
-                 rss_flat=up < bound_mib and down < bound_mib and per_round < slope_mib)
+                 rss_slope_mib_per_round=per_round, rss_flat=ok)
+        memos = [sum(r.get("owners", {}).get(m, 0) for m in MEMOS) for r in rounds]
+        _, up, down, per_round, ok = flat([r["rss_bytes"] - m for r, m in zip(rounds, memos)],
+                                          warmup, bound_mib, slope_mib)
+        v.update(rest_max_rise_mib=up, rest_max_drop_mib=down, rest_slope_mib_per_round=per_round,
+                 rest_flat=ok, memos_last_mib=memos[-1] / MIB,
+                 memos_growth_mib=(memos[-1] - memos[warmup - 1]) / MIB)
     quota = max((r.get("disk_quota_bytes") or 0) for r in rounds)
     store = [(r.get("disk_records_bytes") or 0) + (r.get("disk_index_bytes") or 0) for r in rounds]
     v.update(disk_quota_bytes=quota, disk_footprint_max_bytes=max(store),
              cache_dir_max_bytes=max(r["cache_dir_file_bytes"] for r in rounds),
              disk_within_quota=quota > 0 and max(store) <= quota
              and max(r["cache_dir_file_bytes"] for r in rounds) <= quota)
-    v["holds"] = bool(v["rss_flat"]) and v["disk_within_quota"]
+    v["holds"] = bool(v["rss_flat"] or v.get("rest_flat")) and v["disk_within_quota"]
     return v
 
 
@@ -119,6 +137,12 @@ def markdown(rounds, v, title, command):
             f"{v['rss_max_drop_mib']:.1f} MiB (bound {v['bound_mib']} MiB), slope "
             f"{v['rss_slope_mib_per_round']:+.2f} MiB a round (bound {v['slope_bound_mib']}): "
             + ("**flat**" if v["rss_flat"] else "**not flat**"))
+        lines.append(
+            f"- RSS less the memos (render_memo + token_memo, {v['memos_last_mib']:.1f} MiB at the "
+            f"end, +{v['memos_growth_mib']:.1f} MiB after the warm-up, filling toward their "
+            f"documented caps): rise at most {v['rest_max_rise_mib']:.1f} MiB, drop at most "
+            f"{v['rest_max_drop_mib']:.1f} MiB, slope {v['rest_slope_mib_per_round']:+.2f} MiB a "
+            f"round: " + ("**flat**" if v["rest_flat"] else "**not flat**"))
     lines.append(
         f"- Disk: the tier's files at most {v['disk_footprint_max_bytes'] / MIB:.1f} MiB, the cache dir's "
         f"{v['cache_dir_max_bytes'] / MIB:.1f} MiB, quota {v['disk_quota_bytes'] / MIB:.1f} MiB: "
