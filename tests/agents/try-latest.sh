@@ -26,13 +26,16 @@ export PREFIXD_BIN
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/prefixd-try-latest.XXXXXX")"
 [[ $keep == 1 ]] || trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/agents"
-# agents.test.js imports ../e2e/harness.js: the real e2e folder, its node_modules with it.
+# The repo's shape around the copy: agents.test.js imports ../e2e/harness.js (the real e2e
+# folder, its node_modules with it) and reads ../../docs/img.
+agents="$work/tests/agents"
+mkdir -p "$agents"
 if [[ ! -f "$here/../e2e/node_modules/openai/package.json" ]]; then
   (cd "$here/../e2e" && npm ci --no-audit --no-fund --silent >/dev/null)
 fi
-ln -s "$here/../e2e" "$work/e2e"
-cp "$here/agents.test.js" "$work/agents/"
+ln -s "$(cd "$here/../e2e" && pwd)" "$work/tests/e2e"
+ln -s "$(cd "$here/../../docs" && pwd)" "$work/docs"
+cp "$here/agents.test.js" "$agents/"
 
 packages=(@anthropic-ai/claude-code @openai/codex opencode-ai)
 declare -A pinned latest
@@ -46,13 +49,13 @@ node -e '
   for (let i = 0; i < pairs.length; i += 2) deps[pairs[i]] = pairs[i + 1];
   require("fs").writeFileSync(out, JSON.stringify({ name: "prefixd-agents-latest", private: true,
     type: "module", dependencies: deps }, null, 1));
-' "$work/agents/package.json" $(for p in "${packages[@]}"; do echo "$p" "${latest[$p]}"; done)
+' "$agents/package.json" $(for p in "${packages[@]}"; do echo "$p" "${latest[$p]}"; done)
 echo "try-latest: installing ${packages[*]} at npm's latest" >&2
-(cd "$work/agents" && npm install --no-audit --no-fund --silent >/dev/null)
+(cd "$agents" && npm install --no-audit --no-fund --silent >/dev/null)
 
 echo "try-latest: running agents.test.js (log: $work/log)" >&2
 set +e
-(cd "$work/agents" && node --test --test-concurrency=1 "${node_args[@]}" ./agents.test.js) >"$work/log" 2>&1
+(cd "$agents" && node --test --test-concurrency=1 "${node_args[@]}" ./agents.test.js) >"$work/log" 2>&1
 status=$?
 set -e
 
