@@ -15,6 +15,8 @@ PACKAGES=(
   python3               # bench scripts (bench/load_test.py, the bench smoke tests)
   chromium              # the web page's browser test (tests/e2e/web_page.test.js, headless)
   clang                 # clang++ -Wthread-safety checks the lock contracts (check-thread-safety.sh)
+  libzmq3-dev           # ZMQ PUB socket of the KV-event stream (serve --kv-events)
+  python3-zmq python3-msgpack  # the KV-event stream's test subscriber (tests/e2e/kv_subscriber.py)
   haproxy               # the load balancer of deploy/fleet.sh and tests/e2e/fleet.test.js
 )
 

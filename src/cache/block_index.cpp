@@ -71,7 +71,22 @@ Node* BlockIndex::AddChild(Node* parent, const ChainHash& h, std::span<const Tok
   parent->children.push_back(raw);
   ++n_blocks_;
   RelistRows(parent);
+  Notify(BlockEvent::Kind::kStored, *raw);
   return raw;
+}
+
+void BlockIndex::Notify(BlockEvent::Kind kind, const Node& node) const {
+  if (listener_ == nullptr) return;
+  BlockEvent e;
+  e.kind = kind;
+  e.hash = node.hash;
+  e.parent = node.parent->hash;
+  e.depth = node.depth;
+  const Node* root = &node;
+  while (root->parent != nullptr) root = root->parent;  // O(depth): the root keys the domain
+  e.domain = root->hash;
+  if (kind == BlockEvent::Kind::kStored) e.tokens = node.tokens;
+  listener_->OnBlockEvent(std::move(e));
 }
 
 Entry* BlockIndex::Adopt(std::unique_ptr<Entry>& slot, std::unique_ptr<Entry> e) {
@@ -218,6 +233,7 @@ void BlockIndex::Prune(Node* node, const Node* keep, std::vector<ChainHash>* rem
       sib.erase(std::find(sib.begin(), sib.end(), node));
       --n_blocks_;
       if (removed != nullptr) removed->push_back(node->hash);
+      Notify(BlockEvent::Kind::kRemoved, *node);  // its ancestors are still linked
     }
     nodes_.erase(node->hash);  // frees node
     if (parent != nullptr) RelistRows(parent);
@@ -230,6 +246,10 @@ void BlockIndex::Clear() {
   nodes_.clear();
   bytes_ = TierBytes{};
   n_blocks_ = n_snapshots_ = n_tails_ = 0;
+  if (listener_ == nullptr) return;
+  BlockEvent cleared;
+  cleared.kind = BlockEvent::Kind::kCleared;
+  listener_->OnBlockEvent(std::move(cleared));
 }
 
 Status BlockIndex::CheckNode(const Node& n, TierBytes* sum, size_t* n_listed) const {

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "cache/block_listener.h"
 #include "cache/stats.h"
 #include "cache/types.h"
 #include "util/status.h"
@@ -95,6 +96,9 @@ class BlockIndex {
   BlockIndex& operator=(const BlockIndex&) = delete;
 
   size_t block_size() const { return block_size_; }
+  // Tells `listener` (null: nobody) of every Block node added or pruned and of Clear().
+  // REQUIRES: listener outlives this object.
+  void set_listener(BlockListener* listener) { listener_ = listener; }
   Node* Find(const ChainHash& h) const;
   Node* FindRoot(const prefixd::Digest& domain) const;
   Node* GetOrAddRoot(const prefixd::Digest& domain);
@@ -138,10 +142,12 @@ class BlockIndex {
   void List(Entry* e);
   void Unlist(Entry* e);
   void RelistRows(Node* node);  // lists the rows iff nothing depends on them
+  void Notify(BlockEvent::Kind kind, const Node& node) const;
   std::unique_ptr<Entry> Detach(Entry* e);
   Status CheckNode(const Node& n, TierBytes* sum, size_t* n_listed) const;
 
   size_t block_size_;
+  BlockListener* listener_ = nullptr;
   std::unordered_map<ChainHash, std::unique_ptr<Node>, DigestHash> nodes_;
   std::set<std::pair<uint64_t, Entry*>> evictable_;
   uint64_t clock_ = 0;

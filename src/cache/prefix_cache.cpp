@@ -29,6 +29,7 @@ PrefixCache::Impl::Impl(Options o)
   assert(opts.has_rows || opts.needs_snapshot);
   if (!opts.has_rows) opts.needs_snapshot = true;  // a model without rows restores from state
   stats.ram_budget_bytes = opts.ram_budget_bytes;
+  index.set_listener(opts.listener);
 }
 
 std::vector<ChainHash> PrefixCache::Impl::HashChain(const Digest& domain,

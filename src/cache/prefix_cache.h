@@ -34,6 +34,7 @@
 #include <span>
 #include <vector>
 
+#include "cache/block_listener.h"
 #include "cache/chain_hash.h"
 #include "cache/prefix_inventory.h"
 #include "cache/stats.h"
@@ -54,6 +55,8 @@ class PrefixCache {
     size_t dense_blocks = 4;      // retention: boundary Snapshots kept dense near the newest
     size_t evicted_memory = 4096; // evicted ChainHashes remembered to report kEvicted
     ChainHashFn chain_hash = nullptr;  // tests only: a weak hash to provoke collisions
+    BlockListener* listener = nullptr;  // told of Blocks added and removed (block_listener.h);
+                                        // null: nobody. REQUIRES: outlives the cache
   };
 
   // Rows of one Block (or Tail) and how many of its leading tokens the match uses. The engine

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <climits>
@@ -17,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/serve_models.h"
 #include "engine/engine.h"
+#include "events/kv_events.h"
 #include "engine/engine_flags.h"
 #include "server/auth.h"
 #include "server/backend.h"
@@ -42,6 +44,17 @@ engine::EngineFlagValues ServeEngineDefaults() {
   return v;
 }
 
+// --kv-events and its companions (docs/kv-events.md); defaults are events::KvEventOptions'.
+struct KvEventArgs {
+  std::string bind;     // --kv-events ENDPOINT
+  std::string connect;  // --kv-events-connect ENDPOINT
+  std::string pod;      // "": the host name
+  int64_t block_size = int64_t(events::KvEventOptions{}.block_size);
+  std::string format = "array";
+  bool tenants = false;
+  bool on() const { return !bind.empty() || !connect.empty(); }
+};
+
 struct ServeArgs {
   engine::EngineFlagValues engine = ServeEngineDefaults();  // cache_dir "": the default dir
   std::string alias;
@@ -61,6 +74,7 @@ struct ServeArgs {
   std::string cache_key_file;
   std::string api_key_file;
   std::string admin_key_file;
+  KvEventArgs kv_events;
   RouterArgs router;
 };
 
@@ -227,6 +241,37 @@ void RaiseDescriptorLimit() {
 // in the environment wins.
 constexpr int kServeMallocArenas = 2;
 
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0 || name[0] == 0) return "localhost";
+  return name;
+}
+
+// The KV-event publisher --kv-events asks for; null without it.
+Result<std::unique_ptr<events::KvEventPublisher>> StartKvEvents(const ServeArgs& a,
+                                                                const engine::EngineOptions& eo,
+                                                                const std::string& model_id) {
+  const KvEventArgs& k = a.kv_events;
+  if (!k.on()) return std::unique_ptr<events::KvEventPublisher>();
+  if (!k.bind.empty() && !k.connect.empty()) {
+    return Status::InvalidArgument("--kv-events binds, --kv-events-connect connects: one of them");
+  }
+  events::KvEventOptions o;
+  o.connect = k.bind.empty();
+  o.endpoint = o.connect ? k.connect : k.bind;
+  o.pod = k.pod.empty() ? HostName() : k.pod;
+  o.model = model_id;
+  if (k.block_size <= 0) return Status::InvalidArgument("--kv-events-block-size: 1 or more");
+  o.block_size = size_t(k.block_size);
+  o.cache_block_size = eo.block_size;
+  if (k.format == "map") {
+    o.encoding = events::KvEventEncoding::kMap;
+  } else if (k.format != "array") {
+    return Status::InvalidArgument("--kv-events-format: array or map");
+  }
+  return events::KvEventPublisher::Start(std::move(o));
+}
+
 int Serve(const ServeArgs& a) {
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr) SetUpAllocator(kServeMallocArenas);
   auto eo = EngineOptionsOf(a);
@@ -234,6 +279,10 @@ int Serve(const ServeArgs& a) {
   RaiseDescriptorLimit();
   auto so = ServerOptionsOf(a);
   if (!so.ok()) return Fail(so.status());
+  auto kv_events = StartKvEvents(a, *eo, so->model_id);
+  if (!kv_events.ok()) return Fail(kv_events.status());
+  eo->block_listener = kv_events->get();
+  eo->block_events_all_tenants = a.kv_events.tenants;
   sigset_t stop_signals = BlockStopSignals();
   auto engine = engine::Engine::Create(*eo);
   if (!engine.ok()) return Fail(engine.status());
@@ -290,6 +339,12 @@ int Serve(const ServeArgs& a) {
   waiter.join();
   server::WriteLogLine(server::LogLine("stopping"));
   engine_ptr->FlushCache();
+  if (*kv_events) {
+    const events::KvEventCounts c = (*kv_events)->counts();
+    server::WriteLogLine(server::LogLine("kv_events")
+                             .Add("published", (long long)c.published)
+                             .Add("dropped", (long long)c.dropped));
+  }
   return st.ok() ? 0 : Fail(st);
 }
 
@@ -377,6 +432,25 @@ void DeclareExposureFlags(Flags& flags, ServeArgs& a) {
              "and /v1/requests/recent (off: the position only; it is every tenant's text)");
 }
 
+// --kv-events: the RAM tier's Blocks as llm-d's KV-event stream (events/kv_events.h).
+void DeclareKvEventFlags(Flags& flags, KvEventArgs& k) {
+  flags.String("--kv-events", &k.bind,
+               "ENDPOINT (e.g. tcp://*:5557): publish the cache's Blocks as KV events in "
+               "vLLM's format on a ZMQ PUB socket bound here, for llm-d's or Dynamo's indexer "
+               "(docs/kv-events.md)");
+  flags.String("--kv-events-connect", &k.connect,
+               "ENDPOINT: as --kv-events, the PUB socket connecting to an indexer's address");
+  flags.String("--kv-events-pod", &k.pod,
+               "the pod name in the topic kv@POD@MODEL (default: the host name)");
+  flags.Int("--kv-events-block-size", &k.block_size,
+            "tokens per published block; divides --block-size (llm-d hashes 16)");
+  flags.String("--kv-events-format", &k.format,
+               "array (vLLM's tagged arrays) or map (a \"type\" key, vLLM's field names)");
+  flags.Bool("--kv-events-tenants", &k.tenants,
+             "publish the token ids of tenant-salted prompts too (off: only prompts without "
+             "an API key's tenant; the stream shows token ids to whoever subscribes)");
+}
+
 // --models-dir and --models: several models behind one port (serve_models.h).
 void DeclareRouterFlags(Flags& flags, RouterArgs& r) {
   flags.String("--models-dir", &r.models_dir,
@@ -425,6 +499,7 @@ void DeclareServeFlags(Flags& flags, ServeArgs& a) {
   DeclareRequestFlags(flags, a);
   engine::DeclareEngineFlags(flags, a.engine, EngineFlagSet::kNoCache);
   DeclareExposureFlags(flags, a);
+  DeclareKvEventFlags(flags, a.kv_events);
   engine::DeclareEngineFlags(flags, a.engine,
                              EngineFlagSet::kWholeState | EngineFlagSet::kFlashAttn |
                                  EngineFlagSet::kChatTemplate | EngineFlagSet::kRemoteCache |
@@ -444,7 +519,12 @@ int CmdServe(int argc, char** argv) {
   Flags flags("serve", "Serve a GGUF model over an OpenAI-compatible HTTP API.");
   DeclareServeFlags(flags, a);
   return RunWithFlags(flags, argc, argv, [&] {
-    if (WantsRouter(a.router)) return ServeModels(a, argc, argv);
+    if (WantsRouter(a.router)) {
+      if (a.kv_events.on()) {
+        return Fail(Status::InvalidArgument("--kv-events serves one model (-m), not --models"));
+      }
+      return ServeModels(a, argc, argv);
+    }
     if (a.engine.model.empty()) {
       std::fprintf(stderr, "prefixd serve: -m/--model is required\n\n%s", flags.Help().c_str());
       return 2;

@@ -170,6 +170,12 @@ Status CacheStack::Build(const Model& model, Context& ctx, const ContextOptions&
   co.ram_budget_bytes = options_.ram_budget_bytes;
   co.has_rows = io.has_rows;
   co.needs_snapshot = io.needs_snapshot;
+  if (options_.block_listener != nullptr) {
+    std::optional<Digest> only;
+    if (!options_.block_events_all_tenants) only = DomainOf("");
+    block_filter_ = std::make_unique<cache::DomainFilter>(*options_.block_listener, only);
+    co.listener = block_filter_.get();
+  }
   ram_ = std::make_unique<cache::PrefixCache>(co);
   // What the RAM tier evicts is kept for the next payloads, up to a quarter of its budget.
   BufferPool::Shared().RaiseLimit(std::min<uint64_t>(options_.ram_budget_bytes / 4, kBufferPoolMax));

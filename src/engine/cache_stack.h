@@ -154,6 +154,7 @@ class CacheStack {
   std::unique_ptr<PoolWarmer> warmer_;  // with kThread
   DomainFingerprints fingerprints_;
   std::set<Digest> remembered_domains_;  // written to <cache_dir>/domains once each
+  std::unique_ptr<cache::DomainFilter> block_filter_;  // before ram_: the cache calls it
   std::unique_ptr<cache::PrefixCache> ram_;          // null: the cache is off
   std::unique_ptr<store::DiskStore> disk_;           // null without a cache dir
   std::unique_ptr<store::RedisStore> remote_;        // null without --remote-cache

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/block_listener.h"
 #include "engine/vision/projector.h"
 #include "util/aead.h"
 
@@ -86,6 +87,11 @@ struct EngineOptions {
   uint64_t ram_budget_bytes = 2ull << 30;
   uint64_t disk_quota_bytes = 20ull << 30;
   uint32_t block_size = 256;
+  // Told of every Block the RAM tier adds and drops (cache/block_listener.h), of the domain
+  // of prompts without a tenant only, unless block_events_all_tenants. null: nobody.
+  // REQUIRES: outlives the engine.
+  cache::BlockListener* block_listener = nullptr;
+  bool block_events_all_tenants = false;
   uint32_t n_slots = 1;
   // 0: the model's trained context length (each slot). Capped at the model's learned position
   // table (Model::n_pos_max(), e.g. gpt2) with a log line at start.

@@ -1,0 +1,185 @@
+// The KV-event stream (serve --kv-events, docs/kv-events.md) read as llm-d's and Dynamo's
+// indexers read it: a Python subscriber (pyzmq + msgpack, kv_subscriber.py) collects every
+// message while an agent session runs, the cache is cleared and one more turn follows. The
+// stream must be three frames a message, gapless sequences, decodable payloads whose blocks
+// chain parent first over the prompts' own token ids (/v1/chat/completions/render), and
+// replaying it (evictions included: a small RAM budget) must rebuild exactly the RAM tier's
+// Blocks that /v1/cache/stats counts, before the clear and after it.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { AGENT_TURNS, client, freePort, makeModel, post, sleep, startServer, tempDir } from './harness.js';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+// Debian's python3-zmq and python3-msgpack (scripts/setup-deps.sh) are the system Python's;
+// a python3 earlier on PATH (pyenv, a venv) may not have them.
+const PYTHON = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
+const BLOCK = 64;  // the cache's Block (--block-size)
+const EVENT_BLOCK = 16;  // the stream's block (--kv-events-block-size, llm-d's)
+const SYSTEM = 'You are a build agent. Tools: read(path), write(path, text), run(cmd). '
+  + 'Answer briefly and call one tool at a time. '.repeat(6);
+
+// Starts the subscriber; resolves once it has subscribed. `finish()` stops it and resolves
+// with its messages.
+async function subscribe(endpoint) {
+  const proc = spawn(PYTHON, [join(HERE, 'kv_subscriber.py'), endpoint, '25'],
+    { stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = ''; let err = '';
+  proc.stdout.setEncoding('utf8').on('data', (d) => { out += d; });
+  proc.stderr.setEncoding('utf8').on('data', (d) => { err += d; });
+  const exited = new Promise((resolve) => proc.on('exit', resolve));
+  for (let i = 0; i < 200 && !err.includes('ready'); i++) await sleep(25);
+  assert.ok(err.includes('ready'), `subscriber did not start: ${err}`);
+  await sleep(300);  // a SUB socket receives only after its subscription reached the PUB
+  return {
+    finish: async () => {
+      proc.stdin.end('stop\n');
+      await exited;
+      assert.ok(out, `subscriber printed nothing: ${err}`);
+      return JSON.parse(out).messages;
+    },
+  };
+}
+
+async function cacheBlocks(server) {
+  const stats = await (await fetch(`${server.url}/v1/cache/stats`)).json();
+  return stats.tiers.ram.blocks;
+}
+
+// Replays the events in order: the live blocks (hash -> the token ids from the first block
+// on), checking parents come first. Returns the live set at each AllBlocksCleared and at the
+// end, and how many blocks were removed.
+function replay(messages) {
+  const live = new Map();
+  const snapshots = [];
+  let removed = 0;
+  for (const m of messages) {
+    for (const e of m.payload[1]) {
+      const type = Array.isArray(e) ? e[0] : e.type;
+      if (type === 'AllBlocksCleared') {
+        snapshots.push(new Map(live));
+        live.clear();
+      } else if (type === 'BlockStored') {
+        const [hashes, parent, tokens, size, lora, medium] = e.slice(1);
+        assert.equal(size, EVENT_BLOCK);
+        assert.equal(lora, null);
+        assert.equal(medium, 'CPU');
+        assert.equal(tokens.length, hashes.length * EVENT_BLOCK);
+        let chain = [];
+        if (parent !== null) {
+          assert.ok(live.has(String(parent)), `BlockStored before its parent ${parent}`);
+          chain = live.get(String(parent));
+        }
+        hashes.forEach((h, j) => {
+          assert.ok(BigInt(h) < 2n ** 63n, `hash ${h} is not below 2^63`);
+          chain = chain.concat(tokens.slice(j * EVENT_BLOCK, (j + 1) * EVENT_BLOCK));
+          live.set(String(h), chain);
+        });
+      } else if (type === 'BlockRemoved') {
+        const [hashes, medium] = e.slice(1);
+        assert.equal(medium, 'CPU');
+        for (const h of hashes) assert.ok(live.delete(String(h)), `removed ${h}, never stored`);
+        removed += hashes.length;
+      } else {
+        assert.fail(`unknown event ${JSON.stringify(e)}`);
+      }
+    }
+  }
+  snapshots.push(live);
+  return { snapshots, removed };
+}
+
+const isPrefix = (a, b) => a.length <= b.length && a.every((t, i) => t === b[i]);
+
+describe('serve --kv-events', () => {
+  let dir; let model;
+  before(() => { dir = tempDir('kv-events'); model = makeModel(dir); });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('publishes the RAM tier as vLLM KV events that replay to its Blocks', async () => {
+    const endpoint = `tcp://127.0.0.1:${await freePort()}`;
+    const server = await startServer({ model, args: ['--block-size', String(BLOCK),
+      '--kv-events', endpoint, '--kv-events-pod', 'pod-a', '--alias', 'tiny',
+      '--ram-budget', '96K'] });  // a few Blocks: the session evicts some
+    try {
+      const sub = await subscribe(endpoint);
+      const openai = client(server);
+      const prompts = [];
+      let messages = [{ role: 'system', content: SYSTEM }];
+      const turn = async (text) => {
+        messages = [...messages, { role: 'user', content: text }];
+        const rendered = await post(server, '/v1/chat/completions/render', { model: 'tiny', messages });
+        assert.equal(rendered.status, 200, rendered.text);
+        prompts.push(rendered.json.token_ids);
+        const r = await openai.chat.completions.create(
+          { model: 'tiny', messages, max_tokens: 8, temperature: 0 });
+        messages = [...messages, { role: 'assistant', content: r.choices[0].message.content }];
+      };
+      for (const text of AGENT_TURNS.slice(0, 3)) await turn(text);
+      const before = await cacheBlocks(server);
+      assert.ok(before > 0, 'the session left no Block in RAM');
+      assert.equal((await post(server, '/v1/cache/clear', {})).status, 200);
+      await turn(AGENT_TURNS[3]);
+      const afterClear = await cacheBlocks(server);
+      await sleep(200);  // the publisher sends behind the requests
+      const got = await sub.finish();
+
+      assert.ok(got.length > 0, 'no message arrived');
+      for (const m of got) {
+        assert.equal(m.frames, 3, 'a message is [topic, sequence, payload]');
+        assert.equal(m.topic, 'kv@pod-a@tiny');
+        assert.equal(m.payload.length, 3);
+        assert.equal(typeof m.payload[0], 'number');
+        assert.ok(Math.abs(m.payload[0] - Date.now() / 1000) < 60, 'ts is not now, in seconds');
+        assert.equal(m.payload[2], 0, 'data-parallel rank');
+      }
+      got.forEach((m, i) => {
+        if (i > 0) assert.equal(m.seq, got[i - 1].seq + 1, 'sequence numbers go up by one');
+      });
+
+      const { snapshots: [atClear, atEnd, ...more], removed } = replay(got);
+      assert.ok(removed > 0, 'the RAM budget evicted no Block: BlockRemoved went untested');
+      assert.equal(more.length, 0, 'one AllBlocksCleared: one clear');
+      assert.ok(atEnd !== undefined, 'no AllBlocksCleared after POST /v1/cache/clear');
+      assert.equal(atClear.size, before * (BLOCK / EVENT_BLOCK), 'replay before the clear');
+      assert.equal(atEnd.size, afterClear * (BLOCK / EVENT_BLOCK), 'replay after the clear');
+      for (const chain of [...atClear.values(), ...atEnd.values()]) {
+        assert.ok(prompts.some((p) => isPrefix(chain, p)),
+          'a block chain is not a prefix of any prompt\'s token ids');
+      }
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('names each event with a "type" key in the map encoding', async () => {
+    const endpoint = `tcp://127.0.0.1:${await freePort()}`;
+    const server = await startServer({ model, args: ['--block-size', String(BLOCK),
+      '--kv-events', endpoint, '--kv-events-format', 'map'] });
+    try {
+      const sub = await subscribe(endpoint);
+      await client(server).chat.completions.create({ model: 'tiny', max_tokens: 4,
+        messages: [{ role: 'system', content: SYSTEM }, { role: 'user', content: AGENT_TURNS[0] }] });
+      await sleep(200);
+      const events = (await sub.finish()).flatMap((m) => m.payload[1]);
+      assert.ok(events.length > 0, 'no event arrived');
+      for (const e of events) {
+        assert.equal(e.type, 'BlockStored');
+        assert.equal(e.token_ids.length, e.block_hashes.length * EVENT_BLOCK);
+        assert.equal(e.block_size, EVENT_BLOCK);
+        assert.equal(e.medium, 'CPU');
+      }
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('refuses a block size that does not divide the cache\'s', async () => {
+    await assert.rejects(startServer({ model, timeoutMs: 5000, args: ['--block-size', String(BLOCK),
+      '--kv-events', `tcp://127.0.0.1:${await freePort()}`, '--kv-events-block-size', '24'] }),
+    /does not divide/);
+  });
+});
