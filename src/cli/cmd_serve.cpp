@@ -283,6 +283,12 @@ int Serve(const ServeArgs& a) {
   if (!kv_events.ok()) return Fail(kv_events.status());
   eo->block_listener = kv_events->get();
   eo->block_events_all_tenants = a.kv_events.tenants;
+  if (events::KvEventPublisher* p = kv_events->get()) {
+    so->kv_event_totals = [p] {
+      const events::KvEventCounts c = p->counts();
+      return server::KvEventTotals{c.published, c.dropped};
+    };
+  }
   sigset_t stop_signals = BlockStopSignals();
   auto engine = engine::Engine::Create(*eo);
   if (!engine.ok()) return Fail(engine.status());

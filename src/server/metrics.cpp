@@ -237,6 +237,14 @@ void RenderVllm(const engine::EngineStats& s, const ServedModel& model, std::str
 
 }  // namespace
 
+void RenderKvEvents(const KvEventTotals& totals, std::string* out) {
+  Header("prefixd_kv_events_total", "counter",
+         "Cache events the KV-event stream sent (published) or dropped (queue full or socket "
+         "refused).", out);
+  Sample("prefixd_kv_events_total", Label("outcome", "published"), double(totals.published), out);
+  Sample("prefixd_kv_events_total", Label("outcome", "dropped"), double(totals.dropped), out);
+}
+
 double KvCacheUsage(const engine::EngineStats& s, uint32_t n_ctx_per_slot) {
   const uint64_t cells = uint64_t(s.slots.size()) * n_ctx_per_slot;
   if (cells == 0) return 0;

@@ -53,6 +53,15 @@ struct ServedModel {
 // prompt (SlotView::n_tokens), not what it has generated so far.
 double KvCacheUsage(const engine::EngineStats& s, uint32_t n_ctx_per_slot);
 
+// What the KV-event stream (serve --kv-events, docs/kv-events.md) did with the cache's events:
+// sent in a message, or dropped (its queue full, or the socket refused the message).
+struct KvEventTotals {
+  uint64_t published = 0;
+  uint64_t dropped = 0;
+};
+// Appends prefixd_kv_events_total{outcome="published"|"dropped"}.
+void RenderKvEvents(const KvEventTotals& totals, std::string* out);
+
 // A Prometheus histogram with fixed upper bounds (seconds). Not thread-safe by itself.
 class Histogram {
  public:

@@ -18,6 +18,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +44,7 @@ struct RouteContext {
   std::vector<std::string> aliases;        // ServerOptions::aliases
   std::vector<std::pair<int32_t, float>> logit_bias;  // ServerOptions::logit_bias
   bool log_prompts = false;                // ServerOptions::log_prompts
+  std::function<KvEventTotals()> kv_event_totals;  // ServerOptions::kv_event_totals
   ImageOptions images;                     // ServerOptions::images
   Admission* admission = nullptr;          // the places of work routes (Admitted)
   const std::atomic<bool>* stopping = nullptr;  // true once the server is shutting down

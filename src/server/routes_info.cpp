@@ -183,8 +183,9 @@ void RegisterInfoRoutes(httplib::Server& http, const RouteContext& ctx) {
   });
   http.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
     const ServedModel model{ctx.model_id, ctx.backend->n_ctx_per_slot()};
-    res.set_content(ctx.metrics->Render(ctx.backend->GetStats(), model),
-                    "text/plain; version=0.0.4; charset=utf-8");
+    std::string page = ctx.metrics->Render(ctx.backend->GetStats(), model);
+    if (ctx.kv_event_totals) RenderKvEvents(ctx.kv_event_totals(), &page);
+    res.set_content(page, "text/plain; version=0.0.4; charset=utf-8");
   });
   http.Post("/tokenize", Admitted(ctx, [&ctx](const httplib::Request& req,
                                               httplib::Response& res) {

@@ -148,6 +148,7 @@ HttpServer::HttpServer(Backend* backend, const TenantAuth* auth, ServerOptions o
   impl_->ctx.aliases = impl_->options.aliases;
   impl_->ctx.logit_bias = impl_->options.logit_bias;
   impl_->ctx.log_prompts = impl_->options.log_prompts;
+  impl_->ctx.kv_event_totals = impl_->options.kv_event_totals;
   impl_->ctx.images = impl_->options.images;
   impl_->ctx.admission = impl_->admission.get();
   impl_->ctx.model_id =

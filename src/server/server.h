@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -39,6 +40,8 @@ struct ServerOptions {
   int port = 8080;                       // 0: any free port (Bind() says which)
   size_t max_body_bytes = 32u << 20;     // larger request bodies get 413
   std::string model_id;                  // "" -> the backend's model_name()
+  // The KV-event stream's counts for /metrics (prefixd_kv_events_total); null: no stream.
+  std::function<KvEventTotals()> kv_event_totals;
   // Every response's X-Prefixd-Server header: which server of a fleet answered.
   // "" -> "<host name>:<bound port>" (set by Bind()).
   std::string server_name;

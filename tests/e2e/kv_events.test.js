@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { AGENT_TURNS, client, freePort, makeModel, post, sleep, startServer, tempDir } from './harness.js';
+import { AGENT_TURNS, client, freePort, makeModel, metric, metrics, post, sleep, startServer, tempDir } from './harness.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 // Debian's python3-zmq and python3-msgpack (scripts/setup-deps.sh) are the system Python's;
@@ -126,8 +126,13 @@ describe('serve --kv-events', () => {
       const afterClear = await cacheBlocks(server);
       await sleep(200);  // the publisher sends behind the requests
       const got = await sub.finish();
+      const page = await metrics(server);
 
       assert.ok(got.length > 0, 'no message arrived');
+      const sent = got.reduce((n, m) => n + m.payload[1].length, 0);
+      assert.equal(metric(page, 'prefixd_kv_events_total{outcome="published"}'), sent,
+        'the metric counts every event the subscriber got');
+      assert.equal(metric(page, 'prefixd_kv_events_total{outcome="dropped"}'), 0);
       for (const m of got) {
         assert.equal(m.frames, 3, 'a message is [topic, sequence, payload]');
         assert.equal(m.topic, 'kv@pod-a@tiny');
