@@ -22,10 +22,12 @@ const EVENT_BLOCK = 16;  // the stream's block (--kv-events-block-size, llm-d's)
 const SYSTEM = 'You are a build agent. Tools: read(path), write(path, text), run(cmd). '
   + 'Answer briefly and call one tool at a time. '.repeat(6);
 
-// Starts the subscriber; resolves once it has subscribed. `finish()` stops it and resolves
+// Starts the subscriber (connecting, or binding for serve --kv-events-connect); resolves once
+// it has subscribed. `finish()` stops it and resolves
 // with its messages.
-async function subscribe(endpoint) {
-  const proc = spawn(PYTHON, [join(HERE, 'kv_subscriber.py'), endpoint, '25'],
+async function subscribe(endpoint, mode = 'connect') {
+  const proc = spawn(PYTHON, [join(HERE, 'kv_subscriber.py'), endpoint, '25',
+    ...(mode === 'bind' ? ['bind'] : [])],
     { stdio: ['pipe', 'pipe', 'pipe'] });
   let out = ''; let err = '';
   proc.stdout.setEncoding('utf8').on('data', (d) => { out += d; });
@@ -177,6 +179,25 @@ describe('serve --kv-events', () => {
         assert.equal(e.block_size, EVENT_BLOCK);
         assert.equal(e.medium, 'CPU');
       }
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('publishes from a socket that connects with --kv-events-connect', async () => {
+    const endpoint = `tcp://127.0.0.1:${await freePort()}`;
+    const sub = await subscribe(endpoint, 'bind');
+    const server = await startServer({ model, args: ['--block-size', String(BLOCK),
+      '--kv-events-connect', endpoint, '--kv-events-pod', 'pod-b', '--alias', 'tiny'] });
+    try {
+      await sleep(300);  // the connection and the subscription reach the server's socket
+      await client(server).chat.completions.create({ model: 'tiny', max_tokens: 4,
+        messages: [{ role: 'system', content: SYSTEM }, { role: 'user', content: AGENT_TURNS[0] }] });
+      await sleep(200);
+      const got = await sub.finish();
+      assert.ok(got.length > 0, 'no message arrived');
+      for (const m of got) assert.equal(m.topic, 'kv@pod-b@tiny');
+      assert.ok(got.flatMap((m) => m.payload[1]).some((e) => e[0] === 'BlockStored'));
     } finally {
       await server.stop();
     }

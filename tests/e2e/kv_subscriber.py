@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A KV-event subscriber as llm-d's and Dynamo's indexers read the stream (docs/kv-events.md).
 
-Usage: kv_subscriber.py ENDPOINT SECONDS
-Connects a ZMQ SUB socket to ENDPOINT, collects messages until SECONDS pass or a line
+Usage: kv_subscriber.py ENDPOINT SECONDS [bind]
+Connects a ZMQ SUB socket to ENDPOINT (binds it with "bind": serve --kv-events-connect), collects messages until SECONDS pass or a line
 "stop" arrives on stdin, then prints one JSON object: every message as
 {"frames": n, "topic": str, "seq": int, "payload": the decoded msgpack}. It checks nothing
 itself: the test (kv_events.test.js) asserts on what it prints. It prints "ready" on stderr
@@ -33,7 +33,10 @@ def main():
     sub = ctx.socket(zmq.SUB)
     sub.setsockopt(zmq.SUBSCRIBE, b"")
     sub.setsockopt(zmq.LINGER, 0)
-    sub.connect(endpoint)
+    if sys.argv[3:] == ["bind"]:
+        sub.bind(endpoint)
+    else:
+        sub.connect(endpoint)
     print("ready", file=sys.stderr, flush=True)
     messages = []
     deadline = time.monotonic() + seconds
