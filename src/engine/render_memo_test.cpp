@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/chat/capture_points.h"
+#include "util/process_memory.h"
 #include "engine/testgen/test_model.h"
 #include "engine/test_temp_dir.h"
 
@@ -160,6 +161,42 @@ TEST(RenderMemoTest, ATextReplacesTheKeptTextsThatArePrefixesOfIt) {
 
 PrefixKey KeyOf(int i) {
   return Sha256Of(std::to_string(i));
+}
+
+// A record's split tail (up to kMaxSplitTail characters) is most of its memory: the memo
+// counts it, reports it as render_memo, and evicts the least recent records past
+// max_record_bytes however few they are.
+TEST(RenderMemoTest, SplitTailsCountAndBoundTheRecordsMemory) {
+  auto render_memo_bytes = [] {
+    for (const auto& [owner, bytes] : MemoryByOwner()) {
+      if (owner == "render_memo") return bytes;
+    }
+    return uint64_t(0);
+  };
+  const uint64_t before = render_memo_bytes();
+  {
+    RenderMemo memo({/*max_entries=*/1000, /*max_text_bytes=*/0, /*max_record_bytes=*/8000});
+    auto with_tail = [](int i) {
+      PrefixRecord r{false, uint64_t(i), 0, 0, {}};
+      r.split = PrefixSplit{0, {}, std::string(kMaxSplitTail, 'x')};
+      return std::pair<PrefixKey, PrefixRecord>{KeyOf(i), r};
+    };
+    for (int i = 0; i < 5; ++i) {
+      const auto one = with_tail(i);
+      memo.Put(std::span(&one, 1));
+    }
+    EXPECT_GE(render_memo_bytes() - before, 5u * kMaxSplitTail) << "the tails are counted";
+    for (int i = 5; i < 20; ++i) {
+      const auto one = with_tail(i);
+      memo.Put(std::span(&one, 1));
+    }
+    EXPECT_LT(memo.size(), 8u) << "8000 bytes hold fewer than 8 records of 1 KB tails";
+    EXPECT_GE(memo.size(), 4u);
+    EXPECT_LE(render_memo_bytes() - before, 8000u);
+    const PrefixKey last = KeyOf(19);
+    EXPECT_TRUE(memo.Find(std::span(&last, 1))[0].has_value()) << "the most recent stays";
+  }
+  EXPECT_EQ(render_memo_bytes(), before) << "a destroyed memo gives its bytes back";
 }
 
 TEST(RenderMemoTest, FindPutReplaceAndLruBound) {

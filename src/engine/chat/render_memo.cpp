@@ -163,6 +163,7 @@ struct RenderMemo::Impl {
   // Most recently used first.
   std::list<std::shared_ptr<const std::string>> texts PREFIXD_GUARDED_BY(mu);
   size_t text_bytes PREFIXD_GUARDED_BY(mu) = 0;
+  size_t record_bytes PREFIXD_GUARDED_BY(mu) = 0;  // BytesOf every record in lru
 
   size_t reported PREFIXD_GUARDED_BY(mu) = 0;  // bytes added to Gauge()
 
@@ -172,15 +173,26 @@ struct RenderMemo::Impl {
       texts.pop_back();
     }
   }
-  // The memory of every memo, for /metrics: a record's list and hash nodes and its tail (a few
-  // dozen characters, estimated), and the kept texts.
+  // The memory of every memo, for /metrics: each record's list and hash nodes and its split's
+  // tail (up to kMaxSplitTail characters: the tails, not the nodes, are most of it), and the
+  // kept texts.
   static MemoryGauge& Gauge() {
     static MemoryGauge g("render_memo");
     return g;
   }
-  static constexpr size_t kRecordBytes = sizeof(Entry) + 64 + 48;
+  static size_t BytesOf(const PrefixRecord& r) {
+    return sizeof(Entry) + 64 + (r.split ? r.split->tail.capacity() : 0);
+  }
+  void EvictRecords() PREFIXD_REQUIRES(mu) {
+    while (!lru.empty() &&
+           (lru.size() > options.max_entries || record_bytes > options.max_record_bytes)) {
+      record_bytes -= BytesOf(lru.back().second);
+      index.erase(lru.back().first);
+      lru.pop_back();
+    }
+  }
   void Report() PREFIXD_REQUIRES(mu) {
-    const size_t now = lru.size() * kRecordBytes + text_bytes;
+    const size_t now = record_bytes + text_bytes;
     Gauge().Add(int64_t(now) - int64_t(reported));
     reported = now;
   }
@@ -208,17 +220,17 @@ void RenderMemo::Put(std::span<const std::pair<PrefixKey, PrefixRecord>> records
   for (const auto& [key, record] : records) {
     auto it = impl_->index.find(key);
     if (it != impl_->index.end()) {
+      impl_->record_bytes -= Impl::BytesOf(it->second->second);
       it->second->second = record;
+      impl_->record_bytes += Impl::BytesOf(it->second->second);
       impl_->lru.splice(impl_->lru.begin(), impl_->lru, it->second);
       continue;
     }
     impl_->lru.emplace_front(key, record);
     impl_->index.emplace(key, impl_->lru.begin());
+    impl_->record_bytes += Impl::BytesOf(impl_->lru.front().second);
   }
-  while (impl_->lru.size() > impl_->options.max_entries) {
-    impl_->index.erase(impl_->lru.back().first);
-    impl_->lru.pop_back();
-  }
+  impl_->EvictRecords();
   impl_->Report();
 }
 
@@ -283,6 +295,7 @@ void RenderMemo::Clear() {
   MutexLock lock(&impl_->mu);
   impl_->lru.clear();
   impl_->index.clear();
+  impl_->record_bytes = 0;
   impl_->texts.clear();
   impl_->text_bytes = 0;
   impl_->Report();

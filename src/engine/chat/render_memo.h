@@ -25,8 +25,9 @@
 // A wrong record could only move a capture point (reuse lost), never change a prompt; each
 // proof above is exact, so the points equal those of rendering every prefix.
 //
-// Invariants: at most max_entries records and texts of at most max_text_bytes in all; the
-// least recently found or put goes first.
+// Invariants: at most max_entries records of at most max_record_bytes in all (each counted
+// with its split's tail), and texts of at most max_text_bytes in all; the least recently found
+// or put goes first.
 // Thread-safety: every method may be called concurrently (one short lock per call).
 // A memo serves one ChatTemplate (the template's fingerprint is part of every key); its kept
 // texts need not come from it (a text proves only what its digest matches).
@@ -117,8 +118,10 @@ std::optional<uint64_t> SharedLengthByText(const PrefixRecord& record,
                                            const Digest& text_head_digest, uint64_t text_shared);
 
 struct RenderMemoOptions {
-  size_t max_entries = size_t(1) << 16;  // ~200 bytes each
+  size_t max_entries = size_t(1) << 16;
   size_t max_text_bytes = size_t(16) << 20;  // kept full renders (~256 KB at 64K tokens)
+  // The records' memory: ~200 bytes each, and a split's tail (up to kMaxSplitTail characters).
+  size_t max_record_bytes = size_t(16) << 20;
 };
 
 // A kept full render and the length it shares with the text it was chosen for.
@@ -136,7 +139,8 @@ class RenderMemo {
 
   // The records of `keys`, nullopt where none; found ones become most recently used.
   std::vector<std::optional<PrefixRecord>> Find(std::span<const PrefixKey> keys);
-  // Inserts or replaces records, evicting the least recently used beyond max_entries.
+  // Inserts or replaces records, evicting the least recently used beyond max_entries or
+  // max_record_bytes.
   void Put(std::span<const std::pair<PrefixKey, PrefixRecord>> records);
   size_t size() const;
 
