@@ -147,7 +147,6 @@ Result<Prompt> Engine::PrepareChat(const std::string& messages_json,
   prompt.times.render_ms = watch.Lap();
   if (!options.images.empty()) {
     PREFIXD_RETURN_IF_ERROR(impl_->PrepareImages(render, chat, options, &prompt));
-    prompt.times.points_ms = watch.Lap();
     prompt.output = std::move(render.output);
     ResolveOutputTokens(*impl_->model, render.preserved_tokens, &prompt.output);
     return prompt;
@@ -170,6 +169,7 @@ Result<Prompt> Engine::PrepareChat(const std::string& messages_json,
 Status Engine::Impl::PrepareImages(const ChatRender& render, const ParsedChat& chat,
                                    const ChatRenderOptions& options, Prompt* prompt) {
   if (!projector) return Status::InvalidArgument("this model reads no images (serve it with --mmproj)");
+  Stopwatch watch;
   std::vector<ImageInsert> inserts;
   for (size_t i = 0; i < options.images.size(); ++i) {
     Result<ImageInsert> ins = projector->Prepare(options.images[i], options.memo_scope);
@@ -190,15 +190,18 @@ Status Engine::Impl::PrepareImages(const ChatRender& render, const ParsedChat& c
     }
     inserts.push_back(std::move(*ins));
   }
+  prompt->times.images_ms = watch.Lap();
   const PieceTokenizer tokenize = [&](std::string_view piece, bool first) {
     return token_memo->Tokenize(piece, options.memo_scope, first);
   };
   PREFIXD_ASSIGN_OR_RETURN(MarkedTokens marked,
                            TokenizeAroundMarkers(tokenize, render.prompt, inserts.size()));
+  prompt->times.tokenize_ms = watch.Lap();
   auto points = ChatCapturePoints(*model, *this->chat, chat, render.prompt, marked.tokens,
                                   render_memo);
   if (points.ok()) prompt->capture_points = std::move(points).value();
   ExpandImages(marked, inserts, &prompt->tokens, &prompt->images, &prompt->capture_points);
+  prompt->times.points_ms = watch.Lap();
   return Status::OK();
 }
 

@@ -22,6 +22,7 @@ struct PrepareTimes {
   double render_ms = 0;    // the whole conversation rendered
   double tokenize_ms = 0;  // its text tokenized (TokenMemo)
   double points_ms = 0;    // capture points found (ChatCapturePoints / TextCapturePoints)
+  double images_ms = 0;    // the images read by the projector (a file seen before: its digest)
 };
 
 // A tokenized prompt and where its capture points are (absolute token positions).

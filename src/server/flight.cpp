@@ -114,6 +114,7 @@ void Flight::Log(int status) {
   line.Add("prepare_ms", prepare_ms_).Add("parse_ms", prepare_times_.parse_ms);
   line.Add("render_ms", prepare_times_.render_ms);
   line.Add("tokenize_ms", prepare_times_.tokenize_ms).Add("points_ms", prepare_times_.points_ms);
+  if (prepare_times_.images_ms > 0) line.Add("images_ms", prepare_times_.images_ms);
   if (ttft_seconds_ >= 0) line.Add("ttft_ms", ttft_seconds_ * 1000);
   line.Add("total_ms", total_s * 1000);
   WriteLogLine(line);
