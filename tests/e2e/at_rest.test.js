@@ -14,8 +14,8 @@ import {
 } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import {
-  client, diskSettled, makeModel, metric, post, remoteSettled, sleep, startRedis, startServer, tempDir,
-  writeKeys,
+  client, diskSettled, makeModel, metric, metrics, post, remoteSettled, sleep, startRedis, startServer,
+  tempDir, writeKeys,
 } from './harness.js';
 
 const SYSTEM = 'You are the release agent of a private repository named quartz-falcon. '
@@ -105,21 +105,6 @@ function candidateKeys(material) {
 }
 
 const API_KEY = 'sk-at-rest-admin';
-const adminMetrics = async (s) => (await fetch(`${s.url}/metrics`,
-  { headers: { Authorization: `Bearer ${API_KEY}` } })).text();
-
-// diskSettled (harness.js) for a server whose /metrics needs the admin key.
-async function adminDiskSettled(s) {
-  let last = -1; let same = 0;
-  for (let i = 0; i < 100 && same < 3; i++) {
-    const v = metric(await adminMetrics(s), 'prefixd_cache_bytes{tier="disk"}') ?? 0;
-    same = v > 0 && v === last ? same + 1 : 0;
-    last = v;
-    await sleep(100);
-  }
-  return last;
-}
-
 // A key file as an operator makes one: 32 random bytes, the owner's alone.
 function makeKeyFile(path) {
   mkdirSync(join(path, '..'), { recursive: true });
@@ -141,7 +126,8 @@ describe('serve --encrypt-cache', () => {
   after(() => rmSync(dir, { recursive: true, force: true }));
 
   async function served(cacheDir, extra, body) {
-    const server = await startServer({ model, args: ['--cache-dir', cacheDir, ...extra] });
+    const adminKey = extra.includes('--admin-key-file') ? API_KEY : '';
+    const server = await startServer({ model, args: ['--cache-dir', cacheDir, ...extra], adminKey });
     try { return await body(server); } finally { await server.stop(); }
   }
   const sealing = (key) => ['--encrypt-cache', '--cache-key-file', key, ...tenant];
@@ -162,7 +148,7 @@ describe('serve --encrypt-cache', () => {
     const sealed = join(dir, 'sealed');
     await served(sealed, sealing(keyFile), async (s) => {
       await ask(s, turn1, API_KEY);
-      assert.ok(await adminDiskSettled(s) > 0);
+      assert.ok(await diskSettled(s) > 0);
     });
     const copy = join(dir, 'stolen');
     cpSync(sealed, copy, { recursive: true });
@@ -196,7 +182,7 @@ describe('serve --encrypt-cache', () => {
       // Counted once the request's cache work is done, a moment after the answer.
       let hits = 0;
       for (let i = 0; i < 50 && hits < 1; i++) {
-        hits = metric(await adminMetrics(s), 'prefixd_cache_hits_total{tier="disk"}') ?? 0;
+        hits = metric(await metrics(s), 'prefixd_cache_hits_total{tier="disk"}') ?? 0;
         if (hits < 1) await sleep(100);
       }
       assert.ok(hits >= 1, 'a disk hit');

@@ -29,8 +29,8 @@ export function makeModel(dir, seed = 1, extra = []) {
   return out;
 }
 
-export function writeKeys(dir, keys) {
-  const f = join(dir, 'keys.txt');
+export function writeKeys(dir, keys, name = 'keys.txt') {
+  const f = join(dir, name);
   writeFileSync(f, ['# test tenants', ...keys, ''].join('\n'));
   return f;
 }
@@ -39,14 +39,17 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // Starts `prefixd serve -m model` with extra flags; resolves once /health answers. With no
 // `model`, `args` name the models (--models-dir: the router). `cacheDir`: a cache dir of the
-// caller's (kept by stop()), else one in the server's temp dir.
-export async function startServer({ model, args = [], timeoutMs = 30000, cacheDir = '' }) {
+// caller's (kept by stop()), else one in the server's temp dir. `adminKey`: the key the
+// helpers below read /metrics with, for a server with keys on (it must be among its
+// --admin-key-file's keys).
+export async function startServer({ model, args = [], timeoutMs = 30000, cacheDir = '',
+  adminKey = '' }) {
   const dir = tempDir('serve');
   const proc = spawn(BIN, ['serve', ...(model ? ['-m', model] : []), '--host', '127.0.0.1',
     '--port', '0', '--cache-dir', cacheDir || join(dir, 'cache'), '--threads', '1', ...args],
   { stdio: ['ignore', 'ignore', 'pipe'] });
   live.add(proc);
-  const server = { proc, dir, log: '', port: 0, exited: false };
+  const server = { proc, dir, log: '', port: 0, exited: false, adminKey };
   proc.stderr.setEncoding('utf8');
   proc.stderr.on('data', (d) => { server.log += d; });
   proc.on('exit', () => { server.exited = true; live.delete(proc); });
@@ -105,8 +108,14 @@ export async function post(server, path, body, headers = {}) {
   return { status: r.status, headers: r.headers, json, text };
 }
 
+// The server's /metrics page, read with its admin key where it has one; a page the server
+// refuses is an error, never an empty page (a settle loop would wait out its bound on one).
 export async function metrics(server) {
-  return (await fetch(`${server.url}/metrics`)).text();
+  const headers = server.adminKey ? { Authorization: `Bearer ${server.adminKey}` } : {};
+  const r = await fetch(`${server.url}/metrics`, { headers });
+  const text = await r.text();
+  if (!r.ok) throw new Error(`GET /metrics answered ${r.status}: ${text}`);
+  return text;
 }
 
 // The value of one sample ("name" or "name{labels}") on a /metrics page, or undefined.

@@ -146,11 +146,13 @@ describe('tenants across servers', () => {
     const model = makeModel(dir);
     redis = await startRedis();
     const keys = writeKeys(dir, ['sk-tenant-a', 'sk-tenant-b']);
-    const args = ['--remote-cache', redis.url, '--api-key-file', keys];
-    a = await startServer({ model, args: [...args, '--cache-dir', join(dir, 'a')] });
+    const admin = writeKeys(dir, ['sk-admin'], 'admin-keys.txt');
+    const args = ['--remote-cache', redis.url, '--api-key-file', keys, '--admin-key-file', admin];
+    a = await startServer({ model, args: [...args, '--cache-dir', join(dir, 'a')], adminKey: 'sk-admin' });
     // The same server secret on both: the same key is the same tenant on every server.
     const secret = join(dir, 'a', 'server-secret');
-    b = await startServer({ model, args: [...args, '--cache-dir', cacheDirWithSecret(dir, 'b', secret)] });
+    b = await startServer({ model, args: [...args, '--cache-dir', cacheDirWithSecret(dir, 'b', secret)],
+      adminKey: 'sk-admin' });
   });
   after(async () => {
     for (const s of [a, b]) await s?.stop();
