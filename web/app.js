@@ -99,7 +99,8 @@ function renderStats(s) {
   $('#slots tbody').replaceChildren(...s.slots.map((v) => el('tr', {},
     el('td', {}, v.index), el('td', { class: v.busy ? 'busy' : '' }, v.busy ? 'busy' : 'idle'),
     el('td', {}, v.n_tokens), el('td', { class: 'mono' }, v.session || '–'))));
-  $('#queue').textContent = `queue: ${s.queue_depth} waiting`;
+  // A tenant's view leaves out what every tenant shares (the queue, evictions): null.
+  $('#queue').textContent = s.queue_depth == null ? '' : `queue: ${s.queue_depth} waiting`;
   renderTiers(s.tiers);
   const t = s.totals;
   const misses = Object.entries(t.misses_by_reason).map(([k, v]) => `${k} ${v}`).join(', ') || '–';
@@ -121,12 +122,14 @@ function tierBlock(name, used, limit, cls, details) {
     el('div', { class: 'muted' }, details));
 }
 
+const evicted = (n) => (n == null ? '' : `; ${n} evicted`);
+
 function renderTiers(t) {
   const parts = [tierBlock('RAM', t.ram.used_bytes, t.ram.budget_bytes, '',
-    `${t.ram.blocks} blocks, ${t.ram.snapshots} snapshots, ${t.ram.tails} tails; ${t.ram.evictions} evicted`)];
+    `${t.ram.blocks} blocks, ${t.ram.snapshots} snapshots, ${t.ram.tails} tails${evicted(t.ram.evictions)}`)];
   parts.push(t.disk ? tierBlock('Disk', t.disk.used_bytes, t.disk.quota_bytes, 'disk',
-    `${t.disk.records} records (${Object.entries(t.disk.records_by_kind).map(([k, v]) => `${v} ${k}`).join(', ') || 'none'}); ` +
-    `${t.disk.evictions} evicted`) : el('div', { class: 'muted' }, 'Disk: off'));
+    `${t.disk.records} records (${Object.entries(t.disk.records_by_kind).map(([k, v]) => `${v} ${k}`).join(', ') || 'none'})` +
+    evicted(t.disk.evictions)) : el('div', { class: 'muted' }, 'Disk: off'));
   parts.push(t.shared ? tierBlock('Shared', t.shared.used_bytes, t.shared.quota_bytes, 'disk',
     `${t.shared.records} records`) : el('div', { class: 'muted' }, 'Shared tier: not configured'));
   $('#tiers').replaceChildren(...parts);

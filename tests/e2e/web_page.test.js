@@ -162,4 +162,33 @@ describe('web page', () => {
     assert.match(server.log, /prefixd cache_evicted id=/);
     assert.deepEqual(errors, [], `no script errors on the page${await pageState()}`);
   });
+
+  // A tenant's stats leave out what every tenant shares (the queue, evictions, memory): null in
+  // the JSON, and the page says nothing of them rather than "null".
+  it('shows a tenant its own view without the fields it may not see', async () => {
+    const context = await browser.createBrowserContext();  // no admin key stored
+    const admin = page;
+    page = await context.newPage();
+    try {
+      const errors = [];
+      page.on('pageerror', (e) => errors.push(e.message));
+      await page.goto(server.url + '/', { waitUntil: 'load' });
+      await page.waitForSelector('#key-form:not([hidden])', WAIT);
+      await page.type('#key-input', TENANT_KEY);
+      await page.click('#key-form button[type=submit]');
+      await waitFor('the model id', () => document.querySelector('#model-id').textContent === 'tiny');
+      await waitFor('the tiers', () => document.querySelector('#tiers').textContent.includes('blocks'));
+      const caller = await page.$eval('#caller', (e) => e.textContent);
+      assert.match(caller, /tenant/);
+      assert.doesNotMatch(caller, /admin/);
+      const text = await page.$eval('body', (b) => b.innerText);
+      assert.doesNotMatch(text, /null|undefined|NaN/, `the tenant's page:\n${text}`);
+      assert.equal(await page.$eval('#queue', (e) => e.textContent), '');
+      assert.deepEqual(errors, []);
+      await shot('tenant');
+    } finally {
+      await context.close();
+      page = admin;
+    }
+  });
 });
