@@ -7,6 +7,7 @@
 // does — checked here on what it must not change: the renders are compared with the full
 // apply's, which runs the same engine, so this test pins the prompt-only path; the engine's
 // own equality is llama.cpp's test-jinja, run by scripts/setup-llama.sh.
+// And patch 0022: the template analysis kept gives what it gives made anew.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -244,6 +245,53 @@ TEST(PromptOnlyTest, SharedRenderMemoPassesFailuresOn) {
   other.join();
   EXPECT_TRUE(failed_here);
   EXPECT_EQ(failed, 1);
+}
+
+// Patch 0022: with the template analysis kept (common_chat_set_analysis_memo, which
+// ChatTemplate::Create turns on), common_chat_templates_apply gives every field it gives with
+// the analysis made on each call (llama.cpp's way), for every pinned template, with tools and
+// without; and a template's second call analyses nothing.
+TEST(AnalysisMemoTest, AKeptAnalysisChangesNoResultAndIsMadeOnce) {
+  int compared = 0, kept = 0;
+  for (const std::string& name : PinnedTemplateNames()) {
+    common_chat_templates_ptr tmpls = InitTemplate(name);
+    if (!tmpls) continue;
+    for (bool with_tools : {true, false}) {
+      common_chat_set_analysis_memo(false);
+      const std::optional<Reference> ref = RenderOutsideMemo(tmpls.get(), with_tools);
+      common_chat_set_analysis_memo(true);
+      if (!ref) continue;
+      const size_t made = common_chat_analysis_memo_made();
+      const common_chat_params first = common_chat_templates_apply(tmpls.get(), ref->in);
+      const size_t made_first = common_chat_analysis_memo_made();
+      const common_chat_params again = common_chat_templates_apply(tmpls.get(), ref->in);
+      EXPECT_EQ(common_chat_analysis_memo_made(), made_first) << name << ": analysed again";
+      if (made_first > made) ++kept;
+      for (const common_chat_params* p : {&first, &again}) {
+        const common_chat_params& off = ref->full;
+        EXPECT_EQ(off.format, p->format) << name;
+        EXPECT_EQ(off.prompt, p->prompt) << name;
+        EXPECT_EQ(off.grammar, p->grammar) << name;
+        EXPECT_EQ(off.grammar_lazy, p->grammar_lazy) << name;
+        EXPECT_EQ(off.generation_prompt, p->generation_prompt) << name;
+        EXPECT_EQ(off.supports_thinking, p->supports_thinking) << name;
+        EXPECT_EQ(off.thinking_start_tag, p->thinking_start_tag) << name;
+        EXPECT_EQ(off.thinking_end_tags, p->thinking_end_tags) << name;
+        ASSERT_EQ(off.grammar_triggers.size(), p->grammar_triggers.size()) << name;
+        for (size_t i = 0; i < off.grammar_triggers.size(); ++i) {
+          EXPECT_EQ(off.grammar_triggers[i].type, p->grammar_triggers[i].type) << name;
+          EXPECT_EQ(off.grammar_triggers[i].value, p->grammar_triggers[i].value) << name;
+        }
+        EXPECT_EQ(off.preserved_tokens, p->preserved_tokens) << name;
+        EXPECT_EQ(off.additional_stops, p->additional_stops) << name;
+        EXPECT_EQ(off.parser, p->parser) << name;
+      }
+      ++compared;
+    }
+  }
+  std::printf("  %d applies equal, %d analyses kept\n", compared, kept);
+  EXPECT_GT(compared, 100);
+  EXPECT_GT(kept, 20);  // the autoparser's templates (the others have a parser of their own)
 }
 
 }  // namespace

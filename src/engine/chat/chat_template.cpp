@@ -47,6 +47,9 @@ ChatTemplate::~ChatTemplate() = default;
 
 Result<std::unique_ptr<ChatTemplate>> ChatTemplate::Create(const Model& model,
                                                            const std::string& override_template) {
+  // The template analysis (llama.cpp's differential autoparser, a dozen probe renders) is a
+  // function of the template: made once per template and day, not on every request (patch 0022).
+  common_chat_set_analysis_memo(true);
   auto impl = std::make_unique<Impl>();
   try {
     impl->templates = common_chat_templates_init(model.raw(), override_template);
