@@ -93,7 +93,7 @@ Entry* BlockIndex::Adopt(std::unique_ptr<Entry>& slot, std::unique_ptr<Entry> e)
   assert(!slot);
   slot = std::move(e);
   Entry* raw = slot.get();
-  raw->bytes = PayloadBytes(raw->payload) + PayloadBytes(raw->snapshot);
+  raw->bytes = PayloadMemory(raw->payload) + PayloadMemory(raw->snapshot);
   raw->last_use = ++clock_;
   raw->node->last_use = raw->last_use;
   raw->created_unix_ms = raw->used_unix_ms = UnixMillisNow();

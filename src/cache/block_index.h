@@ -11,7 +11,7 @@
 //    is evicted the node goes with it.
 //  - An entry is in the eviction order iff nothing depends on it: every Snapshot and Tail, and
 //    the rows of a node with no children, no Tails and no Snapshot.
-//  - bytes() equals the sum of the entries' payload bytes, by entry type.
+//  - bytes() equals the sum of the entries' payloads' memory (PayloadMemory), by entry type.
 //
 // Ownership: nodes own their entries; the index owns the nodes. Payloads are shared with
 // callers (PayloadRef). Thread-safety: none; PrefixCache's mutex guards it.

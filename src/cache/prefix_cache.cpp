@@ -91,7 +91,7 @@ InsertOutcome PrefixCache::Impl::AddBlockLocked(Node** cur, std::span<const Toke
     return InsertOutcome::kRefusedConflict;
   }
   if (!opts.has_rows) rows = nullptr;
-  InsertOutcome o = AdmitLocked(PayloadBytes(rows), *cur);
+  InsertOutcome o = AdmitLocked(PayloadMemory(rows), *cur);
   if (o != InsertOutcome::kInserted) return o;
   Node* node = index.AddChild(*cur, h, block);
   index.SetRows(node, std::move(rows));  // null rows: a placeholder
@@ -106,7 +106,7 @@ InsertOutcome PrefixCache::Impl::AddSnapshotLocked(Node* node, SnapshotKind kind
     index.Touch(e);
     return InsertOutcome::kAlreadyPresent;
   }
-  InsertOutcome o = AdmitLocked(PayloadBytes(snapshot), node);
+  InsertOutcome o = AdmitLocked(PayloadMemory(snapshot), node);
   if (o != InsertOutcome::kInserted) return o;
   index.SetSnapshot(node, std::move(snapshot), kind);
   return o;
@@ -120,7 +120,7 @@ InsertOutcome PrefixCache::Impl::AddTailLocked(Node* node, std::span<const Token
     index.Touch(e);
     return InsertOutcome::kAlreadyPresent;
   }
-  InsertOutcome o = AdmitLocked(PayloadBytes(snapshot) + PayloadBytes(tail_rows), node);
+  InsertOutcome o = AdmitLocked(PayloadMemory(snapshot) + PayloadMemory(tail_rows), node);
   if (o != InsertOutcome::kInserted) return o;
   index.AddTail(node, tail, TailKey(node->hash, tail), std::move(tail_rows), std::move(snapshot),
                 kind);

@@ -13,10 +13,11 @@
 //     or the end of a Tail. Rows (when has_rows) cover [0,P) whole.
 //   !has_rows (pure recurrent): Match::rows is empty; the chain of tokens is still verified.
 //
-// Budget: the payload bytes held by the cache never exceed ram_budget_bytes. Pinning: an
-// entry whose payload is referenced outside the cache (a Match being restored, or the
-// inserter still holding its PayloadRef) is never evicted; its bytes stay counted until the
-// cache drops it after the pin is released. An insert that cannot make room is refused.
+// Budget: the memory of the payloads held by the cache (PayloadMemory: their allocations)
+// never exceeds ram_budget_bytes. Pinning: an entry whose payload is referenced outside the
+// cache (a Match being restored, or the inserter still holding its PayloadRef) is never
+// evicted; its bytes stay counted until the cache drops it after the pin is released. An
+// insert that cannot make room is refused.
 //
 // Eviction: least recently used first, among entries nothing else depends on (Snapshots,
 // Tails, and rows of Blocks without children, Tails or Snapshot — a placeholder's 0-byte rows
@@ -49,7 +50,7 @@ class PrefixCache {
 
   struct Options {
     size_t block_size = 256;      // B. REQUIRES: > 0
-    size_t ram_budget_bytes = 0;  // payload bytes the RAM Tier may hold
+    size_t ram_budget_bytes = 0;  // payload memory the RAM Tier may hold
     bool has_rows = true;         // the model has sliceable attention rows (false: mamba2)
     bool needs_snapshot = false;  // the model has non-sliceable state (recurrent, SWA)
     size_t dense_blocks = 4;      // retention: boundary Snapshots kept dense near the newest

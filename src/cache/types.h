@@ -34,6 +34,10 @@ struct Payload {
 using PayloadRef = std::shared_ptr<const Payload>;
 
 inline size_t PayloadBytes(const PayloadRef& p) { return p ? p->bytes.size() : 0; }
+// The memory a payload holds: its allocation, which may exceed its bytes (a pooled buffer
+// serves any size up to a quarter below its own, util/buffer_pool.h; a record read from disk
+// keeps the room its header took). What the RAM tier's budget bounds.
+inline size_t PayloadMemory(const PayloadRef& p) { return p ? p->bytes.capacity() : 0; }
 inline PayloadRef MakePayload(std::vector<uint8_t> bytes) {
   auto p = std::make_shared<Payload>();
   p->bytes = std::move(bytes);
