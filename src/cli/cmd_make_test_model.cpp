@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
 #include "engine/testgen/test_model.h"
 #include "engine/testgen/test_projector.h"
@@ -12,6 +14,8 @@
 
 namespace prefixd::cli {
 namespace {
+
+using json = nlohmann::json;
 
 std::string Join(const std::vector<std::string>& items) {
   std::string out;
@@ -29,6 +33,28 @@ bool CheckMmproj(const engine::TestModelSpec& spec, const std::string& mmproj) {
                "prefixd make-test-model: --mmproj: arch %s has no image projector (%s do)\n",
                spec.arch.c_str(), Join(archs).c_str());
   return false;
+}
+
+// --script-json: {"parts": [TEXT, ...], "ranks": {TOKEN: [NEXT, ...]}} into `out`.
+bool ParseScript(const std::string& text, engine::TestScript* out) {
+  const json j = json::parse(text, nullptr, false);
+  const auto is_strings = [](const json& a) {
+    return a.is_array() && std::all_of(a.begin(), a.end(), [](const json& s) { return s.is_string(); });
+  };
+  bool ok = j.is_object() && j.contains("parts") && is_strings(j["parts"]) && !j["parts"].empty();
+  const json ranks = j.is_object() ? j.value("ranks", json::object()) : json();
+  ok = ok && ranks.is_object();
+  for (auto it = ranks.begin(); ok && it != ranks.end(); ++it) ok = is_strings(it.value());
+  if (!ok) {
+    std::fprintf(stderr, "prefixd make-test-model: --script-json: want {\"parts\": [TEXT, ...], "
+                         "\"ranks\": {TOKEN: [NEXT, ...]}} with at least one part\n");
+    return false;
+  }
+  out->parts = j["parts"].get<std::vector<std::string>>();
+  for (auto it = ranks.begin(); it != ranks.end(); ++it) {
+    out->ranks[it.key()] = it.value().get<std::vector<std::string>>();
+  }
+  return true;
 }
 
 int Fail(const Status& st) {
@@ -67,6 +93,7 @@ int CmdMakeTestModel(int argc, char** argv) {
   int64_t nextn = 0;
   bool predictable = false;
   std::string script;
+  std::string script_json;
   std::string mmproj;
   Flags flags("make-test-model",
               "write a random-weight GGUF model of a real architecture, with a byte-level BPE "
@@ -99,6 +126,11 @@ int CmdMakeTestModel(int argc, char** argv) {
   flags.String("--script", &script,
                "qwen35 or qwen3next: the model's answer to any prompt is TEXT, then the end of "
                "the turn (each token of TEXT at most once; at most 63 tokens on tiny)");
+  flags.String("--script-json", &script_json,
+               "as --script, a script whose tokens may repeat: {\"parts\": [TEXT, ...], "
+               "\"ranks\": {TOKEN: [NEXT, ...], ...}}, each part tokenized on its own, and a "
+               "repeated token's followers in order of preference (\"\": the end of the turn), "
+               "for a grammar to choose among (docs/test-models.md)");
   flags.String("-o,--out", &out, "the .gguf file to write (required)");
   flags.String("--mmproj", &mmproj,
                "also write a random-weight image projector for libmtmd (serve --mmproj) that "
@@ -114,7 +146,12 @@ int CmdMakeTestModel(int argc, char** argv) {
     }
     spec.nextn_layers = uint32_t(nextn);
     spec.predictable = predictable;
-    spec.script = script;
+    if (!script.empty() && !script_json.empty()) {
+      std::fprintf(stderr, "prefixd make-test-model: --script and --script-json are exclusive\n");
+      return 2;
+    }
+    if (!script.empty()) spec.script.parts = {script};
+    if (!script_json.empty() && !ParseScript(script_json, &spec.script)) return 2;
     return Make(spec, out, mmproj);
   });
 }

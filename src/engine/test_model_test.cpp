@@ -16,6 +16,9 @@
 #include <vector>
 
 #include "chat.h"
+#include "engine/chat/chat_output.h"
+#include "engine/chat/chat_template.h"
+#include "engine/engine.h"
 #include "engine/model/model.h"
 #include "engine/chat/pinned_assets.h"
 #include "engine/testgen/test_model_internal.h"
@@ -487,14 +490,14 @@ INSTANTIATE_TEST_SUITE_P(Archs, NextnArchTest,
 TEST(TestModelTest, AScriptedModelAnswersItsScriptThenEndsTheTurn) {
   const std::string path = TestModels::Get().dir() + "/qwen35-script.gguf";
   TestModelSpec spec{"qwen35", "tiny", 1};
-  spec.script = "Summary: the files were read.";
+  spec.script.parts = {"Summary: the files were read."};
   ASSERT_TRUE(MakeTestModel(spec, path).ok());
   llama_model_params params = llama_model_default_params();
   params.n_gpu_layers = 0;
   std::unique_ptr<llama_model, ModelFree> model(llama_model_load_from_file(path.c_str(), params));
   ASSERT_NE(model, nullptr);
   const llama_vocab* vocab = llama_model_get_vocab(model.get());
-  std::vector<llama_token> want = Tokenize(vocab, spec.script, false);
+  std::vector<llama_token> want = Tokenize(vocab, spec.script.parts[0], false);
   llama_token end = llama_vocab_eot(vocab);
   if (end == LLAMA_TOKEN_NULL) end = llama_vocab_eos(vocab);
   want.push_back(end);
@@ -503,13 +506,93 @@ TEST(TestModelTest, AScriptedModelAnswersItsScriptThenEndsTheTurn) {
                              "the files.<|im_end|>\n<|im_start|>assistant\n"}) {
     EXPECT_EQ(Greedy(model.get(), Tokenize(vocab, prompt, true), int(want.size())), want) << prompt;
   }
-  spec.script = "x x x";  // " x" twice: what follows it would be ambiguous
+  spec.script.parts = {"x x x"};  // " x" twice: what follows it would be ambiguous
   const Status twice = MakeTestModel(spec, path + ".bad");
   EXPECT_EQ(twice.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(twice.message().find("comes twice"), std::string::npos) << twice.message();
   TestModelSpec other{"llama", "tiny", 1};
-  other.script = "Hi.";
+  other.script.parts = {"Hi."};
   EXPECT_EQ(MakeTestModel(other, path + ".bad").code(), Status::Code::kInvalidArgument);
+}
+
+// Qwen3.5's XML tool call, scripted: ">\n", "<", "</", ... come more than once, each ranking
+// its followers so that the server's lazy tool-call grammar (from "<tool_call>" on) rules out
+// the preferred one wherever the text goes on otherwise. ">\n" also ends the prompt with
+// thinking on, so it ranks the script's first token first; the newline before the free value
+// is ">" then "\n", whose only follower is the value (docs/test-models.md).
+TestScript ReadFileCall() {
+  TestScript s;
+  s.parts = {"Done", "<", "tool", "_call", ">\n", "<", "function", "=", "read", "_file", ">\n",
+             "<", "parameter", "=", "path", ">", "\n", "/repo/add.py~\n", "</", "parameter",
+             ">\n", "</", "function", ">\n", "</", "t", "ool", "_", "call", ">"};
+  s.ranks = {{">\n", {"Done", "</", "<"}},
+             {">", {"", "\n"}},
+             {"<", {"tool", "function", "parameter"}},
+             {"</", {"parameter", "function", "t"}},
+             {"parameter", {">\n", "="}},
+             {"function", {"=", ">\n"}},
+             {"=", {"read", "path"}}};
+  return s;
+}
+
+const char kFileTools[] = R"([
+  {"type":"function","function":{"name":"read_file","parameters":{"type":"object",
+   "properties":{"path":{"type":"string"},"offset":{"type":"integer"}},"required":["path"]}}},
+  {"type":"function","function":{"name":"write_file","parameters":{"type":"object",
+   "properties":{"path":{"type":"string"},"text":{"type":"string"}},"required":["path","text"]}}}])";
+
+// Under the tools' grammar the model writes the call whole, greedily and at temperature 1,
+// with thinking on and off, and the reply parses into it; without its ranks the script is
+// refused, and so is a rank that leaves a follower out.
+TEST(TestModelTest, AScriptWithRankedFollowersWritesAToolCallUnderItsGrammar) {
+  const std::string path = TestModels::Get().dir() + "/qwen35-tool-call.gguf";
+  TestModelSpec spec{"qwen35", "tiny", 1};
+  spec.vocab = "qwen35";
+  spec.chat_template = "Qwen3.5-4B";
+  spec.script = ReadFileCall();
+  const Status made = MakeTestModel(spec, path);
+  ASSERT_TRUE(made.ok()) << made.ToString();
+  EngineOptions o;
+  o.model_path = path;
+  o.n_ctx_per_slot = 1024;
+  o.n_batch = o.n_ubatch = 256;
+  o.n_threads = 1;
+  o.ram_budget_bytes = 64ull << 20;
+  auto engine = Engine::Create(o);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  std::string want;
+  for (const std::string& part : spec.script.parts) want += part;
+  for (const bool thinking : {true, false}) {
+    for (const double temperature : {0.0, 1.0}) {
+      ChatRenderOptions ro;
+      ro.tools_json = kFileTools;
+      ro.enable_thinking = thinking;
+      auto p = (*engine)->PrepareChat(R"([{"role":"user","content":"Read add.py~"}])", ro);
+      ASSERT_TRUE(p.ok()) << p.status().ToString();
+      CompletionRequest r;
+      r.prompt = *p;
+      r.max_tokens = 64;
+      r.sampling.temperature = temperature;
+      r.sampling.seed = 7;
+      r.sampling.grammar = p->output.grammar;
+      auto done = (*engine)->Complete(std::move(r));
+      ASSERT_TRUE(done.ok()) << done.status().ToString();
+      EXPECT_EQ(done->text, want) << "thinking " << thinking << ", temperature " << temperature;
+      const ChatMessage m = ParseChatOutput(p->output, done->text);
+      ASSERT_EQ(m.tool_calls.size(), 1u) << done->text;
+      EXPECT_EQ(m.tool_calls[0].name, "read_file");
+      EXPECT_EQ(m.tool_calls[0].arguments, R"({"path":"/repo/add.py~"})");
+    }
+  }
+  spec.script.ranks.clear();
+  const Status unranked = MakeTestModel(spec, path + ".bad");
+  EXPECT_EQ(unranked.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(unranked.message().find("comes twice"), std::string::npos) << unranked.message();
+  spec.script = ReadFileCall();
+  spec.script.ranks[">"] = {""};
+  const Status short_rank = MakeTestModel(spec, path + ".bad");
+  EXPECT_EQ(short_rank.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(short_rank.message().find("leaves out"), std::string::npos) << short_rank.message();
 }
 
 TEST(TestModelTest, GeneratorArchsAreTinyOnlyAndNeedTheGenerator) {

@@ -16,7 +16,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BIN, makeModel, post, startServer, tempDir, writeKeys } from '../e2e/harness.js';
@@ -26,8 +26,9 @@ const cli = (name) => join(here, 'node_modules', '.bin', name);
 const EOS = 151645;  // <|im_end|> of the pinned qwen35 tokenizer (checked in before())
 const KEY = 'sk-agents-e2e';
 
-// Runs one CLI invocation, bounded, `input` on its stdin; resolves { code, out }.
-function run(cmd, args, { cwd, env, timeoutMs = 240000, input = null }) {
+// Runs one CLI invocation, bounded, `input` on its stdin; resolves { code, out }. `stop`: polled
+// every 100 ms; once it returns true the client is ended (SIGTERM).
+function run(cmd, args, { cwd, env, timeoutMs = 240000, input = null, stop = null }) {
   return new Promise((resolve) => {
     const base = { PATH: process.env.PATH, LANG: 'C.UTF-8', TERM: 'dumb', NO_COLOR: '1' };
     const proc = spawn(cmd, args, { cwd, env: { ...base, ...env },
@@ -37,8 +38,10 @@ function run(cmd, args, { cwd, env, timeoutMs = 240000, input = null }) {
     proc.stdout.on('data', (d) => { out += d; });
     proc.stderr.on('data', (d) => { out += d; });
     const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
+    const poll = stop && setInterval(() => { if (stop()) proc.kill('SIGTERM'); }, 100);
     proc.on('exit', (code, signal) => {
       clearTimeout(timer);
+      clearInterval(poll);
       resolve({ code: signal ? `killed by ${signal}` : code, out });
     });
   });
@@ -359,4 +362,144 @@ describe('agents past the model\'s window', () => {
     async () => pastTheWindow('opencode'));
   it('Codex compacts before the window is full, and the cache keeps its system prompt',
     async () => pastTheWindow('codex'));
+});
+
+// Each client in a tool loop: a scripted model whose every answer is one call of the client's
+// read-file tool on a file of the repo (Claude Code's Read and opencode's read on its absolute
+// path, Codex's exec_command running `cat`), so the client runs the tool, sends its result and
+// gets the same call again. Asserted over the loop's requests: every one answered 200, at
+// least 3 of them carry a tool result, each grew by at least the file's tokens over the one
+// before (the result holds the file), and each restores at least 0.99 of the one before
+// (`cached` in the server's request log).
+//
+// The model has no way to stop calling (its next token depends on the last one alone, and
+// after a tool result the prompt ends as after a user turn), so each loop is bounded by the
+// client where it can be: Claude Code by `--max-turns` (it then exits 1, "Reached max
+// turns"). Codex has no turn cap, and opencode's agent `steps` only asks the model to stop
+// (its last step appends a "maximum steps reached" message and still offers the tools), so the
+// test stops those two once enough requests have reached the server, and their loop is the
+// requests logged until then (one in flight at that moment is cut by the test, not by the
+// server).
+//
+// The call is written in Qwen3.5's XML format, which repeats tokens (">\n" five times, "<",
+// "</"): a script with ranked followers (make-test-model --script-json), where the server's
+// lazy tool-call grammar rules out the preferred follower wherever the text goes on otherwise
+// (docs/test-models.md, "A scripted tool call"). A free text value (a path, a command) must
+// then end with a token that holds its newline (";\n", "~\n"), and its own tokens must not
+// occur elsewhere in the script; the repo's random temp path is drawn again until they don't.
+const LOOP_FILE = 'add.py~';  // an editor's backup copy: a name ending in "~" ends its path's last token with "~\n"
+const LOOP_TEXT = Array.from({ length: 24 },
+  (_, i) => `def add_${i}(a, b):\n    return a + b + ${i}\n`).join('');
+const TOOL_LOOP = {
+  'claude-code': { program: 'claude', route: '/v1/messages', turns: 4,
+    tool: ['Read'], param: ['file', '_path'], value: (repo) => `${repo}/${LOOP_FILE}\n`,
+    args: (turns) => ['-p', `Read ${LOOP_FILE} and explain it.`, '--max-turns', String(turns)],
+    env: { DISABLE_AUTOUPDATER: '1', DISABLE_TELEMETRY: '1', DISABLE_ERROR_REPORTING: '1' } },
+  opencode: { program: 'opencode', route: '/v1/chat/completions', turns: 4,
+    tool: ['read'], param: ['file', 'Path'], value: (repo) => `${repo}/${LOOP_FILE}\n`, stop: true,
+    args: () => ['run', `Read ${LOOP_FILE} and explain it.`],
+    env: { OPENCODE_DISABLE_MODELS_FETCH: '1', OPENCODE_DISABLE_AUTOUPDATE: '1',
+      OPENCODE_DISABLE_LSP_DOWNLOAD: '1' } },
+  codex: { program: 'codex', route: '/v1/responses', turns: 4,
+    tool: ['exec', '_command'], param: ['cmd'], value: () => `cat ${LOOP_FILE};\n`, stop: true,
+    args: () => ['-c', 'check_for_update_on_startup=false', '-c', 'analytics.enabled=false',
+      'exec', '--skip-git-repo-check', `Read ${LOOP_FILE} and explain it.`],
+    env: {} },
+};
+
+// The script of one call of `tool` with `param` = `value` (each a list of parts), in Qwen3.5's
+// XML format after a short reasoning ("Done"), with the ranks that let the grammar place each
+// repeated token: ">\n" ends the prompt with thinking on, so it ranks the script's first token
+// first (the grammar refuses it inside the call); the newline before the free value is ">"
+// then "\n", whose only follower is the value; and so on (docs/test-models.md).
+function toolCallScript(tool, param, value) {
+  const parts = ['Done', '<', 'tool', '_call', '>\n', '<', 'function', '=', ...tool, '>\n',
+    '<', 'parameter', '=', ...param, '>', '\n', value, '</', 'parameter', '>\n',
+    '</', 'function', '>\n', '</', 't', 'ool', '_', 'call', '>'];
+  return JSON.stringify({ parts, ranks: {
+    '>\n': ['Done', '</', '<'],  // the prompt's end (thinking on); </function>, </tool_call>; the structure
+    '>': ['', '\n'],  // the end of the turn once the call is whole; the newline before the value
+    '<': ['tool', 'function', 'parameter'],
+    '</': ['parameter', 'function', 't'],
+    parameter: ['>\n', '='],  // closing the value, which "=" would go on; opening the parameter
+    function: ['=', '>\n'],
+    '=': [tool[0], param[0]],
+  } });
+}
+
+describe('agents in a tool loop', () => {
+  let dir;
+  before(() => { dir = tempDir('agents-tools'); });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  // A repo whose path the script can hold, and the scripted model that reads its file.
+  function scriptedRepo(name, c) {
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const root = mkdtempSync(join(dir, 'r'));
+      const repo = gitRepo(root);
+      writeFileSync(join(repo, LOOP_FILE), LOOP_TEXT);
+      const model = join(root, 'scripted.gguf');
+      try {
+        execFileSync(BIN, ['make-test-model', '--arch', 'qwen35', '--shape', 'tiny', '--vocab',
+          'qwen35', '--template', 'Qwen3.5-4B', '--script-json',
+          toolCallScript(c.tool, c.param, c.value(repo)), '--out', model], { stdio: 'pipe' });
+        return { root, repo, model };
+      } catch (e) {
+        const why = String(e.stderr);
+        if (!/comes twice|leaves out/.test(why)) throw new Error(`${name}: ${why}`);
+        rmSync(root, { recursive: true, force: true });  // the random path repeats a token
+      }
+    }
+    throw new Error(`${name}: no temp path the script could hold in 20 tries`);
+  }
+
+  async function toolLoop(name) {
+    const c = TOOL_LOOP[name];
+    const { root, repo, model } = scriptedRepo(name, c);
+    // One slot: requests take turns (two sequences generating at once through the tiny model's
+    // Q8_0 LM head crash ggml's AMX matmul on an AMX CPU, apart from this test). -n 64: a
+    // request without the tools (opencode's title) has no grammar to end the call, so the
+    // script goes round until the cap; a call is 36 tokens.
+    const server = await startServer({ model,
+      args: ['--alias', 'tiny', '--slots', '1', '--ctx', '49152', '-n', '64'] });
+    try {
+      const env = { HOME: join(root, 'home'), XDG_CONFIG_HOME: join(root, 'config'),
+        CODEX_HOME: join(root, 'codex-home'), PREFIXD_URL: server.url, ...c.env };
+      for (const d of [env.HOME, env.CODEX_HOME]) mkdirSync(d, { recursive: true });
+      // The loop's requests carry the client's instructions and tools, 7K tokens and more;
+      // opencode's title request (the small model, neither of them) is another conversation of
+      // a few hundred tokens.
+      const loop = () => requests(server).filter((q) => q.route === c.route && q.prompt_tokens > 2000);
+      let stoppedAt = 0;  // the loop's requests logged when the test stopped the client
+      const stop = !c.stop ? null : () => {
+        stoppedAt = stoppedAt || (loop().length >= c.turns ? loop().length : 0);
+        return stoppedAt > 0;
+      };
+      const r = await run(BIN, ['launch', c.program, '--client-bin', cli(c.program), '--',
+        ...c.args(c.turns)], { cwd: repo, env, timeoutMs: 180000, stop });
+      const fileTokens = (await post(server, '/tokenize', { content: LOOP_TEXT })).json.tokens.length;
+      const sent = c.stop ? loop().slice(0, stoppedAt) : loop();
+      console.log(`[ agents ] ${name} in a tool loop: ${sent.length} requests (prompt/cached): `
+        + sent.map((q) => `${q.prompt_tokens}/${q.cached}`).join(' ') + `; file ${fileTokens} tokens; `
+        + `client ${r.code}`);
+      if (c.stop) assert.ok(stoppedAt > 0, `${name} ended before the test stopped it:\n${r.out}`);
+      else assert.match(r.out, /max turns/i, `${name}:\n${r.out}`);
+      for (const q of sent) assert.equal(q.status, 200, `a request answered ${q.status}: ${q.error ?? ''}`);
+      assert.ok(sent.length - 1 >= 3, `${sent.length - 1} requests carry a tool result:\n${r.out}`);
+      for (let i = 1; i < sent.length; i++) {
+        const [before, q] = [sent[i - 1], sent[i]];
+        assert.ok(q.prompt_tokens - before.prompt_tokens >= fileTokens,
+          `request ${i + 1} grew by ${q.prompt_tokens - before.prompt_tokens} tokens, less than the file`);
+        assert.ok(q.cached >= 0.99 * before.prompt_tokens,
+          `request ${i + 1} restored ${q.cached} of the previous ${before.prompt_tokens}`);
+      }
+    } finally {
+      await server.stop();
+      rmSync(root, { recursive: true, force: true });
+    }
+  }
+
+  it('Claude Code reads a file in a loop, each turn restoring the last', async () => toolLoop('claude-code'));
+  it('opencode reads a file in a loop, each turn restoring the last', async () => toolLoop('opencode'));
+  it('Codex runs cat in a loop, each turn restoring the last', async () => toolLoop('codex'));
 });

@@ -12,12 +12,33 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "util/status.h"
 
 namespace prefixd::engine {
+
+// A scripted answer (TestModelSpec::script), as a table from the last token to the next.
+// A token that comes more than once is followed by the same token each time, or by tokens
+// ranked in `ranks`: the model writes the first of them that the request's grammar allows.
+// A tool call needs that: Qwen3.5's XML call writes ">\n" five times, and only the server's
+// tool-call grammar (lazy, from "<tool_call>" on) tells the "<" after "<tool_call>\n" from
+// the "</" after "</parameter>\n" (docs/test-models.md, "A scripted tool call").
+struct TestScript {
+  // The text, in parts; each part is tokenized on its own (special tokens parsed) and the
+  // tokens are joined, so a part boundary is a token boundary (">" then "\n" as two parts are
+  // two tokens where ">\n" would be one).
+  std::vector<std::string> parts;
+  // For a token followed by more than one token, its followers in order of preference, by
+  // their text, "" for the end of the turn; each one token, at most kMaxRanks. They may name a
+  // token the script never puts after it: the prompt's last token, when the script holds it
+  // too, ranks the script's first token.
+  std::map<std::string, std::vector<std::string>> ranks;
+  static constexpr size_t kMaxRanks = 5;
+  bool empty() const { return parts.empty(); }
+};
 
 struct TestModelSpec {
   std::string arch;              // one of TestModelArchs() or ExtraTestModelArchs(), or
@@ -43,14 +64,13 @@ struct TestModelSpec {
   // the same answer from the token it is given (eh_proj passes the token's half through; its
   // LM head and embeddings are the trunk's). Drafts are then accepted, short of a near-tie.
   bool predictable = false;
-  // A scripted model (qwen35, qwen3next): its greedy answer to any prompt is this text, then
+  // A scripted model (qwen35, qwen3next): its greedy answer to any prompt is the script, then
   // the end of the turn, so that a client sees answers that end, as a real model's do. The
   // trunk is the predictable one (its answer depends on the last token only) and the
   // embeddings and LM head hold a table from each token of the script to the next (the first
   // after any token not in the script, the end of turn after the last). The margin is wide
-  // enough for sampling at temperature 1 to follow it. Refused: a token that comes twice (the
-  // table would be ambiguous), more tokens than the model's width allows (63 for tiny).
-  std::string script;
+  // enough for sampling at temperature 1 to follow it. Empty: not scripted.
+  TestScript script;
 };
 
 // Writes the model described by `spec` to `out_path` (through a temporary file in the same

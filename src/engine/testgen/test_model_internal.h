@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ggml.h"
+#include "engine/testgen/test_model.h"
 #include "gguf.h"
 
 struct llama_model;
@@ -109,14 +110,16 @@ struct Weights {
   std::function<Status(const llama_model*, const std::vector<const ggml_tensor*>&)> finish;
 };
 
-// TestModelSpec::script: tokenizes `script` with the model's vocabulary and writes the table
-// "each script token -> the next, the last -> end of turn, any other token -> the first" into
-// token_embd.weight and output.weight. REQUIRES: a trunk whose residual branches write zero
+// TestModelSpec::script: tokenizes the script with the model's vocabulary and writes the table
+// "each script token -> its follower (the most preferred first, by TestScript::ranks), the
+// last -> end of turn, any other token -> the first" into token_embd.weight and
+// output.weight. REQUIRES: a trunk whose residual branches write zero
 // (WeightInit::predictable), so the last hidden state is the last token's embedding.
-// InvalidArgument when a token comes twice (the table could not say what follows it), when the
-// script holds the end-of-turn token, is empty, or has more tokens than n_embd - 1.
+// InvalidArgument when a token is followed by different tokens that its ranks do not order
+// (the table could not say what follows it), when the script holds the end-of-turn token, is
+// empty, or has more distinct tokens than n_embd - 1, and for a rank that is not one token.
 Status ApplyScript(const llama_model* model, const std::vector<const ggml_tensor*>& tensors,
-                   const std::string& script);
+                   const TestScript& script);
 
 // Builds the model described by `meta` with llama.cpp (on the CPU), fills it by `weights`,
 // writes it as GGUF with every key of `meta` and the description `desc` (through a temporary
