@@ -241,7 +241,38 @@ void BlockIndex::Prune(Node* node, const Node* keep, std::vector<ChainHash>* rem
   }
 }
 
+std::vector<const Node*> BlockIndex::BlocksByDepth() const {
+  std::vector<const Node*> out;
+  out.reserve(n_blocks_);
+  for (const auto& [hash, node] : nodes_) {
+    if (node->depth > 0) out.push_back(node.get());
+  }
+  std::sort(out.begin(), out.end(), [](const Node* a, const Node* b) { return a->depth < b->depth; });
+  return out;
+}
+
+void BlockIndex::Announce(std::span<const BlockRef> held_below) const {
+  if (listener_ == nullptr) return;
+  for (const BlockRef& ref : held_below) {
+    if (nodes_.count(ref.hash) != 0) continue;
+    BlockEvent e;
+    e.kind = BlockEvent::Kind::kRemoved;
+    e.domain = ref.domain;
+    e.hash = ref.hash;
+    e.depth = ref.depth;
+    listener_->OnBlockEvent(std::move(e));
+  }
+  for (const Node* n : BlocksByDepth()) Notify(BlockEvent::Kind::kStored, *n);
+}
+
+void BlockIndex::ReportAllRemoved() const {
+  if (listener_ == nullptr) return;
+  std::vector<const Node*> blocks = BlocksByDepth();
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) Notify(BlockEvent::Kind::kRemoved, **it);
+}
+
 void BlockIndex::Clear() {
+  ReportAllRemoved();  // removals first: some indexers ignore AllBlocksCleared
   evictable_.clear();
   nodes_.clear();
   bytes_ = TierBytes{};

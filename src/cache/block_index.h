@@ -133,7 +133,14 @@ class BlockIndex {
   size_t n_snapshots() const { return n_snapshots_; }
   size_t n_tails() const { return n_tails_; }
 
+  // Reports every Block node as removed (deepest first), then kCleared, and drops everything.
   void Clear();
+  // Reports every Block node as removed (deepest first) and keeps them: the tier is going away
+  // with its process.
+  void ReportAllRemoved() const;
+  // Reports kRemoved (Tier::kRam) for each of `held_below` this index does not hold, then
+  // kStored for every Block node, parents first (BlockSource::AnnounceBlocks). O(nodes log nodes).
+  void Announce(std::span<const BlockRef> held_below) const;
   Status Check() const;
 
  private:
@@ -143,6 +150,8 @@ class BlockIndex {
   void Unlist(Entry* e);
   void RelistRows(Node* node);  // lists the rows iff nothing depends on them
   void Notify(BlockEvent::Kind kind, const Node& node) const;
+  // The Block nodes (depth >= 1), by ascending depth.
+  std::vector<const Node*> BlocksByDepth() const;
   std::unique_ptr<Entry> Detach(Entry* e);
   Status CheckNode(const Node& n, TierBytes* sum, size_t* n_listed) const;
 

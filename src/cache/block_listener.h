@@ -4,8 +4,10 @@
 //
 // Events describe Block nodes of the RAM Tier's trie (block_index.h): a Block is stored when
 // its node is created (placeholders of rows-less models included) and removed when the node
-// is pruned; parents are stored before their children and removed after them, because the
-// trie adds and prunes in that order. Snapshots and Tails are not Blocks and are not reported.
+// is pruned or cleared; parents are stored before their children and removed after them,
+// because the trie adds and prunes in that order. Snapshots and Tails are not Blocks and are
+// not reported. A lower tier's Blocks (its kBlockRows records) are reported with its own
+// `tier` (cache/store_block_events.h), in the order its index gains and loses them.
 //
 // Thread-safety: OnBlockEvent is called with the cache's index mutex held, from any thread
 // that inserts, evicts or clears. REQUIRES of implementations: return at once, never block,
@@ -20,6 +22,14 @@
 
 namespace prefixd::cache {
 
+// A Block a lower tier holds: what BlockSource::AnnounceBlocks withdraws from the RAM tier
+// when RAM does not hold it.
+struct BlockRef {
+  Digest domain{};
+  ChainHash hash{};
+  size_t depth = 0;  // k + 1
+};
+
 struct BlockEvent {
   enum class Kind : uint8_t { kStored, kRemoved, kCleared };
   Kind kind = Kind::kStored;
@@ -31,10 +41,26 @@ struct BlockEvent {
   std::vector<Token> tokens;  // the Block's tokens (kStored only)
 };
 
+// What a listener may ask of the cache that tells it (BlockListener::Attach): to say again
+// what every tier holds, for a subscriber that joined late and missed what was said before.
+class BlockSource {
+ public:
+  virtual ~BlockSource() = default;
+  // Reports through the listener every Block each tier holds as kStored (parents first), and
+  // kRemoved from the RAM tier for every Block a lower tier holds and RAM does not (a process
+  // before this one may have reported it in RAM). Called on the listener's own thread, never
+  // from OnBlockEvent.
+  virtual void AnnounceBlocks() = 0;
+};
+
 class BlockListener {
  public:
   virtual ~BlockListener() = default;
   virtual void OnBlockEvent(BlockEvent event) = 0;
+  // The cache that reports to this listener, or null when it goes away; a listener that never
+  // asks for a resend ignores it. REQUIRES of implementations: once Attach(nullptr) returns,
+  // the earlier source is neither called nor running on another thread.
+  virtual void Attach(BlockSource* source) { (void)source; }
 };
 
 // Forwards the events of one domain (and every kCleared) to `next`, or of every domain when
@@ -47,6 +73,7 @@ class DomainFilter : public BlockListener {
     if (event.kind != BlockEvent::Kind::kCleared && only_ && event.domain != *only_) return;
     next_.OnBlockEvent(std::move(event));
   }
+  void Attach(BlockSource* source) override { next_.Attach(source); }
 
  private:
   BlockListener& next_;

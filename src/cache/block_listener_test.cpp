@@ -65,9 +65,45 @@ TEST(BlockListenerTest, EvictionAndClearAreReported) {
   EXPECT_EQ(r.events[2].domain, kDomain);
   EXPECT_TRUE(r.events[2].tokens.empty());
   EXPECT_EQ(r.events[3].kind, Kind::kStored);
+  c.Clear();  // each Block removed (an indexer may ignore AllBlocksCleared), then the clear
+  ASSERT_EQ(r.events.size(), 7u);
+  EXPECT_EQ(r.events[4].kind, Kind::kRemoved);
+  EXPECT_EQ(r.events[5].kind, Kind::kRemoved);
+  EXPECT_EQ(r.events[6].kind, Kind::kCleared);
+}
+
+// Clear removes children before their parents.
+TEST(BlockListenerTest, ClearRemovesDeepestFirst) {
+  Recorder r;
+  PrefixCache c(WithListener(&r));
+  auto t = Iota(12, 100);
+  InsertChain(c, kDomain, t, 3);
   c.Clear();
-  ASSERT_EQ(r.events.size(), 5u);
-  EXPECT_EQ(r.events[4].kind, Kind::kCleared);
+  ASSERT_EQ(r.events.size(), 7u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(r.events[3 + i].kind, Kind::kRemoved);
+    EXPECT_EQ(r.events[3 + i].hash, r.events[2 - i].hash);
+  }
+}
+
+// Announce: what RAM lacks of the given Blocks is withdrawn, then RAM's Blocks parent first.
+TEST(BlockListenerTest, AnnounceWithdrawsWhatRamLacksThenStoresWhatItHolds) {
+  Recorder r;
+  PrefixCache c(WithListener(&r));
+  auto t = Iota(8, 100);
+  InsertChain(c, kDomain, t, 2);
+  const std::vector<BlockEvent> stored = r.events;
+  r.events.clear();
+  const BlockRef held{kDomain, stored[1].hash, 2};
+  const BlockRef lacking{kDomain, testing::TestDomain(9), 3};
+  c.AnnounceBlocks(std::vector<BlockRef>{held, lacking});
+  ASSERT_EQ(r.events.size(), 3u);
+  EXPECT_EQ(r.events[0].kind, Kind::kRemoved);
+  EXPECT_EQ(r.events[0].hash, lacking.hash);
+  EXPECT_EQ(r.events[0].tier, Tier::kRam);
+  EXPECT_EQ(r.events[1].hash, stored[0].hash);
+  EXPECT_EQ(r.events[2].hash, stored[1].hash);
+  EXPECT_EQ(r.events[2].tokens, stored[1].tokens);
 }
 
 TEST(BlockListenerTest, DomainFilterKeepsOtherDomainsOut) {
@@ -78,8 +114,9 @@ TEST(BlockListenerTest, DomainFilterKeepsOtherDomainsOut) {
   EXPECT_TRUE(r.events.empty()) << "a tenant's Block reached the stream";
   InsertChain(c, kDomain, Iota(4), 1);
   c.Clear();
-  ASSERT_EQ(r.events.size(), 2u);
-  EXPECT_EQ(r.events[1].kind, Kind::kCleared);
+  ASSERT_EQ(r.events.size(), 3u);
+  EXPECT_EQ(r.events[1].kind, Kind::kRemoved);
+  EXPECT_EQ(r.events[2].kind, Kind::kCleared);
   Recorder all;
   DomainFilter any(all, std::nullopt);
   PrefixCache c2(WithListener(&any));

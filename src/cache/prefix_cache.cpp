@@ -219,6 +219,16 @@ void PrefixCache::Clear() {
   impl_->evicted.Clear();
 }
 
+void PrefixCache::AnnounceBlocks(std::span<const BlockRef> held_below) const {
+  MutexLock lock(&impl_->mu);
+  impl_->index.Announce(held_below);
+}
+
+void PrefixCache::ReportAllRemoved() const {
+  MutexLock lock(&impl_->mu);
+  impl_->index.ReportAllRemoved();
+}
+
 Status PrefixCache::CheckConsistency() const {
   MutexLock lock(&impl_->mu);
   PREFIXD_RETURN_IF_ERROR(impl_->index.Check());

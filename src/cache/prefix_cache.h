@@ -127,6 +127,11 @@ class PrefixCache {
 
   // Drops every entry (pinned payloads stay alive with their holders) and keeps the counters.
   void Clear();
+  // BlockIndex::Announce under the lock: tells the listener what RAM holds, and withdraws
+  // from RAM the Blocks of `held_below` it does not hold.
+  void AnnounceBlocks(std::span<const BlockRef> held_below) const;
+  // BlockIndex::ReportAllRemoved under the lock: for a process that stops.
+  void ReportAllRemoved() const;
 
   // Checks the index invariants (links, byte accounting, eviction list, budget). For tests
   // and debug builds: O(entries).

@@ -109,7 +109,9 @@ uint32_t InCallSnapshotSpacing(const StateShape& shape, int n_swa, uint32_t bloc
   return uint32_t(std::min<uint64_t>(blocks * block, std::max(most, block)));
 }
 
-CacheStack::~CacheStack() = default;
+CacheStack::~CacheStack() {
+  if (block_reporter_) block_reporter_->Stop();  // the tiers it reads go below
+}
 
 Result<std::unique_ptr<CacheStack>> CacheStack::Create(const Model& model, Context& ctx,
                                                        const ContextOptions& copt,
@@ -173,14 +175,16 @@ Status CacheStack::Build(const Model& model, Context& ctx, const ContextOptions&
   if (options_.block_listener != nullptr) {
     std::optional<Digest> only;
     if (!options_.block_events_all_tenants) only = DomainOf("");
-    block_filter_ = std::make_unique<cache::DomainFilter>(*options_.block_listener, only);
-    co.listener = block_filter_.get();
+    block_reporter_ = std::make_unique<cache::BlockReporter>(*options_.block_listener, only,
+                                                             options_.block_size);
+    co.listener = block_reporter_->ram_listener();
   }
   ram_ = std::make_unique<cache::PrefixCache>(co);
   // What the RAM tier evicts is kept for the next payloads, up to a quarter of its budget.
   BufferPool::Shared().RaiseLimit(std::min<uint64_t>(options_.ram_budget_bytes / 4, kBufferPoolMax));
   StartWarming(model, copt);
   PREFIXD_RETURN_IF_ERROR(OpenLowerTiers());
+  if (block_reporter_) block_reporter_->Start(*ram_, disk_.get());
   cache::TieredCache::Lower lower{disk_.get(), remote_.get()};
   if (options_.record_key) {
     if (disk_) sealed_disk_ = std::make_unique<store::SealedStore>(*disk_, *options_.record_key);

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/block_reporter.h"
 #include "cache/prefix_cache.h"
 #include "store/redis_store.h"
 #include "engine/context.h"
@@ -154,7 +155,8 @@ class CacheStack {
   std::unique_ptr<PoolWarmer> warmer_;  // with kThread
   DomainFingerprints fingerprints_;
   std::set<Digest> remembered_domains_;  // written to <cache_dir>/domains once each
-  std::unique_ptr<cache::DomainFilter> block_filter_;  // before ram_: the cache calls it
+  // Before ram_ and disk_ (they report to it); stopped first in ~CacheStack.
+  std::unique_ptr<cache::BlockReporter> block_reporter_;
   std::unique_ptr<cache::PrefixCache> ram_;          // null: the cache is off
   std::unique_ptr<store::DiskStore> disk_;           // null without a cache dir
   std::unique_ptr<store::RedisStore> remote_;        // null without --remote-cache

@@ -17,6 +17,10 @@ namespace {
 using cache::BlockEvent;
 
 constexpr size_t kMaxEventsPerMessage = 256;  // cache events per message: a bounded payload
+// How often the sending thread looks for subscriptions while no event is waiting.
+constexpr std::chrono::milliseconds kPollEvery{50};
+// How long a stopping publisher waits for its last messages to leave the socket.
+constexpr std::chrono::milliseconds kLingerAtExit{500};
 
 // vLLM's and LMCache's names for where a block is held. The RAM tier is host memory.
 const char* MediumOf(cache::Tier tier) {
@@ -101,17 +105,25 @@ class ZmqPublisher final : public KvEventPublisher {
       stopping_ = true;
     }
     cv_.notify_one();
-    if (thread_.joinable()) thread_.join();
-    if (socket_ != nullptr) zmq_close(socket_);
+    if (thread_.joinable()) thread_.join();  // it sends what is queued first
+    if (socket_ != nullptr) {
+      int linger = int(kLingerAtExit.count());  // the last messages leave, or are dropped
+      zmq_setsockopt(socket_, ZMQ_LINGER, &linger, sizeof linger);
+      zmq_close(socket_);
+    }
     if (context_ != nullptr) zmq_ctx_term(context_);
   }
 
   Status Open() {
     context_ = zmq_ctx_new();
-    socket_ = context_ ? zmq_socket(context_, ZMQ_PUB) : nullptr;
+    // XPUB: a PUB that also hands up each subscription, so a subscriber that joins is sent
+    // what the tiers hold (a PUB drops what was sent before a subscriber joined).
+    socket_ = context_ ? zmq_socket(context_, ZMQ_XPUB) : nullptr;
     if (socket_ == nullptr) return Status::Internal("kv events: no ZMQ context");
     int linger = 0;  // an unsent message is dropped at exit, never waited for
     zmq_setsockopt(socket_, ZMQ_LINGER, &linger, sizeof linger);
+    int verbose = 1;  // every subscription, also one equal to a subscription already there
+    zmq_setsockopt(socket_, ZMQ_XPUB_VERBOSE, &verbose, sizeof verbose);
     const int rc = opts_.connect ? zmq_connect(socket_, opts_.endpoint.c_str())
                                  : zmq_bind(socket_, opts_.endpoint.c_str());
     if (rc != 0) {
@@ -138,13 +150,19 @@ class ZmqPublisher final : public KvEventPublisher {
     return counts_;
   }
 
+  void Attach(cache::BlockSource* source) override {
+    MutexLock lock(&source_mu_);  // waits for an announcement in progress
+    source_ = source;
+  }
+
  private:
-  // Takes up to kMaxEventsPerMessage events; empty when stopping.
-  std::vector<BlockEvent> Take() {
+  // Takes up to kMaxEventsPerMessage events, waiting at most kPollEvery; empty when there are
+  // none yet. Sets *stop when stopping and nothing is left to send.
+  std::vector<BlockEvent> Take(bool* stop) {
     MutexLock lock(&mu_);
-    while (!stopping_ && queue_.empty()) cv_.Wait(lock);
+    if (!stopping_ && queue_.empty()) cv_.WaitFor(lock, kPollEvery);
     std::vector<BlockEvent> batch;
-    if (stopping_) return batch;
+    *stop = stopping_ && queue_.empty();
     while (!queue_.empty() && batch.size() < kMaxEventsPerMessage) {
       batch.push_back(std::move(queue_.front()));
       queue_.pop_front();
@@ -153,13 +171,33 @@ class ZmqPublisher final : public KvEventPublisher {
   }
 
   void Run() {
-    for (std::vector<BlockEvent> batch = Take(); !batch.empty(); batch = Take()) {
+    for (bool stop = false; !stop;) {
+      if (SubscriberJoined()) Announce();
+      std::vector<BlockEvent> batch = Take(&stop);
+      if (batch.empty()) continue;
       const double ts = std::chrono::duration<double>(
                             std::chrono::system_clock::now().time_since_epoch()).count();
       const bool sent = Send(EncodeKvEventBatch(batch, opts_, ts));
       MutexLock lock(&mu_);
       (sent ? counts_.published : counts_.dropped) += batch.size();
     }
+  }
+
+  // Reads the subscriptions the XPUB socket handed up; true when one was a subscribe (first
+  // byte 1) rather than an unsubscribe (0).
+  bool SubscriberJoined() {
+    bool joined = false;
+    unsigned char frame[256];
+    for (int n; (n = zmq_recv(socket_, frame, sizeof frame, ZMQ_DONTWAIT)) >= 0;) {
+      if (n >= 1 && frame[0] == 1) joined = true;
+    }
+    return joined;
+  }
+
+  // The source reports what the tiers hold; its events come back through OnBlockEvent.
+  void Announce() {
+    MutexLock lock(&source_mu_);
+    if (source_ != nullptr) source_->AnnounceBlocks();
   }
 
   // The three frames; a PUB socket drops at its high-water mark rather than block.
@@ -178,6 +216,8 @@ class ZmqPublisher final : public KvEventPublisher {
   void* socket_ = nullptr;  // used by the sending thread only, after Open
   uint64_t sequence_ = 0;   // the sending thread's
   std::thread thread_;
+  Mutex source_mu_;  // held while the source announces: Attach waits for it
+  cache::BlockSource* source_ PREFIXD_GUARDED_BY(source_mu_) = nullptr;
   mutable Mutex mu_;
   CondVar cv_;  // signalled when queue_ grows or stopping_ is set
   std::deque<BlockEvent> queue_ PREFIXD_GUARDED_BY(mu_);

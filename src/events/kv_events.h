@@ -1,4 +1,4 @@
-// KV events: the RAM tier's Blocks as llm-d's / vLLM's KV-event stream (docs/kv-events.md),
+// KV events: the RAM and disk tiers' Blocks as llm-d's / vLLM's KV-event stream (docs/kv-events.md),
 // so a router (llm-d's kv-cache indexer, Dynamo's kv-indexer) can see where prefixes are held.
 //
 // Each message is three ZMQ frames: the topic "kv@<pod>@<model>", an 8-byte big-endian
@@ -8,6 +8,13 @@
 //   ["BlockRemoved", [hashes], medium]
 //   ["AllBlocksCleared"]
 // or, with KvEventEncoding::kMap, maps with a "type" key and vLLM's field names.
+//
+// The socket is an XPUB: when a subscriber joins (a subscription arrives), the sending thread
+// asks the attached cache (BlockListener::Attach) to report again what its tiers hold, so a
+// subscriber that joins late, or outlives a restart of the server, converges.
+//
+// Stopping, it sends what is queued (the RAM tier's Blocks reported removed, say) and waits at
+// most half a second for the last messages to leave.
 //
 // Publishing never blocks a request: OnBlockEvent copies the event into a bounded queue
 // (dropped and counted when full); one thread encodes and sends with ZMQ_DONTWAIT (a send the

@@ -253,6 +253,7 @@ class DiskStoreImpl : public DiskStore {
   Status Clear(std::optional<Digest> domain) override;
   void Flush() override;
   void SetForegroundBusy(bool busy) override;
+  void SetRecordListener(RecordListener* listener) override;
   VerifyReport Verify() override;
   Stats GetStats() override;
 
@@ -337,6 +338,7 @@ class DiskStoreImpl : public DiskStore {
   // dropped entries whose files are not deleted yet
   std::multiset<RecordId> unlinking_ PREFIXD_GUARDED_BY(mu_);
   Index index_ PREFIXD_GUARDED_BY(mu_);
+  RecordListener* listener_ PREFIXD_GUARDED_BY(mu_) = nullptr;  // SetRecordListener
   std::set<std::pair<LruKey, RecordId>> lru_ PREFIXD_GUARDED_BY(mu_);
   // last-access times not yet in the log
   std::map<RecordId, uint64_t> touched_ PREFIXD_GUARDED_BY(mu_);
@@ -375,6 +377,7 @@ void DiskStoreImpl::InsertLocked(IndexEntry e) {
   used_ += e.file_bytes + 2 * LogAddEntryBytes(e.meta);
   live_log_bytes_ += LogAddEntryBytes(e.meta);
   IndexGauge().Add(IndexBytesOf(e.meta));
+  if (listener_ != nullptr) listener_->OnRecordAdded(e.meta);
   entry.ie = std::move(e);
   index_[id] = std::move(entry);
 }
@@ -385,8 +388,22 @@ void DiskStoreImpl::EraseLocked(Index::iterator it) {
   used_ -= e.ie.file_bytes + 2 * LogAddEntryBytes(e.ie.meta);
   live_log_bytes_ -= LogAddEntryBytes(e.ie.meta);
   IndexGauge().Add(-IndexBytesOf(e.ie.meta));
+  if (listener_ != nullptr) listener_->OnRecordRemoved(e.ie.meta);
   touched_.erase(it->first);
   index_.erase(it);
+}
+
+void DiskStoreImpl::SetRecordListener(RecordListener* listener) {
+  MutexLock lock(&mu_);
+  listener_ = listener;
+  if (listener_ == nullptr) return;
+  std::vector<const RecordMeta*> held;
+  held.reserve(index_.size());
+  for (const auto& [id, e] : index_) held.push_back(&e.ie.meta);
+  std::stable_sort(held.begin(), held.end(), [](const RecordMeta* a, const RecordMeta* b) {
+    return a->position < b->position;
+  });
+  for (const RecordMeta* m : held) listener_->OnRecordAdded(*m);
 }
 
 void DiskStoreImpl::TouchLocked(Entry& e, uint64_t now) {

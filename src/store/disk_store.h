@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "store/record.h"
+#include "store/record_listener.h"
 #include "store/record_store.h"
 #include "util/env.h"
 #include "util/status.h"
@@ -150,6 +151,12 @@ class DiskStore : public RecordStore {
   // each other at every op. A deferred put is still written when the queue is half full, when
   // it has waited kMaxWriteDefer, when Flush() waits for it, or when the store closes.
   virtual void SetForegroundBusy(bool busy) = 0;
+  // Tells `listener` (null: nobody) of every record the index holds now, by ascending
+  // position (a Block's parent before it), then of every record it gains or loses from now on
+  // (store/record_listener.h), until the next call. Called again with the same listener, it
+  // tells it everything again. REQUIRES: listener outlives this store or is replaced first.
+  virtual void SetRecordListener(RecordListener* listener) = 0;
+
   // Reads every record in full; quarantines and reports the bad ones.
   virtual VerifyReport Verify() = 0;
 

@@ -4,7 +4,8 @@
 // stream must be three frames a message, gapless sequences, decodable payloads whose blocks
 // chain parent first over the prompts' own token ids (/v1/chat/completions/render), and
 // replaying it (evictions included: a small RAM budget) must rebuild exactly the RAM tier's
-// Blocks that /v1/cache/stats counts, before the clear and after it.
+// Blocks that /v1/cache/stats counts after the clear, remove every one of them before the
+// clear's AllBlocksCleared, and carry the disk tier's Blocks (medium "DISK") too.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -46,52 +47,68 @@ async function subscribe(endpoint, mode = 'connect') {
   };
 }
 
+// The RAM tier's Blocks once the server is quiet (the last request's cache work is done: its
+// published events steady over three polls).
 async function cacheBlocks(server) {
+  let last = -1;
+  for (let steady = 0, i = 0; steady < 3 && i < 100; i++) {
+    const p = metric(await metrics(server), 'prefixd_kv_events_total{outcome="published"}');
+    steady = p === last ? steady + 1 : 0;
+    last = p;
+    await sleep(50);
+  }
   const stats = await (await fetch(`${server.url}/v1/cache/stats`)).json();
   return stats.tiers.ram.blocks;
 }
 
-// Replays the events in order: the live blocks (hash -> the token ids from the first block
-// on), checking parents come first. Returns the live set at each AllBlocksCleared and at the
-// end, and how many blocks were removed.
+// Replays the events in order: the live blocks of each medium (hash -> the token ids from the
+// first block on), checking parents come first. A clear removes each block before
+// AllBlocksCleared (llm-d ignores AllBlocksCleared): the RAM blocks live just before that run of
+// removals held what was cached at the clear (and what an eviction just before it removed).
+// Returns, for each AllBlocksCleared, the RAM ("CPU") blocks live before that run of removals,
+// then the RAM blocks live at the end; the disk's at the end; how many RAM blocks were removed.
 function replay(messages) {
-  const live = new Map();
+  const live = { CPU: new Map(), DISK: new Map() };
   const snapshots = [];
-  let removed = 0;
+  let removed = 0; let beforeRemovals = null; let lastWasRamRemoval = false;
   for (const m of messages) {
     for (const e of m.payload[1]) {
       const type = Array.isArray(e) ? e[0] : e.type;
       if (type === 'AllBlocksCleared') {
-        snapshots.push(new Map(live));
-        live.clear();
+        assert.equal(live.CPU.size, 0, 'a RAM block was not removed before AllBlocksCleared');
+        snapshots.push(beforeRemovals ?? new Map());
       } else if (type === 'BlockStored') {
         const [hashes, parent, tokens, size, lora, medium] = e.slice(1);
+        assert.ok(medium in live, `medium ${medium}`);
         assert.equal(size, EVENT_BLOCK);
         assert.equal(lora, null);
-        assert.equal(medium, 'CPU');
         assert.equal(tokens.length, hashes.length * EVENT_BLOCK);
         let chain = [];
         if (parent !== null) {
-          assert.ok(live.has(String(parent)), `BlockStored before its parent ${parent}`);
-          chain = live.get(String(parent));
+          assert.ok(live[medium].has(String(parent)), `${medium} BlockStored before its parent ${parent}`);
+          chain = live[medium].get(String(parent));
         }
         hashes.forEach((h, j) => {
           assert.ok(BigInt(h) < 2n ** 63n, `hash ${h} is not below 2^63`);
           chain = chain.concat(tokens.slice(j * EVENT_BLOCK, (j + 1) * EVENT_BLOCK));
-          live.set(String(h), chain);
+          live[medium].set(String(h), chain);
         });
       } else if (type === 'BlockRemoved') {
         const [hashes, medium] = e.slice(1);
-        assert.equal(medium, 'CPU');
-        for (const h of hashes) assert.ok(live.delete(String(h)), `removed ${h}, never stored`);
-        removed += hashes.length;
+        assert.ok(medium in live, `medium ${medium}`);
+        if (medium === 'CPU' && !lastWasRamRemoval) beforeRemovals = new Map(live.CPU);
+        for (const h of hashes) assert.ok(live[medium].delete(String(h)), `removed ${h}, never stored`);
+        if (medium === 'CPU') removed += hashes.length;
+        lastWasRamRemoval = medium === 'CPU';
+        continue;
       } else {
         assert.fail(`unknown event ${JSON.stringify(e)}`);
       }
+      lastWasRamRemoval = false;
     }
   }
-  snapshots.push(live);
-  return { snapshots, removed };
+  snapshots.push(live.CPU);
+  return { snapshots, removed, disk: live.DISK };
 }
 
 const isPrefix = (a, b) => a.length <= b.length && a.every((t, i) => t === b[i]);
@@ -147,11 +164,15 @@ describe('serve --kv-events', () => {
         if (i > 0) assert.equal(m.seq, got[i - 1].seq + 1, 'sequence numbers go up by one');
       });
 
-      const { snapshots: [atClear, atEnd, ...more], removed } = replay(got);
+      const { snapshots: [atClear, atEnd, ...more], removed, disk } = replay(got);
+      assert.ok(disk.size > 0, 'the disk tier\'s blocks are not in the stream');
+      for (const chain of disk.values()) {
+        assert.ok(prompts.some((p) => isPrefix(chain, p)), 'a disk block chain is no prompt\'s prefix');
+      }
       assert.ok(removed > 0, 'the RAM budget evicted no Block: BlockRemoved went untested');
       assert.equal(more.length, 0, 'one AllBlocksCleared: one clear');
       assert.ok(atEnd !== undefined, 'no AllBlocksCleared after POST /v1/cache/clear');
-      assert.equal(atClear.size, before * (BLOCK / EVENT_BLOCK), 'replay before the clear');
+      assert.ok(atClear.size >= before * (BLOCK / EVENT_BLOCK), 'the clear removed fewer blocks than RAM held');
       assert.equal(atEnd.size, afterClear * (BLOCK / EVENT_BLOCK), 'replay after the clear');
       for (const chain of [...atClear.values(), ...atEnd.values()]) {
         assert.ok(prompts.some((p) => isPrefix(chain, p)),
@@ -177,7 +198,7 @@ describe('serve --kv-events', () => {
         assert.equal(e.type, 'BlockStored');
         assert.equal(e.token_ids.length, e.block_hashes.length * EVENT_BLOCK);
         assert.equal(e.block_size, EVENT_BLOCK);
-        assert.equal(e.medium, 'CPU');
+        assert.ok(['CPU', 'DISK'].includes(e.medium), e.medium);
       }
     } finally {
       await server.stop();

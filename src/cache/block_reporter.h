@@ -1,0 +1,51 @@
+// BlockReporter: joins the tiers' Block events to one BlockListener (the KV-event publisher,
+// events/kv_events.h): the RAM tier's through its index, the disk tier's through the store's
+// index (StoreBlockEvents, Tier::kDisk), both through one DomainFilter, so that one rule decides
+// which domains leave the process. It is the listener's BlockSource: when the listener asks
+// (a subscriber joined), it reports again what RAM and the disk hold.
+//
+// Lifetime: construct it before the PrefixCache that reports to ram_listener(); call Start once
+// both tiers are open, and Stop before either is destroyed (Stop returns once no call from the
+// listener or the store is running, and none follows).
+//
+// Thread-safety: AnnounceBlocks runs on the listener's thread; Start and Stop on the owner's.
+#pragma once
+
+#include <optional>
+
+#include "cache/block_listener.h"
+#include "cache/prefix_cache.h"
+#include "cache/store_block_events.h"
+#include "store/disk_store.h"
+
+namespace prefixd::cache {
+
+class BlockReporter : public BlockSource {
+ public:
+  // Reports the Blocks of `only` (nullopt: of every domain) to `next`.
+  // REQUIRES: next outlives this object; block_size is the cache's B.
+  BlockReporter(BlockListener& next, std::optional<Digest> only, size_t block_size);
+  ~BlockReporter() override { Stop(); }
+
+  // For PrefixCache::Options::listener.
+  BlockListener* ram_listener() { return &filter_; }
+
+  // Reports what the tiers hold now (AnnounceBlocks) and from then on: the disk's changes, and
+  // a resend whenever the listener asks. REQUIRES: ram and disk (null: no disk tier) stay
+  // alive until Stop.
+  void Start(const PrefixCache& ram, store::DiskStore* disk);
+  // Reports RAM's Blocks removed (the process stops: its RAM goes with it; the disk stays and
+  // is reported again by the next process), then detaches from the listener and the disk.
+  void Stop();
+
+  void AnnounceBlocks() override;
+
+ private:
+  DomainFilter filter_;
+  StoreBlockEvents disk_events_;
+  const size_t block_size_;
+  const PrefixCache* ram_ = nullptr;
+  store::DiskStore* disk_ = nullptr;
+};
+
+}  // namespace prefixd::cache

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""A KV-event subscriber that keeps llm-d's index (llmd_index.py) and answers questions on
+stdin, one JSON line each on stdout, while the stream runs:
+
+  count                      {"events": n, "messages": m, "gaps": g, "skipped": s,
+                              "removed": {"<medium>": BlockRemoved hashes, ...}}
+  score {"tokens": [...], "model": M, "pod": P}
+                             {"blocks": k}: llm-d's LongestPrefix match in 16-token chunks
+  media {"pod": P}           {"<medium>": keys held, ...}
+  stop                       {"done": true}, then it exits
+
+Usage: llmd_indexer.py ENDPOINT [bind]. Prints "ready" on stderr once subscribed. A message
+whose sequence is more than the last one plus one counts as a gap; a lower one is a restarted
+server (what it sent before this subscriber joined it never arrives: that is no gap).
+"""
+import json
+import select
+import sys
+
+import zmq
+
+from kv_subscriber import receive
+from llmd_index import Index
+
+
+def answer(index, counts, line):
+    verb, _, arg = line.strip().partition(" ")
+    if verb == "count":
+        return {"events": index.events, "messages": counts["messages"], "gaps": counts["gaps"],
+                "skipped": index.skipped, "removed": index.removed}
+    if verb == "score":
+        q = json.loads(arg)
+        return {"blocks": index.score(q["tokens"], q["model"], q["pod"])}
+    if verb == "media":
+        return index.media(json.loads(arg)["pod"])
+    if verb == "stop":
+        return {"done": True}
+    return {"error": f"unknown command {verb!r}"}
+
+
+def main():
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.SUBSCRIBE, b"kv@")
+    sub.setsockopt(zmq.LINGER, 0)
+    (sub.bind if sys.argv[2:] == ["bind"] else sub.connect)(sys.argv[1])
+    print("ready", file=sys.stderr, flush=True)
+    index = Index()
+    counts = {"messages": 0, "gaps": 0}
+    last_seq = {}
+    while True:
+        while sub.poll(0):
+            msg = receive(sub)
+            counts["messages"] += 1
+            if msg["frames"] != 3:
+                counts["gaps"] += 1
+                continue
+            prev = last_seq.get(msg["topic"])
+            if prev is not None and msg["seq"] > prev + 1:
+                counts["gaps"] += 1  # a lower sequence is a restarted server
+            last_seq[msg["topic"]] = msg["seq"]
+            index.apply(msg["topic"], msg["payload"])
+        ready, _, _ = select.select([sys.stdin], [], [], 0.02)
+        if not ready:
+            continue
+        line = sys.stdin.readline()
+        if not line:
+            return
+        reply = answer(index, counts, line)
+        print(json.dumps(reply), flush=True)
+        if "done" in reply:
+            return
+
+
+if __name__ == "__main__":
+    main()
