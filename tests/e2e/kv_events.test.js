@@ -12,7 +12,8 @@ import { spawn } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { AGENT_TURNS, client, freePort, makeModel, metric, metrics, post, sleep, startServer, tempDir } from './harness.js';
+import { AGENT_TURNS, client, freePort, makeModel, metric, metrics, post, sleep, startServer, tempDir,
+  writeKeys } from './harness.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 // Debian's python3-zmq and python3-msgpack (scripts/setup-deps.sh) are the system Python's;
@@ -222,6 +223,56 @@ describe('serve --kv-events', () => {
     } finally {
       await server.stop();
     }
+  });
+
+  // With keys on every prompt is a tenant's (an admin key is a tenant too): its Blocks, in RAM
+  // and on disk, reach the stream only with --kv-events-tenants.
+  const tenantRun = async (extra) => {
+    const keysDir = tempDir('kv-keys'); const adminDir = tempDir('kv-admin');
+    const endpoint = `tcp://127.0.0.1:${await freePort()}`;
+    const server = await startServer({ model, args: ['--block-size', String(BLOCK),
+      '--kv-events', endpoint, '--alias', 'tiny', '--api-key-file', writeKeys(keysDir, ['k-tenant']),
+      '--admin-key-file', writeKeys(adminDir, ['k-admin']), ...extra] });
+    try {
+      const sub = await subscribe(endpoint);
+      const messages = [{ role: 'system', content: SYSTEM }, { role: 'user', content: AGENT_TURNS[0] }];
+      const auth = { Authorization: 'Bearer k-tenant' };
+      const rendered = await post(server, '/v1/chat/completions/render', { model: 'tiny', messages }, auth);
+      assert.equal(rendered.status, 200, rendered.text);
+      await client(server, 'k-tenant').chat.completions.create({ model: 'tiny', max_tokens: 4, messages });
+      const page = async () => (await fetch(`${server.url}/metrics`,
+        { headers: { Authorization: 'Bearer k-admin' } })).text();
+      let held = 0;
+      for (let i = 0; i < 100 && held === 0; i++) {  // the request's Blocks reach RAM and the disk
+        const p = await page();
+        held = (metric(p, 'prefixd_cache_bytes{tier="disk"}') ?? 0) > 0 ? 1 : 0;
+        await sleep(50);
+      }
+      assert.ok(held, 'the tenant\'s prompt was not cached');
+      await sleep(300);
+      const events = (await sub.finish()).flatMap((m) => m.payload[1]);
+      return { events, prompt: rendered.json.token_ids, published: metric(await page(), 'prefixd_kv_events_total{outcome="published"}') };
+    } finally {
+      await server.stop();
+      for (const d of [keysDir, adminDir]) rmSync(d, { recursive: true, force: true });
+    }
+  };
+
+  it('keeps a tenant\'s Blocks off the stream without --kv-events-tenants', async () => {
+    const { events, published } = await tenantRun([]);
+    assert.deepEqual(events, [], 'a tenant\'s Blocks reached the stream');
+    assert.equal(published, 0);
+  });
+
+  it('publishes a tenant\'s Blocks, RAM and disk, with --kv-events-tenants', async () => {
+    const { events, prompt, published } = await tenantRun(['--kv-events-tenants']);
+    const stored = events.filter((e) => e[0] === 'BlockStored');
+    assert.ok(stored.some((e) => e[6] === 'CPU'), 'no RAM Block of the tenant');
+    assert.ok(stored.some((e) => e[6] === 'DISK'), 'no disk Block of the tenant');
+    for (const e of stored.filter((x) => x[2] === null)) {
+      assert.ok(isPrefix(e[3], prompt), 'a first Block is not the tenant\'s prompt');
+    }
+    assert.equal(published, events.length);
   });
 
   it('refuses a block size that does not divide the cache\'s', async () => {
