@@ -593,6 +593,11 @@ TEST(TestModelTest, AScriptWithRankedFollowersWritesAToolCallUnderItsGrammar) {
   const Status short_rank = MakeTestModel(spec, path + ".bad");
   EXPECT_EQ(short_rank.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(short_rank.message().find("leaves out"), std::string::npos) << short_rank.message();
+  spec.script = ReadFileCall();
+  spec.script.ranks["Hello"] = {"world"};
+  const Status stray = MakeTestModel(spec, path + ".bad");
+  EXPECT_EQ(stray.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(stray.message().find("does not hold"), std::string::npos) << stray.message();
 }
 
 TEST(TestModelTest, GeneratorArchsAreTinyOnlyAndNeedTheGenerator) {

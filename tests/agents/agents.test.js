@@ -17,6 +17,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BIN, makeModel, post, startServer, tempDir, writeKeys } from '../e2e/harness.js';
@@ -428,14 +429,11 @@ function toolCallScript(tool, param, value) {
 }
 
 describe('agents in a tool loop', () => {
-  let dir;
-  before(() => { dir = tempDir('agents-tools'); });
-  after(() => rmSync(dir, { recursive: true, force: true }));
-
-  // A repo whose path the script can hold, and the scripted model that reads its file.
+  // A repo whose path the script can hold, and the scripted model that reads its file. Each try
+  // draws the whole path afresh (about 1 in 10 repeats a token).
   function scriptedRepo(name, c) {
     for (let attempt = 0; attempt < 20; attempt++) {
-      const root = mkdtempSync(join(dir, 'r'));
+      const root = mkdtempSync(join(tmpdir(), 'prefixd-loop-'));
       const repo = gitRepo(root);
       writeFileSync(join(repo, LOOP_FILE), LOOP_TEXT);
       const model = join(root, 'scripted.gguf');

@@ -117,7 +117,8 @@ struct Weights {
 // (WeightInit::predictable), so the last hidden state is the last token's embedding.
 // InvalidArgument when a token is followed by different tokens that its ranks do not order
 // (the table could not say what follows it), when the script holds the end-of-turn token, is
-// empty, or has more distinct tokens than n_embd - 1, and for a rank that is not one token.
+// empty, or has more distinct tokens than n_embd - 1, and for a rank that names more than one
+// token, a token the script does not hold, the same follower twice, or more than kMaxRanks.
 Status ApplyScript(const llama_model* model, const std::vector<const ggml_tensor*>& tensors,
                    const TestScript& script);
 

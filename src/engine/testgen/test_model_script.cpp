@@ -80,6 +80,9 @@ Result<std::vector<llama_token>> Ranked(const llama_vocab* vocab, const TestScri
     std::vector<llama_token> out;
     for (const std::string& text : texts) {
       PREFIXD_ASSIGN_OR_RETURN(llama_token f, RankToken(vocab, text, end));
+      if (std::find(out.begin(), out.end(), f) != out.end()) {
+        return Status::InvalidArgument("the script ranks '" + text + "' twice after '" + key + "'");
+      }
       out.push_back(f);
     }
     for (llama_token f : followers) {
@@ -119,6 +122,13 @@ Result<Table> BuildTable(const llama_vocab* vocab, const TestScript& script, lla
     return Status::InvalidArgument("the script is " + std::to_string(table.distinct.size()) +
                                    " distinct tokens; this model's width holds at most " +
                                    std::to_string(n_embd - 1));
+  }
+  for (const auto& [key, texts] : script.ranks) {
+    PREFIXD_ASSIGN_OR_RETURN(llama_token k, RankToken(vocab, key, end));
+    if (!followers.count(k)) {
+      return Status::InvalidArgument("the script ranks the followers of '" + key +
+                                     "', which it does not hold");
+    }
   }
   for (llama_token t : table.distinct) {
     PREFIXD_ASSIGN_OR_RETURN(table.next[t], Ranked(vocab, script, t, end, followers[t]));
