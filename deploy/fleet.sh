@@ -20,6 +20,8 @@
 #   --dir DIR            cache dirs, Redis's dir, logs and the rendered haproxy.cfg; a given DIR
 #                        is kept, so a second run finds its caches (default: a temp dir, removed)
 #   --start-timeout S    seconds each part may take to answer (default 300: big models load slowly)
+#   --kv-events ENDPOINT each server publishes its KV events (docs/kv-events.md) to a subscriber
+#                        bound at ENDPOINT (--kv-events-connect), as pod NAME-i: its server name
 #   -- FLAGS...          more `prefixd serve` flags for every server (e.g. -- --ctx 32768 -ngl 99);
 #                        each server gets --threads <cores / N> unless FLAGS set it
 #
@@ -35,7 +37,7 @@ shopt -u patsub_replacement 2>/dev/null || true  # an "&" in a replacement stays
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 model="" n=3 front_port="" stats_port="" redis_port="" server_port="" prefix=fleet
-maxmemory=1gb dir="" start_timeout=300 serve_args=()
+maxmemory=1gb dir="" start_timeout=300 kv_events="" serve_args=()
 
 die() { echo "fleet: $*" >&2; exit 2; }
 while (($#)); do
@@ -50,6 +52,7 @@ while (($#)); do
     --redis-maxmemory) maxmemory="${2:?}"; shift 2 ;;
     --dir) dir="${2:?}"; shift 2 ;;
     --start-timeout) start_timeout="${2:?}"; shift 2 ;;
+    --kv-events) kv_events="${2:?}"; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; exit 0 ;;
     --) shift; serve_args=("$@"); break ;;
     *) die "unknown argument $1 (see --help)" ;;
@@ -125,10 +128,13 @@ threads=$(($(nproc) / n)); ((threads >= 1)) || threads=1
 for ((i = 1; i <= n; i++)); do
   port=0
   if [[ -n "$server_port" ]]; then port=$((server_port + i - 1)); fi
+  events=()
+  if [[ -n "$kv_events" ]]; then events=(--kv-events-connect "$kv_events" --kv-events-pod "$prefix-$i"); fi
   # Defaults first, then the caller's flags, then what the fleet owns (the last one wins).
   spawn "$prefix-$i" "$dir/logs/$prefix-$i.log" "$prefixd" serve -m "$model" --threads "$threads" \
     "${serve_args[@]}" --host 127.0.0.1 --port "$port" --server-name "$prefix-$i" \
-    --cache-dir "$dir/cache/$prefix-$i" --remote-cache "redis://127.0.0.1:$redis_port"
+    --cache-dir "$dir/cache/$prefix-$i" --remote-cache "redis://127.0.0.1:$redis_port" \
+    "${events[@]}"
 done
 listening_port() {  # the port server $1 logged (`prefixd listening ... port=N`)
   sed -n 's/^prefixd listening .* port=\([0-9]*\).*/\1/p' "$dir/logs/${names[$1]}.log" | head -1
@@ -164,6 +170,7 @@ wait_for "$lb" "HAProxy's health checks" all_up
   done
   echo "fleet:   redis  redis://127.0.0.1:$redis_port  pid ${pids[0]}"
   echo "fleet:   stats  http://127.0.0.1:$stats_port/  logs $dir/logs"
+  if [[ -n "$kv_events" ]]; then echo "fleet:   KV events to $kv_events, pods $prefix-1..$prefix-$n"; fi
   echo "fleet: Ctrl-C stops everything"
 } >&2
 echo "http://127.0.0.1:$front_port"

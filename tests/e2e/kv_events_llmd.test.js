@@ -1,6 +1,6 @@
 // llm-d's view of prefixd's cache, checked request by request: llmd_indexer.py keeps llm-d's
 // index (llm-d-kv-cache's keys: FNV-64a over canonical CBOR of [parent, 16 tokens, nil], and its
-// event handling and LongestPrefix scoring; llmd_index.py) from the KV-event stream, while an
+// event handling and LongestPrefix scoring; deploy/llmd_index.py) from the KV-event stream, while an
 // agent trace runs — three sessions sharing a system prompt, a RAM budget small enough to evict,
 // a restart on the same --cache-dir (the subscriber outlives it) and a clear. Before each
 // request the test asks the index for the prompt's score (the prompt tokenized as llm-d does,
@@ -93,7 +93,7 @@ describe('llm-d\'s index over prefixd\'s KV events', () => {
   after(() => rmSync(dir, { recursive: true, force: true }));
 
   it('computes llm-d\'s keys on published CBOR and FNV-64a vectors', () => {
-    const out = execFileSync(PYTHON, [join(HERE, 'llmd_index.py'), '--self-test'], { encoding: 'utf8' });
+    const out = execFileSync(PYTHON, [join(HERE, '..', '..', 'deploy', 'llmd_index.py'), '--self-test'], { encoding: 'utf8' });
     assert.match(out, /self-test: ok/);
   });
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""A KV-event subscriber that keeps llm-d's index (llmd_index.py) and answers questions on
-stdin, one JSON line each on stdout, while the stream runs:
+"""A KV-event subscriber that keeps llm-d's index and answers questions on
+stdin, one JSON line each on stdout, while the stream runs (deploy/llmd_index.py):
 
   count                      {"events": n, "messages": m, "gaps": g, "skipped": s,
                               "removed": {"<medium>": BlockRemoved hashes, ...}}
@@ -14,13 +14,16 @@ whose sequence is more than the last one plus one counts as a gap; a lower one i
 server (what it sent before this subscriber joined it never arrives: that is no gap).
 """
 import json
+import os
 import select
 import sys
 
 import zmq
 
 from kv_subscriber import receive
-from llmd_index import Index
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy"))
+from llmd_index import Index  # noqa: E402  deploy/llmd_index.py, beside the demo that uses it
 
 
 def answer(index, counts, line):
