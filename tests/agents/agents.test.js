@@ -388,7 +388,8 @@ describe('agents past the model\'s window', () => {
 // (docs/test-models.md, "A scripted tool call"). A free text value (a path, a command) must
 // then end with a token that holds its newline (";\n", "~\n"), and its own tokens must not
 // occur elsewhere in the script; the repo's random temp path is drawn again until they don't.
-const LOOP_FILE = 'add.py~';  // an editor's backup copy: a name ending in "~" ends its path's last token with "~\n"
+// An editor's backup copy: a name ending in "~" ends the path's last token with "~\n".
+const LOOP_FILE = 'add.py~';
 const LOOP_TEXT = Array.from({ length: 24 },
   (_, i) => `def add_${i}(a, b):\n    return a + b + ${i}\n`).join('');
 const TOOL_LOOP = {
@@ -418,7 +419,7 @@ function toolCallScript(tool, param, value) {
     '<', 'parameter', '=', ...param, '>', '\n', value, '</', 'parameter', '>\n',
     '</', 'function', '>\n', '</', 't', 'ool', '_', 'call', '>'];
   return JSON.stringify({ parts, ranks: {
-    '>\n': ['Done', '</', '<'],  // the prompt's end (thinking on); </function>, </tool_call>; the structure
+    '>\n': ['Done', '</', '<'],  // the prompt's end (thinking on); closing; opening
     '>': ['', '\n'],  // the end of the turn once the call is whole; the newline before the value
     '<': ['tool', 'function', 'parameter'],
     '</': ['parameter', 'function', 't'],
