@@ -1,6 +1,11 @@
 #include "events/kv_events.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <atomic>
+#include <string>
 
 namespace prefixd::events {
 namespace {
@@ -66,6 +71,53 @@ TEST(KvEventsTest, StartRefusesABlockSizeThatDoesNotDivide) {
   auto p = KvEventPublisher::Start(o);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   (*p)->OnBlockEvent(BlockEvent{.kind = BlockEvent::Kind::kCleared});
+}
+
+// A source that announces one AllBlocksCleared each time it is asked.
+struct OneEventSource : cache::BlockSource {
+  void AnnounceBlocks() override {
+    ++calls;
+    to->OnBlockEvent(BlockEvent{.kind = BlockEvent::Kind::kCleared});
+  }
+  cache::BlockListener* to = nullptr;
+  std::atomic<int> calls{0};
+};
+
+// A subscriber that joins is sent what the attached source announces: the XPUB socket hands
+// its subscription to the sending thread, which asks the source.
+TEST(KvEventsTest, ASubscriberThatJoinsIsSentWhatTheSourceHolds) {
+  KvEventOptions o;
+  o.endpoint = "ipc:///tmp/prefixd-kv-events-test-" + std::to_string(getpid());
+  o.pod = "p";
+  o.model = "m";
+  auto p = KvEventPublisher::Start(o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  OneEventSource source;
+  source.to = p->get();
+  (*p)->Attach(&source);
+  EXPECT_EQ(source.calls, 0) << "asked before anyone subscribed";
+
+  void* ctx = zmq_ctx_new();
+  void* sub = zmq_socket(ctx, ZMQ_SUB);
+  int linger = 0;
+  zmq_setsockopt(sub, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0);
+  ASSERT_EQ(zmq_connect(sub, o.endpoint.c_str()), 0);
+  zmq_pollitem_t item{sub, 0, ZMQ_POLLIN, 0};
+  ASSERT_EQ(zmq_poll(&item, 1, 5000), 1) << "nothing arrived after subscribing";
+  char frame[256];
+  const int topic = zmq_recv(sub, frame, sizeof frame, 0);
+  EXPECT_EQ(std::string(frame, std::max(topic, 0)), "kv@p@m");
+  zmq_recv(sub, frame, sizeof frame, 0);  // the sequence
+  const int n = zmq_recv(sub, frame, sizeof frame, 0);
+  ASSERT_GT(n, 0);
+  EXPECT_NE(std::string(frame, n).find("AllBlocksCleared"), std::string::npos);
+  EXPECT_EQ(source.calls, 1);
+  (*p)->Attach(nullptr);
+  zmq_close(sub);
+  zmq_ctx_term(ctx);
+  p->reset();
+  unlink(o.endpoint.c_str() + 6);
 }
 
 TEST(KvEventsTest, BadEndpointIsAnError) {
