@@ -88,3 +88,33 @@ describe('one slot, a queue of one', () => {
     assert.equal(waited.status, 200, waited.text);
   });
 });
+
+// Two sequences generating at once through a real vocabulary's output layer (248K tokens,
+// quantized Q8_0 by the generator): a call of two rows. On a CPU with AMX, ggml's AMX matrix
+// product crashed the server on such calls (llama.cpp #20824); prefixd keeps the weights out
+// of AMX buffers there. On a CPU without AMX this passes either way.
+describe('two slots generating at once on a real vocabulary', () => {
+  let dir; let server;
+
+  before(async () => {
+    dir = tempDir('lifecycle-vocab');
+    server = await startServer({ model: makeModel(dir, 1, ['--vocab', 'qwen35']), args: ['--slots', '2'] });
+  });
+  after(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('answers both, and the server serves on', async () => {
+    const ask = (k) => post(server, '/v1/completions',
+      { model: 'tiny', prompt: `hello ${k} world`, max_tokens: 200, temperature: 0, ignore_eos: true });
+    const [a, b] = await Promise.all([ask(1), ask(2)]);
+    for (const r of [a, b]) {
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.json.usage.completion_tokens, 200);
+    }
+    const health = await fetch(`${server.url}/health`);
+    assert.equal(health.status, 200);
+    assert.equal(server.exited, false);
+  });
+});

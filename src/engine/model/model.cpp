@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <string_view>
 
+#include "ggml-backend.h"
 #include "gguf.h"
 #include "llama.h"
 
@@ -141,9 +143,32 @@ void EnsureBackendInitialized() {
   });
 }
 
+namespace {
+
+// Whether ggml's CPU backend offers its AMX weight buffers (a CPU with AMX).
+bool CpuOffersAmx() {
+  ggml_backend_dev_t cpu = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+  if (cpu == nullptr) return false;
+  auto extra = reinterpret_cast<ggml_backend_dev_get_extra_bufts_t>(ggml_backend_reg_get_proc_address(
+      ggml_backend_dev_backend_reg(cpu), "ggml_backend_dev_get_extra_bufts"));
+  if (extra == nullptr) return false;
+  for (ggml_backend_buffer_type_t* b = extra(cpu); b != nullptr && *b != nullptr; ++b) {
+    if (std::string_view(ggml_backend_buft_name(*b)) == "AMX") return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Model>> Model::Load(const ModelOptions& options) {
   EnsureBackendInitialized();
   llama_model_params params = llama_model_default_params();
+  // ggml's AMX matrix product, which llama.cpp picks for quantized weights on a CPU with AMX,
+  // crashes the process on calls of a few rows: two sequences generating at once through a
+  // Q8_0 output layer (llama.cpp #20824, open). On such a CPU the weights stay in ggml's other
+  // buffers (no repacking either: llama.cpp turns the extra buffer types off together).
+  static const bool amx = CpuOffersAmx();
+  if (amx) params.use_extra_bufts = false;
   params.n_gpu_layers = options.n_gpu_layers < 0 ? 999 : options.n_gpu_layers;
   params.vocab_only = options.vocab_only;
   params.load_mtp = options.load_mtp;
