@@ -46,9 +46,9 @@ struct BlockEvent {
 class BlockSource {
  public:
   virtual ~BlockSource() = default;
-  // Reports through the listener every Block each tier holds as kStored (parents first), and
-  // kRemoved from the RAM tier for every Block a lower tier holds and RAM does not (a process
-  // before this one may have reported it in RAM). Called on the listener's own thread, never
+  // Reports through the listener every Block each tier holds as kStored (parents first; the
+  // disk's, then RAM's), and kRemoved from the RAM tier for every Block a lower tier holds and
+  // RAM does not (a process before this one may have reported it in RAM). Called on the listener's own thread, never
   // from OnBlockEvent.
   virtual void AnnounceBlocks() = 0;
 };

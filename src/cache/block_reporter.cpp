@@ -5,7 +5,32 @@
 namespace prefixd::cache {
 
 BlockReporter::BlockReporter(BlockListener& next, std::optional<Digest> only, size_t block_size)
-    : filter_(next, only), disk_events_(filter_, Tier::kDisk, block_size), block_size_(block_size) {}
+    : filter_(next, only),
+      disk_events_(filter_, Tier::kDisk, block_size),
+      disk_tee_(disk_events_, block_size),
+      block_size_(block_size) {}
+
+void BlockReporter::DiskTee::OnRecordAdded(const store::RecordMeta& meta) {
+  next_.OnRecordAdded(meta);
+  MutexLock lock(&mu_);
+  if (!collecting_) return;
+  // kRemoved: the event without a copy of the tokens; only its names are kept.
+  if (auto e = BlockEventOf(meta, BlockEvent::Kind::kRemoved, Tier::kDisk, block_size_)) {
+    listed_.push_back(BlockRef{e->domain, e->hash, e->depth});
+  }
+}
+
+void BlockReporter::DiskTee::Collect(bool on) {
+  MutexLock lock(&mu_);
+  collecting_ = on;
+  if (on) listed_.clear();
+}
+
+std::vector<BlockRef> BlockReporter::DiskTee::Take() {
+  MutexLock lock(&mu_);
+  collecting_ = false;
+  return std::move(listed_);
+}
 
 void BlockReporter::Start(const PrefixCache& ram, store::DiskStore* disk) {
   ram_ = &ram;
@@ -23,19 +48,19 @@ void BlockReporter::Stop() {
   disk_ = nullptr;
 }
 
-// The disk's Blocks are withdrawn from RAM where RAM lacks them, then RAM's and the disk's are
-// reported stored: the disk's listing comes with attaching its listener, in its lock, so no
-// change of the disk's index falls between the listing and the events that follow it.
+// The disk's Blocks are reported stored first: their listing comes with attaching the disk's
+// listener, under the store's lock, so no change of its index falls between the listing and
+// the events after it; a Block that changes meanwhile is also in what the listing collects,
+// which only names the Blocks RAM withdraws. Then RAM withdraws the disk's Blocks it does not
+// hold and reports its own.
 void BlockReporter::AnnounceBlocks() {
   std::vector<BlockRef> on_disk;
   if (disk_ != nullptr) {
-    for (const store::RecordMeta& m : disk_->List()) {
-      auto e = BlockEventOf(m, BlockEvent::Kind::kStored, Tier::kDisk, block_size_);
-      if (e) on_disk.push_back(BlockRef{e->domain, e->hash, e->depth});
-    }
+    disk_tee_.Collect(true);
+    disk_->SetRecordListener(&disk_tee_);
+    on_disk = disk_tee_.Take();
   }
   ram_->AnnounceBlocks(on_disk);
-  if (disk_ != nullptr) disk_->SetRecordListener(&disk_events_);
 }
 
 }  // namespace prefixd::cache

@@ -12,11 +12,13 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include "cache/block_listener.h"
 #include "cache/prefix_cache.h"
 #include "cache/store_block_events.h"
 #include "store/disk_store.h"
+#include "util/mutex.h"
 
 namespace prefixd::cache {
 
@@ -41,8 +43,28 @@ class BlockReporter : public BlockSource {
   void AnnounceBlocks() override;
 
  private:
+  // The disk's listener: passes every record on to StoreBlockEvents and, while a listing is
+  // collected (AnnounceBlocks), keeps the Blocks it names, without their tokens.
+  class DiskTee : public store::RecordListener {
+   public:
+    explicit DiskTee(store::RecordListener& next, size_t block_size)
+        : next_(next), block_size_(block_size) {}
+    void OnRecordAdded(const store::RecordMeta& meta) override;
+    void OnRecordRemoved(const store::RecordMeta& meta) override { next_.OnRecordRemoved(meta); }
+    void Collect(bool on);
+    std::vector<BlockRef> Take();
+
+   private:
+    store::RecordListener& next_;
+    const size_t block_size_;
+    Mutex mu_;
+    bool collecting_ PREFIXD_GUARDED_BY(mu_) = false;
+    std::vector<BlockRef> listed_ PREFIXD_GUARDED_BY(mu_);
+  };
+
   DomainFilter filter_;
   StoreBlockEvents disk_events_;
+  DiskTee disk_tee_;
   const size_t block_size_;
   const PrefixCache* ram_ = nullptr;
   store::DiskStore* disk_ = nullptr;

@@ -83,9 +83,9 @@ class BlockReporterTest : public ::testing::Test {
   std::unique_ptr<store::DiskStore> disk_;
 };
 
-// At start RAM is empty: each Block on disk is withdrawn from RAM (an earlier process may have
-// reported it there) and reported on disk, parents first; another domain's stay unsaid.
-TEST_F(BlockReporterTest, StartWithdrawsFromRamAndReportsTheDisk) {
+// At start RAM is empty: each Block on disk is reported on disk, parents first, and withdrawn
+// from RAM (an earlier process may have reported it there); another domain's stay unsaid.
+TEST_F(BlockReporterTest, StartReportsTheDiskAndWithdrawsItFromRam) {
   auto t = Iota(8, 100);
   PutOnDisk(kDomain, t, 2);
   PutOnDisk(kTenant, t, 1);
@@ -96,21 +96,22 @@ TEST_F(BlockReporterTest, StartWithdrawsFromRamAndReportsTheDisk) {
   EXPECT_EQ(r.source, &reporter);
   ASSERT_EQ(r.events.size(), 4u);
   for (size_t i : {0, 1}) {
-    EXPECT_EQ(r.events[i].kind, Kind::kRemoved);
-    EXPECT_EQ(r.events[i].tier, Tier::kRam);
-  }
-  for (size_t i : {2, 3}) {
     EXPECT_EQ(r.events[i].kind, Kind::kStored);
     EXPECT_EQ(r.events[i].tier, Tier::kDisk);
-    EXPECT_EQ(r.events[i].depth, i - 1) << "parent first";
+    EXPECT_EQ(r.events[i].depth, i + 1) << "parent first";
     EXPECT_EQ(r.events[i].domain, kDomain);
+    EXPECT_EQ(r.events[i].tokens, std::vector<Token>(t.begin() + kB * i, t.begin() + kB * (i + 1)));
+  }
+  for (size_t i : {2, 3}) {
+    EXPECT_EQ(r.events[i].kind, Kind::kRemoved);
+    EXPECT_EQ(r.events[i].tier, Tier::kRam);
   }
   reporter.Stop();
   EXPECT_EQ(r.source, nullptr);
 }
 
-// A resend reports RAM's Blocks stored and withdraws from RAM only what it lacks; later disk
-// changes are reported as they happen.
+// A resend reports the disk's Blocks and RAM's, and withdraws from RAM only what it lacks;
+// later disk changes are reported as they happen; Stop reports RAM's Blocks removed.
 TEST_F(BlockReporterTest, AnnounceReportsBothTiersAndTheDiskKeepsReporting) {
   auto t = Iota(8, 100);
   PutOnDisk(kDomain, t, 2);
@@ -123,12 +124,12 @@ TEST_F(BlockReporterTest, AnnounceReportsBothTiersAndTheDiskKeepsReporting) {
   r.events.clear();
   reporter.AnnounceBlocks();
   ASSERT_EQ(r.events.size(), 4u);
-  EXPECT_EQ(r.events[0].kind, Kind::kRemoved);  // Block 1: on disk, not in RAM
-  EXPECT_EQ(r.events[0].depth, 2u);
-  EXPECT_EQ(r.events[1].kind, Kind::kStored);   // Block 0 in RAM
-  EXPECT_EQ(r.events[1].tier, Tier::kRam);
-  EXPECT_EQ(r.events[2].tier, Tier::kDisk);
-  EXPECT_EQ(r.events[3].tier, Tier::kDisk);
+  EXPECT_EQ(r.events[0].tier, Tier::kDisk);
+  EXPECT_EQ(r.events[1].tier, Tier::kDisk);
+  EXPECT_EQ(r.events[2].kind, Kind::kRemoved);  // Block 1: on disk, not in RAM
+  EXPECT_EQ(r.events[2].depth, 2u);
+  EXPECT_EQ(r.events[3].kind, Kind::kStored);   // Block 0 in RAM
+  EXPECT_EQ(r.events[3].tier, Tier::kRam);
   r.events.clear();
   ASSERT_TRUE(disk_->Clear(std::nullopt).ok());
   ASSERT_EQ(r.events.size(), 2u);
@@ -136,6 +137,11 @@ TEST_F(BlockReporterTest, AnnounceReportsBothTiersAndTheDiskKeepsReporting) {
     EXPECT_EQ(e.kind, Kind::kRemoved);
     EXPECT_EQ(e.tier, Tier::kDisk);
   }
+  r.events.clear();
+  reporter.Stop();
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].kind, Kind::kRemoved);
+  EXPECT_EQ(r.events[0].tier, Tier::kRam);
 }
 
 }  // namespace
