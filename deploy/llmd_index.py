@@ -92,7 +92,9 @@ class Index:
         self.holders = {}
         self.events = 0
         self.skipped = 0  # BlockStored whose parent was unknown (llm-d skips them too)
+        self.skipped_hashes = {}  # medium -> the engine hashes of those events
         self.removed = {}  # medium -> BlockRemoved hashes seen
+        self.live = {}  # medium -> the engine hashes stored and not removed since, this pod or any
 
     def apply(self, topic, payload):
         _, pod, model = topic.split("@", 2)
@@ -113,6 +115,8 @@ class Index:
             parent = self.engine_to_key.get(f["parent_block_hash"])
             if parent is None:
                 self.skipped += 1
+                n = self.skipped_hashes.get(medium, 0) + len(f["block_hashes"])
+                self.skipped_hashes[medium] = n
                 return
         keys = prompt_keys(f["token_ids"], f.get("lora_name") or model, parent)
         if len(keys) != len(f["block_hashes"]):
@@ -120,8 +124,10 @@ class Index:
         for engine, key in zip(f["block_hashes"], keys):
             self.engine_to_key[engine] = key
             self.holders.setdefault(key, set()).add((pod, medium))
+            self.live.setdefault(medium, set()).add(engine)
 
     def _removed(self, pod, medium, engine):
+        self.live.get(medium, set()).discard(engine)
         key = self.engine_to_key.get(engine)
         if key is None:
             return

@@ -87,6 +87,26 @@ async function sync(server, indexer, base) {
   }
 }
 
+// What the server holds, in the stream's blocks: RAM's Blocks, and the disk's Block records
+// ("rows"), each B / 16 stream blocks.
+async function holdings(server) {
+  const { tiers } = await (await fetch(`${server.url}/v1/cache/stats`)).json();
+  return { cpu: tiers.ram.blocks * (BLOCK / CHUNK),
+    disk: (tiers.disk.records_by_kind.rows ?? 0) * (BLOCK / CHUNK) };
+}
+
+// The replayed stream holds, per medium, what the server holds: RAM exactly; the disk less at
+// most the blocks whose events llm-d skipped (their parent unknown: a dropped or reordered
+// write).
+async function expectReplayHolds(server, indexer, when) {
+  const held = await holdings(server);
+  const { live, skipped_hashes: skipped } = await indexer.ask('count');
+  assert.equal(live.cpu ?? 0, held.cpu, `${when}: the stream's RAM blocks`);
+  const disk = live.disk ?? 0;
+  assert.ok(disk <= held.disk && disk >= held.disk - (skipped.disk ?? 0),
+    `${when}: the stream has ${disk} disk blocks, the disk ${held.disk}`);
+}
+
 describe('llm-d\'s index over prefixd\'s KV events', () => {
   let dir; let model;
   before(() => { dir = tempDir('kv-llmd'); model = makeModel(dir, 1, ['--arch', ARCH]); });
@@ -129,13 +149,20 @@ describe('llm-d\'s index over prefixd\'s KV events', () => {
       await sync(server, indexer, base);
       const { removed } = await indexer.ask('count');
       assert.ok((removed.cpu ?? 0) > 0, 'the RAM budget evicted nothing before the restart');
+      await expectReplayHolds(server, indexer, 'before the restart');
       await server.stop();  // SIGTERM: the disk tier flushes; the indexer stays subscribed
+      await sleep(600);  // the stop's last messages (RAM withdrawn) arrive
+      await indexer.ask('restart');
       server = await startServer({ model, args, cacheDir });
       await sleep(500);  // the indexer reconnects and subscribes: the server announces its tiers
       base = await calibrate(server, indexer);
+      await expectReplayHolds(server, indexer, 'after the restart');
       for (let s = 0; s < TASKS.length; s++) await turn('after restart', s);
       assert.equal((await post(server, '/v1/cache/clear', {})).status, 200);
       for (let s = 0; s < TASKS.length; s++) await turn('after clear', s);
+      await diskSettled(server);
+      await sync(server, indexer, base);
+      await expectReplayHolds(server, indexer, 'at the end');
       const { gaps, skipped } = await indexer.ask('count');
       const media = await indexer.ask('media', { pod: POD });
       console.log(`llm-d index: gaps ${gaps}, skipped ${skipped}, keys by medium ${JSON.stringify(media)}`);

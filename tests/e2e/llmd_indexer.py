@@ -3,15 +3,19 @@
 stdin, one JSON line each on stdout, while the stream runs (deploy/llmd_index.py):
 
   count                      {"events": n, "messages": m, "gaps": g, "skipped": s,
-                              "removed": {"<medium>": BlockRemoved hashes, ...}}
+                              "removed": {"<medium>": BlockRemoved hashes, ...},
+                              "skipped_hashes": {"<medium>": n}, "live": {"<medium>": n}}
+                             (live: engine hashes stored and not removed since, by medium)
   score {"tokens": [...], "model": M, "pod": P}
                              {"blocks": k}: llm-d's LongestPrefix match in 16-token chunks
   media {"pod": P}           {"<medium>": keys held, ...}
+  restart                    {"ok": true}: the next message of each topic begins a new server
+                             process's sequence (what it sent before this subscriber joined it
+                             never arrives: that is no gap)
   stop                       {"done": true}, then it exits
 
 Usage: llmd_indexer.py ENDPOINT [bind]. Prints "ready" on stderr once subscribed. A message
-whose sequence is more than the last one plus one counts as a gap; a lower one is a restarted
-server (what it sent before this subscriber joined it never arrives: that is no gap).
+whose sequence is not the last one plus one counts as a gap, but the first after "restart".
 """
 import json
 import os
@@ -26,16 +30,21 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from llmd_index import Index  # noqa: E402  deploy/llmd_index.py, beside the demo that uses it
 
 
-def answer(index, counts, line):
+def answer(index, counts, last_seq, line):
     verb, _, arg = line.strip().partition(" ")
     if verb == "count":
         return {"events": index.events, "messages": counts["messages"], "gaps": counts["gaps"],
-                "skipped": index.skipped, "removed": index.removed}
+                "skipped": index.skipped, "removed": index.removed,
+                "skipped_hashes": index.skipped_hashes,
+                "live": {m: len(h) for m, h in index.live.items()}}
     if verb == "score":
         q = json.loads(arg)
         return {"blocks": index.score(q["tokens"], q["model"], q["pod"])}
     if verb == "media":
         return index.media(json.loads(arg)["pod"])
+    if verb == "restart":
+        last_seq.clear()
+        return {"ok": True}
     if verb == "stop":
         return {"done": True}
     return {"error": f"unknown command {verb!r}"}
@@ -59,8 +68,8 @@ def main():
                 counts["gaps"] += 1
                 continue
             prev = last_seq.get(msg["topic"])
-            if prev is not None and msg["seq"] > prev + 1:
-                counts["gaps"] += 1  # a lower sequence is a restarted server
+            if prev is not None and msg["seq"] != prev + 1:
+                counts["gaps"] += 1
             last_seq[msg["topic"]] = msg["seq"]
             index.apply(msg["topic"], msg["payload"])
         ready, _, _ = select.select([sys.stdin], [], [], 0.02)
@@ -69,7 +78,7 @@ def main():
         line = sys.stdin.readline()
         if not line:
             return
-        reply = answer(index, counts, line)
+        reply = answer(index, counts, last_seq, line)
         print(json.dumps(reply), flush=True)
         if "done" in reply:
             return
