@@ -106,6 +106,7 @@ class ZmqPublisher final : public KvEventPublisher {
     }
     cv_.notify_one();
     if (thread_.joinable()) thread_.join();  // it sends what is queued first
+    replay_.reset();  // its socket closes before the context ends
     if (socket_ != nullptr) {
       int linger = int(kLingerAtExit.count());  // the last messages leave, or are dropped
       zmq_setsockopt(socket_, ZMQ_LINGER, &linger, sizeof linger);
@@ -130,6 +131,11 @@ class ZmqPublisher final : public KvEventPublisher {
       return Status::InvalidArgument(std::string("kv events: cannot ") +
                                      (opts_.connect ? "connect to " : "bind ") + opts_.endpoint +
                                      ": " + zmq_strerror(zmq_errno()));
+    }
+    if (!opts_.replay.endpoint.empty()) {
+      auto replay = KvReplay::Bind(context_, opts_.replay);
+      if (!replay.ok()) return replay.status();
+      replay_ = std::move(*replay);
     }
     thread_ = std::thread([this] { Run(); });
     return Status::OK();
@@ -173,11 +179,12 @@ class ZmqPublisher final : public KvEventPublisher {
   void Run() {
     for (bool stop = false; !stop;) {
       if (SubscriberJoined()) Announce();
+      if (replay_ != nullptr) replay_->Serve();
       std::vector<BlockEvent> batch = Take(&stop);
       if (batch.empty()) continue;
       const double ts = std::chrono::duration<double>(
                             std::chrono::system_clock::now().time_since_epoch()).count();
-      const bool sent = Send(EncodeKvEventBatch(batch, opts_, ts));
+      const bool sent = Publish(EncodeKvEventBatch(batch, opts_, ts));
       MutexLock lock(&mu_);
       (sent ? counts_.published : counts_.dropped) += batch.size();
     }
@@ -200,11 +207,19 @@ class ZmqPublisher final : public KvEventPublisher {
     if (source_ != nullptr) source_->AnnounceBlocks();
   }
 
+  // Sends the message under the next sequence number and keeps it for replay, also when the
+  // socket refused it: a subscriber that sees the gap can ask for it.
+  bool Publish(std::string payload) {
+    const uint64_t seq = sequence_++;  // a gap tells the subscriber a message was lost
+    const bool sent = Send(seq, payload);
+    if (replay_ != nullptr) replay_->Keep(seq, std::move(payload));
+    return sent;
+  }
+
   // The three frames; a PUB socket drops at its high-water mark rather than block.
-  bool Send(const std::string& payload) {
+  bool Send(uint64_t sequence, const std::string& payload) {
     unsigned char seq[8];
-    for (int i = 0; i < 8; ++i) seq[i] = uint8_t(sequence_ >> (8 * (7 - i)));
-    ++sequence_;  // a gap tells the subscriber a message was lost
+    for (int i = 0; i < 8; ++i) seq[i] = uint8_t(sequence >> (8 * (7 - i)));
     return zmq_send(socket_, topic_.data(), topic_.size(), ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
            zmq_send(socket_, seq, sizeof seq, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
            zmq_send(socket_, payload.data(), payload.size(), ZMQ_DONTWAIT) >= 0;
@@ -215,6 +230,7 @@ class ZmqPublisher final : public KvEventPublisher {
   void* context_ = nullptr;
   void* socket_ = nullptr;  // used by the sending thread only, after Open
   uint64_t sequence_ = 0;   // the sending thread's
+  std::unique_ptr<KvReplay> replay_;  // null without a replay endpoint; the sending thread's
   std::thread thread_;
   Mutex source_mu_;  // held while the source announces: Attach waits for it
   cache::BlockSource* source_ PREFIXD_GUARDED_BY(source_mu_) = nullptr;

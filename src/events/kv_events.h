@@ -16,6 +16,9 @@
 // Stopping, it sends what is queued (the RAM tier's Blocks reported removed, say) and waits at
 // most half a second for the last messages to leave.
 //
+// With a replay endpoint (opts.replay), the sending thread also keeps the last messages and
+// answers vLLM's replay requests between sends (events/kv_replay.h).
+//
 // Publishing never blocks a request: OnBlockEvent copies the event into a bounded queue
 // (dropped and counted when full); one thread encodes and sends with ZMQ_DONTWAIT (a send the
 // socket refuses is dropped and counted too).
@@ -29,6 +32,7 @@
 #include <string>
 
 #include "cache/block_listener.h"
+#include "events/kv_replay.h"
 #include "util/status.h"
 
 namespace prefixd::events {
@@ -44,6 +48,7 @@ struct KvEventOptions {
   size_t cache_block_size = 256; // B, the cache's Block
   KvEventEncoding encoding = KvEventEncoding::kArray;
   size_t max_queue = 65536;      // cache events waiting; more are dropped
+  KvReplayOptions replay;        // endpoint "": no replay socket
 };
 
 // The published hash of event block `sub` (0 .. B/block_size - 1) of the cache Block `chain`:
@@ -62,8 +67,8 @@ struct KvEventCounts {
 
 class KvEventPublisher : public cache::BlockListener {
  public:
-  // Opens the socket (bind or connect) and starts the sending thread. Fails on a bad
-  // endpoint, an address in use, or a block_size that does not divide cache_block_size.
+  // Opens the socket (bind or connect), binds the replay socket if asked, and starts the
+  // sending thread. Fails on a bad endpoint, an address in use, or a block_size that does not divide cache_block_size.
   static Result<std::unique_ptr<KvEventPublisher>> Start(KvEventOptions opts);
   virtual KvEventCounts counts() const = 0;
 };
