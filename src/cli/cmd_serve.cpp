@@ -48,6 +48,7 @@ engine::EngineFlagValues ServeEngineDefaults() {
 struct KvEventArgs {
   std::string bind;     // --kv-events ENDPOINT
   std::string connect;  // --kv-events-connect ENDPOINT
+  std::string replay;   // --kv-events-replay ENDPOINT
   std::string pod;      // "": the host name
   int64_t block_size = int64_t(events::KvEventOptions{}.block_size);
   std::string format = "array";
@@ -252,7 +253,10 @@ Result<std::unique_ptr<events::KvEventPublisher>> StartKvEvents(const ServeArgs&
                                                                 const engine::EngineOptions& eo,
                                                                 const std::string& model_id) {
   const KvEventArgs& k = a.kv_events;
-  if (!k.on()) return std::unique_ptr<events::KvEventPublisher>();
+  if (!k.on()) {
+    if (!k.replay.empty()) return Status::InvalidArgument("--kv-events-replay: with --kv-events");
+    return std::unique_ptr<events::KvEventPublisher>();
+  }
   if (!k.bind.empty() && !k.connect.empty()) {
     return Status::InvalidArgument("--kv-events binds, --kv-events-connect connects: one of them");
   }
@@ -264,6 +268,7 @@ Result<std::unique_ptr<events::KvEventPublisher>> StartKvEvents(const ServeArgs&
   if (k.block_size <= 0) return Status::InvalidArgument("--kv-events-block-size: 1 or more");
   o.block_size = size_t(k.block_size);
   o.cache_block_size = eo.block_size;
+  o.replay.endpoint = k.replay;
   if (k.format == "map") {
     o.encoding = events::KvEventEncoding::kMap;
   } else if (k.format != "array") {
@@ -446,6 +451,10 @@ void DeclareKvEventFlags(Flags& flags, KvEventArgs& k) {
                "(docs/kv-events.md)");
   flags.String("--kv-events-connect", &k.connect,
                "ENDPOINT: as --kv-events, the PUB socket connecting to an indexer's address");
+  flags.String("--kv-events-replay", &k.replay,
+               "ENDPOINT (e.g. tcp://*:5558): bind vLLM's replay socket (ZMQ ROUTER) there: a "
+               "subscriber that saw a gap asks for the last messages from a sequence on "
+               "(docs/kv-events.md, \"Replay\")");
   flags.String("--kv-events-pod", &k.pod,
                "the pod name in the topic kv@POD@MODEL (default: the host name)");
   flags.Int("--kv-events-block-size", &k.block_size,

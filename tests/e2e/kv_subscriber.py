@@ -4,7 +4,8 @@
 Usage: kv_subscriber.py ENDPOINT SECONDS [bind]
 Connects a ZMQ SUB socket to ENDPOINT (binds it with "bind": serve --kv-events-connect), collects messages until SECONDS pass or a line
 "stop" arrives on stdin, then prints one JSON object: every message as
-{"frames": n, "topic": str, "seq": int, "payload": the decoded msgpack}. It checks nothing
+{"frames": n, "topic": str, "seq": int, "payload": the decoded msgpack, "payload_hex": its
+bytes}. It checks nothing
 itself: the test (kv_events.test.js) asserts on what it prints. It prints "ready" on stderr
 once subscribed.
 """
@@ -24,6 +25,7 @@ def receive(sub):
     if len(frames) == 3:
         msg["seq"] = int.from_bytes(frames[1], "big") if len(frames[1]) == 8 else -1
         msg["payload"] = msgpack.unpackb(frames[2], raw=False, strict_map_key=False)
+        msg["payload_hex"] = frames[2].hex()  # the bytes as sent, for kv_replay.test.js
     return msg
 
 
