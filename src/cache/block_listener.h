@@ -7,7 +7,8 @@
 // is pruned or cleared; parents are stored before their children and removed after them,
 // because the trie adds and prunes in that order. Snapshots and Tails are not Blocks and are
 // not reported. A lower tier's Blocks (its kBlockRows records) are reported with its own
-// `tier` (cache/store_block_events.h), in the order its index gains and loses them.
+// `tier` (cache/store_block_events.h), in the order its index gains and loses them; the
+// Blocks the slots' sequences hold with Tier::kSlot (cache/slot_blocks.h).
 //
 // Thread-safety: OnBlockEvent is called with the cache's index mutex held, from any thread
 // that inserts, evicts or clears. REQUIRES of implementations: return at once, never block,
@@ -47,9 +48,9 @@ class BlockSource {
  public:
   virtual ~BlockSource() = default;
   // Reports through the listener every Block each tier holds as kStored (parents first; the
-  // disk's, then RAM's), and kRemoved from the RAM tier for every Block a lower tier holds and
-  // RAM does not (a process before this one may have reported it in RAM). Called on the listener's own thread, never
-  // from OnBlockEvent.
+  // disk's, then RAM's, then the slots'), and kRemoved from the RAM tier for every Block a
+  // lower tier holds and RAM does not (a process before this one may have reported it in RAM).
+  // Called on the listener's own thread, never from OnBlockEvent.
   virtual void AnnounceBlocks() = 0;
 };
 

@@ -7,6 +7,7 @@ namespace prefixd::cache {
 BlockReporter::BlockReporter(BlockListener& next, std::optional<Digest> only, size_t block_size)
     : filter_(next, only),
       disk_events_(filter_, Tier::kDisk, block_size),
+      slots_(filter_, block_size),
       disk_tee_(disk_events_, block_size),
       block_size_(block_size) {}
 
@@ -42,6 +43,7 @@ void BlockReporter::Start(const PrefixCache& ram, store::DiskStore* disk) {
 void BlockReporter::Stop() {
   if (ram_ == nullptr) return;
   filter_.Attach(nullptr);
+  slots_.Close();
   ram_->ReportAllRemoved();
   if (disk_ != nullptr) disk_->SetRecordListener(nullptr);
   ram_ = nullptr;
@@ -52,7 +54,7 @@ void BlockReporter::Stop() {
 // listener, under the store's lock, so no change of its index falls between the listing and
 // the events after it; a Block that changes meanwhile is also in what the listing collects,
 // which only names the Blocks RAM withdraws. Then RAM withdraws the disk's Blocks it does not
-// hold and reports its own.
+// hold and reports its own; the slots report theirs.
 void BlockReporter::AnnounceBlocks() {
   std::vector<BlockRef> on_disk;
   if (disk_ != nullptr) {
@@ -61,6 +63,7 @@ void BlockReporter::AnnounceBlocks() {
     on_disk = disk_tee_.Take();
   }
   ram_->AnnounceBlocks(on_disk);
+  slots_.Announce();
 }
 
 }  // namespace prefixd::cache

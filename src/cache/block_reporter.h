@@ -1,8 +1,9 @@
 // BlockReporter: joins the tiers' Block events to one BlockListener (the KV-event publisher,
 // events/kv_events.h): the RAM tier's through its index, the disk tier's through the store's
 // index (StoreBlockEvents, Tier::kDisk), both through one DomainFilter, so that one rule decides
-// which domains leave the process. It is the listener's BlockSource: when the listener asks
-// (a subscriber joined), it reports again what RAM and the disk hold.
+// which domains leave the process; and the slots' Blocks (SlotBlocks, Tier::kSlot) the engine
+// tells it of through slots(). It is the listener's BlockSource: when the listener asks (a
+// subscriber joined), it reports again what RAM, the disk and the slots hold.
 //
 // Lifetime: construct it before the PrefixCache that reports to ram_listener(); call Start once
 // both tiers are open, and Stop before either is destroyed (Stop returns once no call from the
@@ -16,6 +17,7 @@
 
 #include "cache/block_listener.h"
 #include "cache/prefix_cache.h"
+#include "cache/slot_blocks.h"
 #include "cache/store_block_events.h"
 #include "store/disk_store.h"
 #include "util/mutex.h"
@@ -31,13 +33,16 @@ class BlockReporter : public BlockSource {
 
   // For PrefixCache::Options::listener.
   BlockListener* ram_listener() { return &filter_; }
+  // What the slots' sequences hold, reported through the same filter. Valid while this lives.
+  SlotBlocks& slots() { return slots_; }
 
   // Reports what the tiers hold now (AnnounceBlocks) and from then on: the disk's changes, and
   // a resend whenever the listener asks. REQUIRES: ram and disk (null: no disk tier) stay
   // alive until Stop.
   void Start(const PrefixCache& ram, store::DiskStore* disk);
-  // Reports RAM's Blocks removed (the process stops: its RAM goes with it; the disk stays and
-  // is reported again by the next process), then detaches from the listener and the disk.
+  // Reports the slots' Blocks and RAM's removed (the process stops: its memory goes with it;
+  // the disk stays and is reported again by the next process), then detaches from the listener
+  // and the disk. The slots' later Holds are ignored.
   void Stop();
 
   void AnnounceBlocks() override;
@@ -64,6 +69,7 @@ class BlockReporter : public BlockSource {
 
   DomainFilter filter_;
   StoreBlockEvents disk_events_;
+  SlotBlocks slots_;
   DiskTee disk_tee_;
   const size_t block_size_;
   const PrefixCache* ram_ = nullptr;
