@@ -68,7 +68,8 @@ struct KvEventCounts {
 class KvEventPublisher : public cache::BlockListener {
  public:
   // Opens the socket (bind or connect), binds the replay socket if asked, and starts the
-  // sending thread. Fails on a bad endpoint, an address in use, or a block_size that does not divide cache_block_size.
+  // sending thread. Fails on a bad endpoint, an address in use, or a block_size that does not
+  // divide cache_block_size.
   static Result<std::unique_ptr<KvEventPublisher>> Start(KvEventOptions opts);
   virtual KvEventCounts counts() const = 0;
 };

@@ -41,9 +41,10 @@ Payload Counted(std::string bytes) {
 // The start sequence of a request: its bytes big-endian, of any length (vLLM's
 // int.from_bytes); past 2^64 - 1 it is that (nothing is kept from there on).
 uint64_t StartSequence(const std::string& bytes) {
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
   uint64_t v = 0;
   for (unsigned char b : bytes) {
-    if (v > (std::numeric_limits<uint64_t>::max() >> 8)) return std::numeric_limits<uint64_t>::max();
+    if (v > (kMax >> 8)) return kMax;
     v = (v << 8) | b;
   }
   return v;

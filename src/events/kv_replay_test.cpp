@@ -101,14 +101,21 @@ TEST_F(KvReplayTest, AnswersFromTheAskedSequenceWithTheBytesKeptThenTheEndMarker
   EXPECT_EQ(replies[2], (std::vector<std::string>{"", kEnd, ""}));
 }
 
-// vLLM reads the start as a big-endian integer of any length.
-TEST_F(KvReplayTest, AShortStartSequenceIsBigEndianToo) {
+// vLLM reads the start as a big-endian integer of any length: shorter than 8 bytes, or longer
+// (past 2^64 - 1 nothing is kept from there on).
+TEST_F(KvReplayTest, AStartOfAnyLengthIsBigEndian) {
   for (uint64_t seq = 0; seq < 4; ++seq) replay_->Keep(seq, "p" + std::to_string(seq));
   Ask({"", std::string("\x03", 1)});
   auto replies = Answer();
   ASSERT_EQ(replies.size(), 2u);
   EXPECT_EQ(replies[0][1], BigEndian(3));
   EXPECT_EQ(replies[1][1], kEnd);
+  Ask({"", std::string(1, '\0') + BigEndian(2)});  // 9 bytes: 2
+  EXPECT_EQ(Answer().size(), 3u);
+  Ask({"", std::string(1, '\1') + BigEndian(0)});  // 9 bytes: 2^64
+  replies = Answer();
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0][1], kEnd);
 }
 
 // Older than what is kept: what is kept, from its first (vLLM does the same); the subscriber
