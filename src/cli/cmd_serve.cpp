@@ -284,6 +284,9 @@ int Serve(const ServeArgs& a) {
   RaiseDescriptorLimit();
   auto so = ServerOptionsOf(a);
   if (!so.ok()) return Fail(so.status());
+  // Before any thread starts (the publisher's, ZMQ's): a thread that does not block them would
+  // take SIGTERM's default action and end the process without its clean stop.
+  sigset_t stop_signals = BlockStopSignals();
   auto kv_events = StartKvEvents(a, *eo, so->model_id);
   if (!kv_events.ok()) return Fail(kv_events.status());
   eo->block_listener = kv_events->get();
@@ -294,7 +297,6 @@ int Serve(const ServeArgs& a) {
       return server::KvEventTotals{c.published, c.dropped};
     };
   }
-  sigset_t stop_signals = BlockStopSignals();
   auto engine = engine::Engine::Create(*eo);
   if (!engine.ok()) return Fail(engine.status());
   auto auth = server::TenantAuth::Create(
