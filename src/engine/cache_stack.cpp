@@ -406,6 +406,7 @@ std::optional<cache::PrefixSummary> CacheStack::Find(const std::string& domain,
 }
 
 PrefixEviction CacheStack::Evict(const cache::PrefixSummary& found) {
+  if (block_reporter_) block_reporter_->slots().DropAll();
   if (disk_) disk_->Flush();
   PrefixEviction out;
   if (ram_) out.ram_entries = ram_->EvictPrefix(found.domain, found.root);
@@ -414,9 +415,15 @@ PrefixEviction CacheStack::Evict(const cache::PrefixSummary& found) {
 }
 
 Status CacheStack::Clear() {
+  if (block_reporter_) block_reporter_->slots().DropAll();
   if (ram_) ram_->Clear();
   if (disk_) return disk_->Clear(std::nullopt);
   return Status::OK();
+}
+
+void CacheStack::NoteSlotHolds(int32_t seq, const Digest& domain,
+                               std::span<const cache::Token> tokens) {
+  if (block_reporter_) block_reporter_->slots().Hold(size_t(seq), domain, tokens);
 }
 
 void CacheStack::Flush() {

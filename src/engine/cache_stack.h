@@ -127,10 +127,14 @@ class CacheStack {
   std::optional<cache::PrefixSummary> Find(const std::string& domain,
                                            const std::string& root) const;
   // Drops a found prefix from RAM and disk, after the writes still queued for it have landed
-  // (they pin its RAM entries and would put its records back).
+  // (they pin its RAM entries and would put its records back). The slots forget what they
+  // hold (the scheduler's epoch): their Blocks leave the KV-event stream now.
   PrefixEviction Evict(const cache::PrefixSummary& found);
-  // Drops every entry of RAM and disk.
+  // Drops every entry of RAM and disk; the slots' Blocks leave the KV-event stream first.
   Status Clear();
+  // Sequence `seq` now holds `tokens` (positions [0, size)) of `domain`: what the KV-event
+  // stream reports as the slots' Blocks (cache::SlotBlocks). No-op without a stream.
+  void NoteSlotHolds(int32_t seq, const Digest& domain, std::span<const cache::Token> tokens);
   // Waits until what was queued for the disk and the shared tier has been written.
   void Flush();
 

@@ -74,6 +74,7 @@ struct Scheduler::Impl : WorkerParts {
   void StartJob(std::unique_ptr<Job> job);
   void Finish(Slot& slot, FinishReason reason) PREFIXD_EXCLUDES(publish_mu);
   void NoteSlot(const Slot& slot) PREFIXD_EXCLUDES(mu);
+  void NoteHeld(const Slot& slot, const Digest& domain, std::span<const Token> tokens);
   void Fail(Slot& slot, const Status& st);
   void FreeSlot() PREFIXD_EXCLUDES(mu);  // one slot fewer busy; wakes FlushDisk
   void CountCacheError(CacheWork what, const Status& st) PREFIXD_EXCLUDES(mu);
@@ -393,6 +394,7 @@ void Scheduler::Impl::Apply(Slot& slot, Restoration restoration) {
   run.chunk_ends = std::move(restoration.chunk_ends);
   run.next_capture = 0;
   slot.held.tokens.clear();
+  NoteHeld(slot, run.domain, std::span(run.job->request.prompt.tokens).first(size_t(run.pos)));
   run.job->prefetch.opened.reset();  // closes the record files
 }
 
@@ -436,6 +438,7 @@ void Scheduler::Impl::PrefillStep(Slot& slot) {
   slot.run.job->completion->NoteProgress(stop);
   if (stop < n) return CountCaptureErrors(captures->CaptureThrough(slot, stop, in_call));
   slot.run.last_call = in_call;
+  NoteHeld(slot, slot.run.domain, tokens);
   slot.run.result.usage.prefill_ms = MillisSince(slot.run.started);
   slot.run.decode_started = Clock::now();
   slot.phase = Phase::kGenerate;
@@ -584,8 +587,17 @@ void Scheduler::Impl::ForgetHeld(Slot& slot) {
 
 void Scheduler::Impl::NoteSlot(const Slot& slot) {
   SlotView v = ViewOf(slot, cache_io() != nullptr, options.block_size);
+  if (slot.phase == Phase::kIdle) NoteHeld(slot, slot.held.domain, slot.held.tokens);
   MutexLock lock(&mu);
   slot_views[size_t(&slot - slots.data())] = std::move(v);
+}
+
+// What the slot's sequence holds, for the KV-event stream: set where the sequence changes (the
+// restore, the prefill's end) and for an idle slot whenever it is noted (the request's end,
+// a slot that forgets).
+void Scheduler::Impl::NoteHeld(const Slot& slot, const Digest& domain,
+                               std::span<const Token> tokens) {
+  if (cache_io() != nullptr) cache->NoteSlotHolds(slot.seq, domain, tokens);
 }
 
 void Scheduler::Impl::Fail(Slot& slot, const Status& st) {

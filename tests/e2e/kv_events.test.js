@@ -5,7 +5,8 @@
 // chain parent first over the prompts' own token ids (/v1/chat/completions/render), and
 // replaying it (evictions included: a small RAM budget) must rebuild exactly the RAM tier's
 // Blocks that /v1/cache/stats counts after the clear, remove every one of them before the
-// clear's AllBlocksCleared, and carry the disk tier's Blocks (medium "DISK") too.
+// clear's AllBlocksCleared, and carry the disk tier's Blocks (medium "DISK") too, and the
+// slots' (medium "GPU": what their sequences hold, withdrawn when a slot drops it).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -67,9 +68,10 @@ async function cacheBlocks(server) {
 // AllBlocksCleared (llm-d ignores AllBlocksCleared): the RAM blocks live just before that run of
 // removals held what was cached at the clear (and what an eviction just before it removed).
 // Returns, for each AllBlocksCleared, the RAM ("CPU") blocks live before that run of removals,
-// then the RAM blocks live at the end; the disk's at the end; how many RAM blocks were removed.
+// then the RAM blocks live at the end; the disk's and the slots' at the end; how many RAM
+// blocks were removed. The slots' blocks are all removed before each AllBlocksCleared.
 function replay(messages) {
-  const live = { CPU: new Map(), DISK: new Map() };
+  const live = { CPU: new Map(), DISK: new Map(), GPU: new Map() };
   const snapshots = [];
   let removed = 0; let beforeRemovals = null; let lastWasRamRemoval = false;
   for (const m of messages) {
@@ -77,6 +79,7 @@ function replay(messages) {
       const type = Array.isArray(e) ? e[0] : e.type;
       if (type === 'AllBlocksCleared') {
         assert.equal(live.CPU.size, 0, 'a RAM block was not removed before AllBlocksCleared');
+        assert.equal(live.GPU.size, 0, 'a slot\'s block was not removed before AllBlocksCleared');
         snapshots.push(beforeRemovals ?? new Map());
       } else if (type === 'BlockStored') {
         const [hashes, parent, tokens, size, lora, medium] = e.slice(1);
@@ -109,10 +112,26 @@ function replay(messages) {
     }
   }
   snapshots.push(live.CPU);
-  return { snapshots, removed, disk: live.DISK };
+  return { snapshots, removed, disk: live.DISK, gpu: live.GPU };
 }
 
 const isPrefix = (a, b) => a.length <= b.length && a.every((t, i) => t === b[i]);
+
+// The slots' blocks at the end are what one slot holds after serving `prompt` with at most
+// `maxTokens` generated: the chain of its full Blocks, each block's tokens the prompt's and
+// then generated ones, nothing of an earlier conversation.
+function expectSlotHolds(gpu, prompt, maxTokens) {
+  const chains = [...gpu.values()];
+  assert.ok(chains.length > 0, 'no slot block is live');
+  const longest = chains.reduce((a, c) => (c.length > a.length ? c : a), []);
+  for (const chain of chains) assert.ok(isPrefix(chain, longest), 'two conversations on the slots');
+  assert.ok(isPrefix(longest.slice(0, prompt.length), prompt), 'a slot block chain is not the prompt\'s');
+  const held = Math.floor(prompt.length / BLOCK) * BLOCK;
+  assert.ok(longest.length >= held && longest.length <= prompt.length + maxTokens,
+    `the slot's blocks hold ${longest.length} tokens, the prompt ${prompt.length}`);
+  assert.equal(longest.length % BLOCK, 0, 'a slot publishes whole Blocks');
+  assert.equal(chains.length, longest.length / EVENT_BLOCK, 'a block of the slot is missing');
+}
 
 describe('serve --kv-events', () => {
   let dir; let model;
@@ -165,7 +184,8 @@ describe('serve --kv-events', () => {
         if (i > 0) assert.equal(m.seq, got[i - 1].seq + 1, 'sequence numbers go up by one');
       });
 
-      const { snapshots: [atClear, atEnd, ...more], removed, disk } = replay(got);
+      const { snapshots: [atClear, atEnd, ...more], removed, disk, gpu } = replay(got);
+      expectSlotHolds(gpu, prompts.at(-1), 8);
       assert.ok(disk.size > 0, 'the disk tier\'s blocks are not in the stream');
       for (const chain of disk.values()) {
         assert.ok(prompts.some((p) => isPrefix(chain, p)), 'a disk block chain is no prompt\'s prefix');
@@ -184,6 +204,46 @@ describe('serve --kv-events', () => {
     }
   });
 
+  // One slot: a second conversation takes it, so the first one's blocks leave the slot's
+  // medium; a subscriber that joins late is told what the slot holds; a clean stop withdraws it.
+  it('publishes what the slots hold as medium GPU, and withdraws it', async () => {
+    const endpoint = `tcp://127.0.0.1:${await freePort()}`;
+    const server = await startServer({ model, args: ['--block-size', String(BLOCK),
+      '--kv-events', endpoint, '--alias', 'tiny', '--slots', '1'] });
+    let stopped = false;
+    try {
+      const sub = await subscribe(endpoint);
+      const prompts = [];
+      for (const system of [SYSTEM, `You are a review agent. ${SYSTEM}`]) {
+        const messages = [{ role: 'system', content: system }, { role: 'user', content: AGENT_TURNS[0] }];
+        prompts.push((await post(server, '/v1/chat/completions/render', { model: 'tiny', messages })).json.token_ids);
+        await client(server).chat.completions.create({ model: 'tiny', messages, max_tokens: 8, temperature: 0 });
+      }
+      await cacheBlocks(server);
+      await sleep(200);
+      const got = (await sub.finish()).flatMap((m) => m.payload[1]);
+      const gpuStored = got.filter((e) => e[0] === 'BlockStored' && e[6] === 'GPU');
+      const gpuRemoved = new Set(got.filter((e) => e[0] === 'BlockRemoved' && e[2] === 'GPU').flatMap((e) => e[1]));
+      const firstRoot = gpuStored.find((e) => e[2] === null && isPrefix(e[3], prompts[0]));
+      assert.ok(firstRoot, 'the first conversation was never on the slot');
+      assert.ok(firstRoot[1].every((h) => gpuRemoved.has(h)), 'the reused slot kept the first conversation');
+      expectSlotHolds(replay([{ payload: [0, got, 0] }]).gpu, prompts[1], 8);
+
+      const late = await subscribe(endpoint);  // the resend names what the slot holds
+      await server.stop();
+      stopped = true;
+      await sleep(700);  // the stop's withdrawals arrive
+      const lateEvents = (await late.finish()).flatMap((m) => m.payload[1]);
+      const stores = lateEvents.filter((e) => e[0] === 'BlockStored');
+      expectSlotHolds(replay([{ payload: [0, stores, 0] }]).gpu, prompts[1], 8);
+      const { gpu, snapshots } = replay([{ payload: [0, lateEvents, 0] }]);
+      assert.equal(gpu.size, 0, 'the stop left slot blocks in the index');
+      assert.equal(snapshots.at(-1).size, 0, 'the stop left RAM blocks in the index');
+    } finally {
+      if (!stopped) await server.stop();
+    }
+  });
+
   it('names each event with a "type" key in the map encoding', async () => {
     const endpoint = `tcp://127.0.0.1:${await freePort()}`;
     const server = await startServer({ model, args: ['--block-size', String(BLOCK),
@@ -199,7 +259,7 @@ describe('serve --kv-events', () => {
         assert.equal(e.type, 'BlockStored');
         assert.equal(e.token_ids.length, e.block_hashes.length * EVENT_BLOCK);
         assert.equal(e.block_size, EVENT_BLOCK);
-        assert.ok(['CPU', 'DISK'].includes(e.medium), e.medium);
+        assert.ok(['CPU', 'DISK', 'GPU'].includes(e.medium), e.medium);
       }
     } finally {
       await server.stop();
