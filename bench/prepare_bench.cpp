@@ -17,6 +17,7 @@
 
 #include "bench/trace.h"
 #include "engine/chat/capture_points.h"
+#include "engine/chat/prefix_renders_ahead.h"
 #include "engine/chat/chat_template.h"
 #include "engine/chat/token_memo.h"
 #include "engine/model/model.h"
@@ -152,17 +153,21 @@ Result<Split> PrepareOnce(const engine::Model& model, const engine::ChatTemplate
   reuse.emplace();
   PREFIXD_ASSIGN_OR_RETURN(engine::ParsedChat chat,
                            Timed(&s.parse_ms, [&] { return tmpl.Parse(messages, ro); }));
+  std::optional<engine::PrefixRendersAhead> ahead;
   PREFIXD_ASSIGN_OR_RETURN(engine::ChatRender render, Timed(&s.render_ms, [&] {
-                             return engine::RenderWithOutputAhead(tmpl, chat, *reuse);
+                             ahead.emplace(tmpl, chat, memo, *reuse);
+                             return tmpl.RenderWithOutput(chat);
                            }));
   const std::string& text = render.prompt;
   std::vector<Token> tokens = Timed(&s.tokenize_ms, [&] { return token_memo.Tokenize(text); });
+  PREFIXD_ASSIGN_OR_RETURN(std::vector<int32_t> points, Timed(&s.points_ms, [&] {
+    return engine::ChatCapturePoints(model, tmpl, chat, text, tokens, memo, &s.stats, &*ahead);
+  }));
+  ahead.reset();
+  // Timed apart, after the points (the renders begun ahead would otherwise run beside it).
   std::vector<Token> whole =
       Timed(&s.whole_tokenize_ms, [&] { return model.Tokenize(text, true); });
   s.memo_equal = whole == tokens;
-  PREFIXD_ASSIGN_OR_RETURN(std::vector<int32_t> points, Timed(&s.points_ms, [&] {
-    return engine::ChatCapturePoints(model, tmpl, chat, text, tokens, memo, &s.stats);
-  }));
   s.pieces_ms = TimePieces(model, tokens, text);
   s.tokens = tokens.size();
   s.points = points.size();

@@ -5,6 +5,7 @@
 #include "cache/types.h"
 #include "engine/chat/chat_template.h"
 #include "engine/chat/capture_points.h"
+#include "engine/chat/prefix_renders_ahead.h"
 #include "engine/chat/render_memo.h"
 #include "engine/chat/token_memo.h"
 #include "engine/scheduler.h"
@@ -50,7 +51,8 @@ struct Engine::Impl {
   std::unique_ptr<Scheduler> scheduler;  // last: stops before what it borrows goes
 
   Status PrepareImages(const ChatRender& render, const ParsedChat& chat,
-                       const ChatRenderOptions& options, Prompt* prompt);
+                       const ChatRenderOptions& options, PrefixRendersAhead& ahead,
+                       Prompt* prompt);
 };
 
 namespace {
@@ -142,11 +144,11 @@ Result<Prompt> Engine::PrepareChat(const std::string& messages_json,
   RenderReuseScope reuse_renders;
   PREFIXD_ASSIGN_OR_RETURN(ParsedChat chat, impl_->chat->Parse(messages_json, options));
   prompt.times.parse_ms = watch.Lap();
-  PREFIXD_ASSIGN_OR_RETURN(ChatRender render,
-                           RenderWithOutputAhead(*impl_->chat, chat, reuse_renders));
+  PrefixRendersAhead ahead(*impl_->chat, chat, impl_->render_memo, reuse_renders);
+  PREFIXD_ASSIGN_OR_RETURN(ChatRender render, impl_->chat->RenderWithOutput(chat));
   prompt.times.render_ms = watch.Lap();
   if (!options.images.empty()) {
-    PREFIXD_RETURN_IF_ERROR(impl_->PrepareImages(render, chat, options, &prompt));
+    PREFIXD_RETURN_IF_ERROR(impl_->PrepareImages(render, chat, options, ahead, &prompt));
     prompt.output = std::move(render.output);
     ResolveOutputTokens(*impl_->model, render.preserved_tokens, &prompt.output);
     return prompt;
@@ -154,7 +156,7 @@ Result<Prompt> Engine::PrepareChat(const std::string& messages_json,
   prompt.tokens = impl_->token_memo->Tokenize(render.prompt, options.memo_scope);
   prompt.times.tokenize_ms = watch.Lap();
   auto points = ChatCapturePoints(*impl_->model, *impl_->chat, chat, render.prompt,
-                                  prompt.tokens, impl_->render_memo);
+                                  prompt.tokens, impl_->render_memo, nullptr, &ahead);
   if (points.ok()) prompt.capture_points = std::move(points).value();
   prompt.times.points_ms = watch.Lap();
   prompt.output = std::move(render.output);
@@ -167,7 +169,8 @@ Result<Prompt> Engine::PrepareChat(const std::string& messages_json,
 // its image (image_prompt.h). A non-causal image must be one call: one larger than a ubatch is
 // refused here, before it queues.
 Status Engine::Impl::PrepareImages(const ChatRender& render, const ParsedChat& chat,
-                                   const ChatRenderOptions& options, Prompt* prompt) {
+                                   const ChatRenderOptions& options, PrefixRendersAhead& ahead,
+                                   Prompt* prompt) {
   if (!projector) return Status::InvalidArgument("this model reads no images (serve it with --mmproj)");
   Stopwatch watch;
   std::vector<ImageInsert> inserts;
@@ -198,7 +201,7 @@ Status Engine::Impl::PrepareImages(const ChatRender& render, const ParsedChat& c
                            TokenizeAroundMarkers(tokenize, render.prompt, inserts.size()));
   prompt->times.tokenize_ms = watch.Lap();
   auto points = ChatCapturePoints(*model, *this->chat, chat, render.prompt, marked.tokens,
-                                  render_memo);
+                                  render_memo, nullptr, &ahead);
   if (points.ok()) prompt->capture_points = std::move(points).value();
   ExpandImages(marked, inserts, &prompt->tokens, &prompt->images, &prompt->capture_points);
   prompt->times.points_ms = watch.Lap();

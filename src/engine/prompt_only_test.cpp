@@ -79,12 +79,14 @@ Outcome RenderOutcome(F&& render) {
 }
 
 // The pinned template NAME's templates, or null when llama-common cannot parse it.
-common_chat_templates_ptr InitTemplate(const std::string& name) {
+// `suffix` is appended to the template's source (a Jinja comment: the same renders under
+// another source, so under another key of the analysis memo).
+common_chat_templates_ptr InitTemplate(const std::string& name, const std::string& suffix = "") {
   auto source = LoadTemplateSource(name);
   EXPECT_TRUE(source.ok()) << name;
   if (!source.ok()) return nullptr;
   try {
-    return common_chat_templates_init(nullptr, source.value(), "<s>", "</s>");
+    return common_chat_templates_init(nullptr, source.value() + suffix, "<s>", "</s>");
   } catch (const std::exception&) {
     return nullptr;
   }
@@ -250,11 +252,12 @@ TEST(PromptOnlyTest, SharedRenderMemoPassesFailuresOn) {
 // Patch 0022: with the template analysis kept (common_chat_set_analysis_memo, which
 // ChatTemplate::Create turns on), common_chat_templates_apply gives every field it gives with
 // the analysis made on each call (llama.cpp's way), for every pinned template, with tools and
-// without; and a template's second call analyses nothing.
+// without; and a template's second call analyses nothing. Each source gets a comment of this
+// test's own, so that no other test of the process has analysed it before.
 TEST(AnalysisMemoTest, AKeptAnalysisChangesNoResultAndIsMadeOnce) {
   int compared = 0, kept = 0;
   for (const std::string& name : PinnedTemplateNames()) {
-    common_chat_templates_ptr tmpls = InitTemplate(name);
+    common_chat_templates_ptr tmpls = InitTemplate(name, "{# AnalysisMemoTest #}");
     if (!tmpls) continue;
     for (bool with_tools : {true, false}) {
       common_chat_set_analysis_memo(false);

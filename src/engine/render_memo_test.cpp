@@ -12,12 +12,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/chat/capture_points.h"
+#include "engine/chat/prefix_renders_ahead.h"
 #include "util/process_memory.h"
 #include "engine/testgen/test_model.h"
 #include "engine/test_temp_dir.h"
@@ -300,19 +302,26 @@ struct Prepared {
   CapturePointStats stats;
 };
 
-Prepared Prepare(const ChatTemplate& tmpl, RenderMemo& memo, const json& messages) {
+// With `ahead`, the prefix renders begin before the full render, as PrepareChat begins them.
+Prepared Prepare(const ChatTemplate& tmpl, RenderMemo& memo, const json& messages,
+                 bool ahead = false) {
   const Model& model = TestModel();
   ChatRenderOptions ro;
   ro.tools_json = kTools;
   Prepared p;
   auto chat = tmpl.Parse(messages.dump(), ro);
   EXPECT_TRUE(chat.ok()) << chat.status().ToString();
+  if (!chat.ok()) return p;
+  RenderReuseScope scope;
+  std::optional<PrefixRendersAhead> renders;
+  if (ahead) renders.emplace(tmpl, chat.value(), memo, scope);
   auto text = tmpl.Render(chat.value());
   EXPECT_TRUE(text.ok()) << text.status().ToString();
-  if (!chat.ok() || !text.ok()) return p;
+  if (!text.ok()) return p;
   const std::vector<Token> tokens = model.Tokenize(text.value(), true);
   auto ref = ChatCapturePoints(model, tmpl, messages.dump(), ro, text.value(), tokens);
-  auto got = ChatCapturePoints(model, tmpl, chat.value(), text.value(), tokens, memo, &p.stats);
+  auto got = ChatCapturePoints(model, tmpl, chat.value(), text.value(), tokens, memo, &p.stats,
+                               renders ? &*renders : nullptr);
   EXPECT_TRUE(ref.ok() && got.ok());
   if (ref.ok()) p.reference = ref.value();
   if (got.ok()) p.memoized = got.value();
@@ -378,6 +387,29 @@ TEST_P(RenderMemoTemplateTest, GrowingSessionGivesReferencePointsWithFewRenders)
 
 TEST_P(RenderMemoTemplateTest, NewUserMessageAfterLongAgentRunRendersOnlyNewMessages) {
   ExpectReferencePointsWithFewRenders(*tmpl_, /*user_every=*/6, /*n_requests=*/20);
+}
+
+// The prefix renders begun ahead of the full render (PrepareChat's order) give the same points
+// with the same renders as those made after it, on a growing session, and stay bounded on a
+// long conversation seen for the first time.
+TEST_P(RenderMemoTemplateTest, RendersBegunAheadGiveTheSamePointsAndRenders) {
+  RenderMemo after_memo;
+  RenderMemo ahead_memo;
+  Session s = StartSession(3);
+  for (int req = 0; req < 12; ++req) {
+    Prepared after = Prepare(*tmpl_, after_memo, s.messages);
+    Prepared ahead = Prepare(*tmpl_, ahead_memo, s.messages, /*ahead=*/true);
+    EXPECT_EQ(ahead.memoized, after.memoized) << "request " << req;
+    EXPECT_EQ(ahead.memoized, ahead.reference) << "request " << req;
+    EXPECT_EQ(ahead.stats.renders, after.stats.renders) << "request " << req;
+    EXPECT_EQ(ahead.stats.skipped, after.stats.skipped) << "request " << req;
+    s.Advance();
+  }
+  RenderMemo fresh;
+  for (int i = 0; i < 30; ++i) s.Advance();
+  Prepared first = Prepare(*tmpl_, fresh, s.messages, /*ahead=*/true);
+  EXPECT_EQ(first.stats.renders, kMaxPrefixRenders);
+  EXPECT_EQ(first.stats.renders + first.stats.skipped, first.stats.prefixes);
 }
 
 // Texts that share much with the requests but differ somewhere (other branches, corrupted

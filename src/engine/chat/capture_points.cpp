@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "engine/chat/prefix_renders_ahead.h"
 #include "util/parallel.h"
 
 namespace prefixd::engine {
@@ -226,13 +227,20 @@ void ApplyMoved(std::string_view full_text, const std::vector<Moved>& moved, Mem
   }
 }
 
-// Looks the prefixes up and proves what it can of their shared lengths with full_text.
+// Looks the prefixes up (or takes what `ahead` found) and proves what it can of their shared
+// lengths with full_text.
 MemoLookup LookUp(const ChatTemplate& tmpl, const ParsedChat& chat, std::string_view full_text,
-                  RenderMemo& memo, CapturePointStats* stats) {
+                  RenderMemo& memo, const PrefixRendersAhead* ahead, CapturePointStats* stats) {
   MemoLookup m;
-  m.prefixes = PrefixesToCompare(chat);
-  m.keys = PrefixKeys(tmpl, chat, m.prefixes);
-  m.records = memo.Find(m.keys);
+  if (ahead) {
+    m.prefixes = ahead->prefixes();
+    m.keys = ahead->keys();
+    m.records = ahead->records();
+  } else {
+    m.prefixes = PrefixesToCompare(chat);
+    m.keys = PrefixKeys(tmpl, chat, m.prefixes);
+    m.records = memo.Find(m.keys);
+  }
   m.proven.assign(m.records.size(), false);
   std::vector<Moved> moved;
   ProveByDigests(full_text, m, moved, stats);
@@ -283,32 +291,6 @@ PrefixRecord RecordOf(const Result<std::string>& rendered, PrefixVariant variant
   return r;
 }
 
-// Which of the unproven prefixes (indices into `prefixes`, ascending) to render: all of them up
-// to kMaxPrefixRenders; beyond, those a later request most likely restores at (the last
-// kRecentMessages messages, whose boundaries a continuing session and a regenerated answer
-// restore at, and the first message, which other sessions share), then evenly spaced others.
-std::vector<bool> ChooseRenders(const std::vector<PrefixRender>& prefixes,
-                                const std::vector<size_t>& unproven, size_t n_messages) {
-  std::vector<bool> render(unproven.size(), unproven.size() <= kMaxPrefixRenders);
-  if (unproven.size() <= kMaxPrefixRenders) return render;
-  size_t chosen = 0;
-  std::vector<size_t> others;
-  for (size_t k = 0; k < unproven.size(); ++k) {
-    const size_t i = prefixes[unproven[k]].n_messages;
-    if (i <= 1 || i + kRecentMessages >= n_messages) {
-      render[k] = true;
-      ++chosen;
-    } else {
-      others.push_back(k);
-    }
-  }
-  const size_t room = kMaxPrefixRenders > chosen ? kMaxPrefixRenders - chosen : 0;
-  for (size_t t = 0; t < room && t < others.size(); ++t) {
-    render[others[t * others.size() / room]] = true;
-  }
-  return render;
-}
-
 // The prefix renders m.prefixes[j] for each j of `which`, in that order, on up to
 // kPrefixRenderThreads threads. Each render is a function of the chat alone, so the results are
 // those of rendering one after the other. The whole conversation without a generation prompt
@@ -331,21 +313,33 @@ std::vector<Result<std::string>> RenderInParallel(const ChatTemplate& tmpl, cons
   return out;
 }
 
-// Renders the prefixes the memo could not prove, fills in their records and stores them with
-// the moved ones. Over kMaxPrefixRenders (a long conversation seen for the first time, an edit
-// far back in one) only ChooseRenders()'s are rendered; the others are stored as skipped.
+// Renders the prefixes the memo could not prove (taking those `ahead` rendered), fills in
+// their records and stores them with the moved ones. Over kMaxPrefixRenders (a long
+// conversation seen for the first time, an edit far back in one) only ChooseRenders()'s are
+// rendered; the others are stored as skipped.
 void RenderMissing(const ChatTemplate& tmpl, const ParsedChat& chat, std::string_view full_text,
-                   MemoLookup& m, RenderMemo& memo, CapturePointStats* stats) {
+                   MemoLookup& m, RenderMemo& memo, PrefixRendersAhead* ahead,
+                   CapturePointStats* stats) {
   std::vector<std::pair<PrefixKey, PrefixRecord>> fresh;
   for (size_t j : m.moved) fresh.emplace_back(m.keys[j], *m.records[j]);
   Placeholder placeholder(tmpl, chat, m);
   const auto t0 = std::chrono::steady_clock::now();
   size_t renders = 0;
+  std::vector<std::optional<Result<std::string>>> early;
+  if (ahead) early = ahead->Finish();
   std::vector<size_t> unproven;
   for (size_t j = 0; j < m.prefixes.size(); ++j) {
-    if (!m.proven[j]) unproven.push_back(j);
+    if (m.proven[j]) continue;
+    if (j < early.size() && early[j]) {
+      m.records[j] = RecordOf(*early[j], m.prefixes[j].variant, full_text, placeholder);
+      fresh.emplace_back(m.keys[j], *m.records[j]);
+      ++renders;
+      continue;
+    }
+    unproven.push_back(j);
   }
-  const std::vector<bool> render = ChooseRenders(m.prefixes, unproven, chat.n_messages());
+  const size_t room = kMaxPrefixRenders > renders ? kMaxPrefixRenders - renders : 0;
+  const std::vector<bool> render = ChooseRenders(m.prefixes, unproven, chat.n_messages(), room);
   std::vector<size_t> to_render;
   for (size_t k = 0; k < unproven.size(); ++k) {
     const size_t j = unproven[k];
@@ -374,6 +368,29 @@ void RenderMissing(const ChatTemplate& tmpl, const ParsedChat& chat, std::string
 
 }  // namespace
 
+std::vector<bool> ChooseRenders(const std::vector<PrefixRender>& prefixes,
+                                const std::vector<size_t>& unproven, size_t n_messages,
+                                size_t max_renders) {
+  std::vector<bool> render(unproven.size(), unproven.size() <= max_renders);
+  if (unproven.size() <= max_renders) return render;
+  size_t chosen = 0;
+  std::vector<size_t> others;
+  for (size_t k = 0; k < unproven.size(); ++k) {
+    const size_t i = prefixes[unproven[k]].n_messages;
+    if (i <= 1 || i + kRecentMessages >= n_messages) {
+      render[k] = true;
+      ++chosen;
+    } else {
+      others.push_back(k);
+    }
+  }
+  const size_t room = max_renders > chosen ? max_renders - chosen : 0;
+  for (size_t t = 0; t < room && t < others.size(); ++t) {
+    render[others[t * others.size() / room]] = true;
+  }
+  return render;
+}
+
 Result<std::vector<int32_t>> ChatCapturePoints(const Model& model, const ChatTemplate& tmpl,
                                                const std::string& messages_json,
                                                const ChatRenderOptions& options,
@@ -397,17 +414,19 @@ Result<std::vector<int32_t>> ChatCapturePoints(const Model& model, const ChatTem
                                                const ParsedChat& chat,
                                                const std::string& full_text,
                                                std::span<const Token> full, RenderMemo& memo,
-                                               CapturePointStats* stats) {
+                                               CapturePointStats* stats,
+                                               PrefixRendersAhead* ahead) {
   if (stats) *stats = CapturePointStats{};
   const std::vector<size_t> offsets = TokenOffsets(model, full, full_text);
   if (offsets.back() != full_text.size()) {
+    if (ahead) (void)ahead->Finish();  // rendered again below, as the reference does
     std::vector<std::string> prefixes = RenderAll(tmpl, chat);
     if (stats) stats->renders = prefixes.size();
     return PointsByTokens(model, prefixes, full);
   }
-  MemoLookup m = LookUp(tmpl, chat, full_text, memo, stats);
+  MemoLookup m = LookUp(tmpl, chat, full_text, memo, ahead, stats);
   if (stats) stats->prefixes = m.prefixes.size();
-  RenderMissing(tmpl, chat, full_text, m, memo, stats);
+  RenderMissing(tmpl, chat, full_text, m, memo, ahead, stats);
   memo.PutText(full_text);
   std::vector<SharedChars> shared;
   for (const auto& r : m.records) {

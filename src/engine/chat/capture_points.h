@@ -16,6 +16,8 @@
 
 namespace prefixd::engine {
 
+class PrefixRendersAhead;
+
 // For a rendered chat: renders every prefix messages[:i] (PrefixesToCompare) and compares it
 // with the full render; the shared length is a message boundary. Rendering messages[:i] is
 // often not a token prefix of the full render (templates strip reasoning of earlier turns,
@@ -58,13 +60,25 @@ struct CapturePointStats {
 // also when a new user message makes the template rewrite earlier turns (e.g. strip their
 // reasoning): splits and the previous full render, which `memo` keeps, prove those.
 // When the tokens do not spell the text back it renders every prefix, as the reference does.
+// `ahead`, when given, holds the renders begun for this chat (PrefixRendersAhead, made with
+// this memo): its lookup and renders are taken in place of this call's own; the points are
+// the same.
 // REQUIRES: `chat` was parsed by `tmpl`, `full_text` is tmpl.Render(chat), `full` its tokens.
-// Thread-safe (memo is); `stats` may be null.
+// Thread-safe (memo is); `stats` and `ahead` may be null.
 Result<std::vector<int32_t>> ChatCapturePoints(const Model& model, const ChatTemplate& tmpl,
                                                const ParsedChat& chat,
                                                const std::string& full_text,
                                                std::span<const Token> full, RenderMemo& memo,
-                                               CapturePointStats* stats = nullptr);
+                                               CapturePointStats* stats = nullptr,
+                                               PrefixRendersAhead* ahead = nullptr);
+
+// Which of the unproven prefixes (indices into `prefixes`, ascending) to render: all of them up
+// to `max_renders`; beyond, those a later request most likely restores at (the last
+// kRecentMessages messages, whose boundaries a continuing session and a regenerated answer
+// restore at, and the first message, which other sessions share), then evenly spaced others.
+std::vector<bool> ChooseRenders(const std::vector<PrefixRender>& prefixes,
+                                const std::vector<size_t>& unproven, size_t n_messages,
+                                size_t max_renders);
 
 // For raw completion text (no message list): every chat-format message start token
 // (<|im_start|> and its equivalents) after position 0 is a boundary.

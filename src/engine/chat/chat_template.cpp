@@ -3,14 +3,12 @@
 #include <algorithm>
 #include <ctime>
 #include <exception>
-#include <thread>
 
 #include "chat.h"
 #include "engine/chat/pinned_assets.h"
 #include "engine/chat/schema_gaps.h"
 #include "json.h"
 #include "util/log.h"
-#include "util/parallel.h"
 
 namespace prefixd::engine {
 
@@ -465,18 +463,6 @@ std::vector<PrefixRender> PrefixesToCompare(const ParsedChat& chat) {
   out.push_back({n_messages, PrefixVariant::kFollowedByToolCall});
   out.push_back({n_messages, PrefixVariant::kFollowedByAnswer});
   return out;
-}
-
-Result<ChatRender> RenderWithOutputAhead(const ChatTemplate& tmpl, const ParsedChat& chat,
-                                         const RenderReuseScope& scope) {
-  std::jthread ahead;
-  if (chat.options().add_generation_prompt && SpareThreads(2) > 1) {
-    ahead = std::jthread([&] {
-      RenderReuseScope shared(scope, RenderReuseScope::kShareRenders);
-      (void)tmpl.RenderPrefix(chat, chat.n_messages(), PrefixVariant::kPlain);
-    });
-  }
-  return tmpl.RenderWithOutput(chat);
 }
 
 Result<std::vector<std::string>> ChatTemplate::RenderPrefixes(

@@ -171,15 +171,6 @@ struct PrefixRender {
 // generation prompt, then n followed by user, by assistant and by a tool call.
 std::vector<PrefixRender> PrefixesToCompare(const ParsedChat& chat);
 
-// tmpl.RenderWithOutput(chat), with the render of the whole conversation without a generation
-// prompt (which the full render's generation-prompt diff makes after its first render, and the
-// capture points use too) begun at the same time on a second thread sharing `scope` (patch
-// 0004), when the machine has a thread to spare: the diff then waits for it instead of making
-// it. The same result as RenderWithOutput.
-// REQUIRES: `scope` lives on the calling thread.
-Result<ChatRender> RenderWithOutputAhead(const ChatTemplate& tmpl, const ParsedChat& chat,
-                                         const RenderReuseScope& scope);
-
 // Fills what needs the vocabulary: the preserved tokens that are one token each become
 // output.special_tokens, and word triggers that are such a token become token triggers (as
 // llama-server does).
