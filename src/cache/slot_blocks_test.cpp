@@ -63,7 +63,8 @@ TEST(SlotBlocksTest, HoldStoresFullBlocksParentsFirstWithRamsHashes) {
     return o;
   }());
   std::vector<PayloadRef> rows{MakePayload(10, 1), MakePayload(10, 2)};
-  ASSERT_EQ(ram.InsertBlocks(kDomain, std::span(t).first(2 * kB), 0, rows), InsertOutcome::kInserted);
+  ASSERT_EQ(ram.InsertBlocks(kDomain, std::span(t).first(2 * kB), 0, rows),
+            InsertOutcome::kInserted);
   ASSERT_EQ(ram_events.events.size(), 2u);
   EXPECT_EQ(ram_events.events[1].hash, r.events[1].hash);
   EXPECT_EQ(ram_events.events[1].parent, r.events[1].parent);

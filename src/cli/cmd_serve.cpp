@@ -445,7 +445,8 @@ void DeclareExposureFlags(Flags& flags, ServeArgs& a) {
              "and /v1/requests/recent (off: the position only; it is every tenant's text)");
 }
 
-// --kv-events: the RAM and disk tiers' Blocks as llm-d's KV-event stream (events/kv_events.h).
+// --kv-events: the slots', RAM and disk tiers' Blocks as llm-d's KV-event stream
+// (events/kv_events.h).
 void DeclareKvEventFlags(Flags& flags, KvEventArgs& k) {
   flags.String("--kv-events", &k.bind,
                "ENDPOINT (e.g. tcp://*:5557): publish the cache's Blocks as KV events in "

@@ -1,5 +1,6 @@
-// KV events: the RAM and disk tiers' Blocks as llm-d's / vLLM's KV-event stream (docs/kv-events.md),
-// so a router (llm-d's kv-cache indexer, Dynamo's kv-indexer) can see where prefixes are held.
+// KV events: the slots', RAM and disk tiers' Blocks as llm-d's / vLLM's KV-event stream
+// (docs/kv-events.md), so a router (llm-d's kv-cache indexer, Dynamo's kv-indexer) can see where
+// prefixes are held.
 //
 // Each message is three ZMQ frames: the topic "kv@<pod>@<model>", an 8-byte big-endian
 // sequence number (0, 1, 2, ...), and a MessagePack payload [ts, [events...], 0]. Each
