@@ -137,7 +137,8 @@ if ! tree_has_first "$n_patches" || ! grep -q llama_state_seq_get_data_range "$s
    ! grep -q "prefixd patch: the work buffer starts on a cache line" "$src/ggml/src/ggml-cpu/ggml-cpu.cpp" ||
    ! grep -q "prefixd patch: a raw text value held to its schema" "$src/common/peg-parser.cpp" ||
    ! grep -q "prefixd patch: cell positions kept apart from rope positions" "$src/include/llama.h" ||
-   ! grep -q common_chat_set_analysis_memo "$src/common/chat.h"; then
+   ! grep -q common_chat_set_analysis_memo "$src/common/chat.h" ||
+   ! grep -q common_chat_output_memo_made "$src/common/chat.h"; then
   echo "setup-llama: the patches in $PATCH_DIR do not apply to llama.cpp $LLAMA_COMMIT" >&2
   exit 1
 fi

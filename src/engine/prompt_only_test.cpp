@@ -249,13 +249,14 @@ TEST(PromptOnlyTest, SharedRenderMemoPassesFailuresOn) {
   EXPECT_EQ(failed, 1);
 }
 
-// Patch 0022: with the template analysis kept (common_chat_set_analysis_memo, which
-// ChatTemplate::Create turns on), common_chat_templates_apply gives every field it gives with
-// the analysis made on each call (llama.cpp's way), for every pinned template, with tools and
-// without; and a template's second call analyses nothing. Each source gets a comment of this
+// Patches 0022 and 0023: with the template analysis and the reply's parser kept
+// (common_chat_set_analysis_memo, which ChatTemplate::Create turns on),
+// common_chat_templates_apply gives every field it gives with both made on each call
+// (llama.cpp's way), for every pinned template, with tools and without; and a template's
+// second call analyses nothing and builds no parser. Each source gets a comment of this
 // test's own, so that no other test of the process has analysed it before.
 TEST(AnalysisMemoTest, AKeptAnalysisChangesNoResultAndIsMadeOnce) {
-  int compared = 0, kept = 0;
+  int compared = 0, kept = 0, kept_outputs = 0;
   for (const std::string& name : PinnedTemplateNames()) {
     common_chat_templates_ptr tmpls = InitTemplate(name, "{# AnalysisMemoTest #}");
     if (!tmpls) continue;
@@ -265,11 +266,15 @@ TEST(AnalysisMemoTest, AKeptAnalysisChangesNoResultAndIsMadeOnce) {
       common_chat_set_analysis_memo(true);
       if (!ref) continue;
       const size_t made = common_chat_analysis_memo_made();
+      const size_t outputs = common_chat_output_memo_made();
       const common_chat_params first = common_chat_templates_apply(tmpls.get(), ref->in);
       const size_t made_first = common_chat_analysis_memo_made();
+      const size_t outputs_first = common_chat_output_memo_made();
       const common_chat_params again = common_chat_templates_apply(tmpls.get(), ref->in);
       EXPECT_EQ(common_chat_analysis_memo_made(), made_first) << name << ": analysed again";
+      EXPECT_EQ(common_chat_output_memo_made(), outputs_first) << name << ": parser built again";
       if (made_first > made) ++kept;
+      if (outputs_first > outputs) ++kept_outputs;
       for (const common_chat_params* p : {&first, &again}) {
         const common_chat_params& off = ref->full;
         EXPECT_EQ(off.format, p->format) << name;
@@ -292,9 +297,11 @@ TEST(AnalysisMemoTest, AKeptAnalysisChangesNoResultAndIsMadeOnce) {
       ++compared;
     }
   }
-  std::printf("  %d applies equal, %d analyses kept\n", compared, kept);
+  std::printf("  %d applies equal, %d analyses kept, %d parsers kept\n", compared, kept,
+              kept_outputs);
   EXPECT_GT(compared, 100);
   EXPECT_GT(kept, 20);  // the autoparser's templates (the others have a parser of their own)
+  EXPECT_GT(kept_outputs, 2 * 20);  // theirs, with tools and without
 }
 
 }  // namespace

@@ -46,7 +46,8 @@ ChatTemplate::~ChatTemplate() = default;
 Result<std::unique_ptr<ChatTemplate>> ChatTemplate::Create(const Model& model,
                                                            const std::string& override_template) {
   // The template analysis (llama.cpp's differential autoparser, a dozen probe renders) is a
-  // function of the template: made once per template and day, not on every request (patch 0022).
+  // function of the template: made once per template and day, not on every request (patch 0022);
+  // the reply's parser and grammar, once per analysis, tools and options (patch 0023).
   common_chat_set_analysis_memo(true);
   auto impl = std::make_unique<Impl>();
   try {
