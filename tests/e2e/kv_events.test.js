@@ -9,45 +9,16 @@
 // slots' (medium "GPU": what their sequences hold, withdrawn when a slot drops it).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync, rmSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { AGENT_TURNS, client, freePort, makeModel, metric, metrics, post, sleep, startServer, tempDir,
   writeKeys } from './harness.js';
+import { subscribe } from './kv_subscribe.js';
 
-const HERE = dirname(fileURLToPath(import.meta.url));
-// Debian's python3-zmq and python3-msgpack (scripts/setup-deps.sh) are the system Python's;
-// a python3 earlier on PATH (pyenv, a venv) may not have them.
-const PYTHON = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
 const BLOCK = 64;  // the cache's Block (--block-size)
 const EVENT_BLOCK = 16;  // the stream's block (--kv-events-block-size, llm-d's)
 const SYSTEM = 'You are a build agent. Tools: read(path), write(path, text), run(cmd). '
   + 'Answer briefly and call one tool at a time. '.repeat(6);
-
-// Starts the subscriber (connecting, or binding for serve --kv-events-connect); resolves once
-// it has subscribed. `finish()` stops it and resolves
-// with its messages.
-async function subscribe(endpoint, mode = 'connect') {
-  const proc = spawn(PYTHON, [join(HERE, 'kv_subscriber.py'), endpoint, '25',
-    ...(mode === 'bind' ? ['bind'] : [])],
-    { stdio: ['pipe', 'pipe', 'pipe'] });
-  let out = ''; let err = '';
-  proc.stdout.setEncoding('utf8').on('data', (d) => { out += d; });
-  proc.stderr.setEncoding('utf8').on('data', (d) => { err += d; });
-  const exited = new Promise((resolve) => proc.on('exit', resolve));
-  for (let i = 0; i < 200 && !err.includes('ready'); i++) await sleep(25);
-  assert.ok(err.includes('ready'), `subscriber did not start: ${err}`);
-  await sleep(300);  // a SUB socket receives only after its subscription reached the PUB
-  return {
-    finish: async () => {
-      proc.stdin.end('stop\n');
-      await exited;
-      assert.ok(out, `subscriber printed nothing: ${err}`);
-      return JSON.parse(out).messages;
-    },
-  };
-}
 
 // The RAM tier's Blocks once the server is quiet (the last request's cache work is done: its
 // published events steady over three polls).

@@ -5,41 +5,17 @@
 // k..last, each with the bytes the subscribers got on the stream, then vLLM's end marker.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
-import { existsSync, rmSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { execFile } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { AGENT_TURNS, client, makeModel, metric, metrics, sleep, startServer, tempDir } from './harness.js';
+import { HERE, PYTHON, subscribe } from './kv_subscribe.js';
 
-const HERE = dirname(fileURLToPath(import.meta.url));
-// Debian's python3-zmq and python3-msgpack (scripts/setup-deps.sh) are the system Python's.
-const PYTHON = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
 const STREAM = 'tcp://127.0.0.1:19941';
 const REPLAY = 'tcp://127.0.0.1:19942';
 const SYSTEM = 'You are a build agent. Tools: read(path), write(path, text), run(cmd). '
   + 'Answer briefly and call one tool at a time. '.repeat(6);
-
-// A subscriber (kv_subscriber.py) connected until `finish()`, which resolves with its messages.
-async function subscribe() {
-  const proc = spawn(PYTHON, [join(HERE, 'kv_subscriber.py'), STREAM, '25'],
-    { stdio: ['pipe', 'pipe', 'pipe'] });
-  let out = ''; let err = '';
-  proc.stdout.setEncoding('utf8').on('data', (d) => { out += d; });
-  proc.stderr.setEncoding('utf8').on('data', (d) => { err += d; });
-  const exited = new Promise((resolve) => proc.on('exit', resolve));
-  for (let i = 0; i < 200 && !err.includes('ready'); i++) await sleep(25);
-  assert.ok(err.includes('ready'), `subscriber did not start: ${err}`);
-  await sleep(300);  // its subscription reaches the server's socket
-  return {
-    finish: async () => {
-      proc.stdin.end('stop\n');
-      await exited;
-      assert.ok(out, `subscriber printed nothing: ${err}`);
-      return JSON.parse(out).messages;
-    },
-  };
-}
 
 async function askReplay(start) {
   const { stdout } = await promisify(execFile)(PYTHON, [join(HERE, 'kv_replay.py'), REPLAY, String(start)]);
@@ -74,13 +50,13 @@ describe('serve --kv-events-replay', () => {
           { model: 'tiny', messages, max_tokens: 8, temperature: 0 });
         messages = [...messages, { role: 'assistant', content: r.choices[0].message.content }];
       };
-      const early = await subscribe();
+      const early = await subscribe(STREAM);
       for (const text of AGENT_TURNS.slice(0, 2)) await turn(text);
       await quiet(server);
       const seen = await early.finish();  // drops its connection
       for (const text of AGENT_TURNS.slice(2, 4)) await turn(text);  // it misses these
       await quiet(server);
-      const late = await subscribe();  // its subscription makes the server resend what it holds
+      const late = await subscribe(STREAM);  // its subscription makes the server resend what it holds
       await quiet(server);
       const lateSeen = await late.finish();
       assert.ok(seen.length >= 4 && lateSeen.length > 0, `${seen.length}, ${lateSeen.length} messages`);
