@@ -83,7 +83,7 @@ sample() {
   large="$(awk '/^[0-9a-f]+-[0-9a-f]+ /{anon = ($6 == "")} /^Size:/{size = $2}
     /^Rss:/{if (anon && size > 102400) s += $2} END {printf "%d", s * 1024}' /proc/$pid/smaps)"
   printf '%s' "$page" >"$WORK/metrics.txt"
-  python3 - "$1" "$2" "$files" "$index" "$(grep VmRSS /proc/$pid/status | awk '{print $2 * 1024}')" \
+  python3 - "$1" "$2" "$files" "$index" "$(grep VmRSS /proc/$pid/status | awk '{printf "%d", $2 * 1024}')" \
     "$large" "$WORK/metrics.txt" <<'PY'
 import json, re, sys
 rnd, secs, files, index, rss, large, page_path = sys.argv[1:8]
