@@ -64,7 +64,7 @@ for ((t = 0; t < 600; t++)); do
   sleep 0.5
 done
 
-metric() { grep -E "^$1 " <<<"$2" | awk '{printf "%d", $2}'; }
+metric() { grep -E "^$1 " <<<"$2" | awk '{printf "%.0f", $2}'; }
 # sample ROUND SECONDS: one JSON line of what the process and its cache dir hold now.
 sample() {
   local page files index
@@ -76,14 +76,14 @@ sample() {
     if [[ "$now" == "$last" ]]; then same=$((same + 1)); else same=0; fi
     last="$now"; sleep 0.5
   done
-  files="$(find "$WORK/cache" -type f -printf '%s\n' | awk '{s += $1} END {printf "%d", s}')"
+  files="$(find "$WORK/cache" -type f -printf '%s\n' | awk '{s += $1} END {printf "%.0f", s}')"
   index="$(stat -c %s "$WORK/cache/index.log" 2>/dev/null || echo 0)"
   # Resident pages of the large anonymous mappings (> 100 MiB: llama.cpp's KV cache and
   # compute buffers, mapped at start and resident only where touched).
   large="$(awk '/^[0-9a-f]+-[0-9a-f]+ /{anon = ($6 == "")} /^Size:/{size = $2}
-    /^Rss:/{if (anon && size > 102400) s += $2} END {printf "%d", s * 1024}' /proc/$pid/smaps)"
+    /^Rss:/{if (anon && size > 102400) s += $2} END {printf "%.0f", s * 1024}' /proc/$pid/smaps)"
   printf '%s' "$page" >"$WORK/metrics.txt"
-  python3 - "$1" "$2" "$files" "$index" "$(grep VmRSS /proc/$pid/status | awk '{printf "%d", $2 * 1024}')" \
+  python3 - "$1" "$2" "$files" "$index" "$(grep VmRSS /proc/$pid/status | awk '{printf "%.0f", $2 * 1024}')" \
     "$large" "$WORK/metrics.txt" <<'PY'
 import json, re, sys
 rnd, secs, files, index, rss, large, page_path = sys.argv[1:8]
