@@ -9,11 +9,18 @@ Verdict (docs/bench.md, "Soak"):
   * or, where the memos still fill toward their documented caps (render_memo, token_memo:
     docs/http-api.md, "Memory over weeks"), RSS less what they hold passes the same rule: the
     rest of the process is flat and the memos are bounded by constants, not by traffic;
+  * or RSS less every owner a budget bounds (the memos, ram_tier, buffer_pool) passes the same
+    rule while ram_tier stays within --ram-budget and buffer_pool within its limit after every
+    round: those two move by whole records (a Snapshot of the small model is ~20 MB, more than
+    `bound_mib`), so their own budgets bound them, not the rule's 16 MiB;
   * disk: the disk tier's files (records + index, as the server counts them) stay within
     --disk-quota after every round, and so do the cache dir's files, whatever else is there.
 
 Usage: soak_table.py ROUNDS.jsonl [--warmup 2] [--bound-mib 16] [--slope-mib 1]
+       [--ram-budget-mib M] [--pool-limit-mib M]
        [--title T] [--command C] [--md OUT.md] [--json OUT.json]
+The budgets come from each round's record (ram_budget_bytes, buffer_pool_limit_bytes, from
+/metrics); the flags stand in for rounds recorded before the server reported them.
 Exit code 0 when the verdict holds, 1 otherwise."""
 import argparse
 import json
@@ -40,6 +47,8 @@ def slope(ys):
 
 
 MEMOS = ("render_memo", "token_memo")  # owners that fill toward documented constant caps
+# Owners bounded by a budget of their own, checked against it round by round.
+BUDGETED = {"ram_tier": "ram_budget_bytes", "buffer_pool": "buffer_pool_limit_bytes"}
 
 
 def flat(series, warmup, bound_mib, slope_mib):
@@ -52,7 +61,27 @@ def flat(series, warmup, bound_mib, slope_mib):
     return base, up, down, per_round, up < bound_mib and down < bound_mib and per_round < slope_mib
 
 
-def verdict(rounds, warmup, bound_mib, slope_mib):
+def owner(r, name):
+    return r.get("owners", {}).get(name, 0)
+
+
+def within_budgets(rounds, fallback):
+    """(True, "") when every budgeted owner stays within its budget after every round; else
+    (False, why). An owner whose budget no round records nor `fallback` gives fails."""
+    for name, key in BUDGETED.items():
+        for r in rounds:
+            budget = r.get(key) or fallback.get(key)
+            if not budget:
+                return False, f"no budget known for {name}"
+            if owner(r, name) > budget:
+                return False, (f"{name} {owner(r, name) / MIB:.1f} MiB over its budget "
+                               f"{budget / MIB:.1f} MiB in round {r['round']}")
+    return True, ""
+
+
+def verdict(rounds, warmup, bound_mib, slope_mib, budgets=None):
+    """`budgets`: {"ram_budget_bytes": .., "buffer_pool_limit_bytes": ..} for rounds that do
+    not record them."""
     v = {"warmup_rounds": warmup, "bound_mib": bound_mib, "slope_bound_mib": slope_mib}
     if not 0 < warmup < len(rounds):
         v.update(rss_flat=None, reason="not enough rounds after the warm-up")
@@ -67,13 +96,21 @@ def verdict(rounds, warmup, bound_mib, slope_mib):
         v.update(rest_max_rise_mib=up, rest_max_drop_mib=down, rest_slope_mib_per_round=per_round,
                  rest_flat=ok, memos_last_mib=memos[-1] / MIB,
                  memos_growth_mib=(memos[-1] - memos[warmup - 1]) / MIB)
+        held = [m + sum(owner(r, n) for n in BUDGETED) for r, m in zip(rounds, memos)]
+        _, up, down, per_round, ok = flat([r["rss_bytes"] - h for r, h in zip(rounds, held)],
+                                          warmup, bound_mib, slope_mib)
+        in_budget, why = within_budgets(rounds, budgets or {})
+        v.update(unbudgeted_max_rise_mib=up, unbudgeted_max_drop_mib=down,
+                 unbudgeted_slope_mib_per_round=per_round, owners_within_budgets=in_budget,
+                 budget_problem=why, unbudgeted_flat=ok and in_budget)
     quota = max((r.get("disk_quota_bytes") or 0) for r in rounds)
     store = [(r.get("disk_records_bytes") or 0) + (r.get("disk_index_bytes") or 0) for r in rounds]
     v.update(disk_quota_bytes=quota, disk_footprint_max_bytes=max(store),
              cache_dir_max_bytes=max(r["cache_dir_file_bytes"] for r in rounds),
              disk_within_quota=quota > 0 and max(store) <= quota
              and max(r["cache_dir_file_bytes"] for r in rounds) <= quota)
-    v["holds"] = bool(v["rss_flat"] or v.get("rest_flat")) and v["disk_within_quota"]
+    v["holds"] = (bool(v["rss_flat"] or v.get("rest_flat") or v.get("unbudgeted_flat"))
+                  and v["disk_within_quota"])
     return v
 
 
@@ -143,6 +180,15 @@ def markdown(rounds, v, title, command):
             f"documented caps): rise at most {v['rest_max_rise_mib']:.1f} MiB, drop at most "
             f"{v['rest_max_drop_mib']:.1f} MiB, slope {v['rest_slope_mib_per_round']:+.2f} MiB a "
             f"round: " + ("**flat**" if v["rest_flat"] else "**not flat**"))
+        budgets = ("every round within its budget" if v["owners_within_budgets"]
+                   else v["budget_problem"])
+        lines.append(
+            f"- RSS less the owners a budget bounds (the memos, ram_tier within --ram-budget, "
+            f"buffer_pool within its limit: {budgets}): rise at most "
+            f"{v['unbudgeted_max_rise_mib']:.1f} MiB, drop at most "
+            f"{v['unbudgeted_max_drop_mib']:.1f} MiB, slope "
+            f"{v['unbudgeted_slope_mib_per_round']:+.2f} MiB a round: "
+            + ("**flat**" if v["unbudgeted_flat"] else "**not flat**"))
     lines.append(
         f"- Disk: the tier's files at most {v['disk_footprint_max_bytes'] / MIB:.1f} MiB, the cache dir's "
         f"{v['cache_dir_max_bytes'] / MIB:.1f} MiB, quota {v['disk_quota_bytes'] / MIB:.1f} MiB: "
@@ -156,13 +202,17 @@ def main(argv):
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--bound-mib", type=float, default=16)
     ap.add_argument("--slope-mib", type=float, default=1)
+    ap.add_argument("--ram-budget-mib", type=float, default=0)
+    ap.add_argument("--pool-limit-mib", type=float, default=0)
     ap.add_argument("--title", default="Soak")
     ap.add_argument("--command", default="")
     ap.add_argument("--md")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     rounds = load(args.rounds)
-    v = verdict(rounds, args.warmup, args.bound_mib, args.slope_mib)
+    budgets = {"ram_budget_bytes": int(args.ram_budget_mib * MIB),
+               "buffer_pool_limit_bytes": int(args.pool_limit_mib * MIB)}
+    v = verdict(rounds, args.warmup, args.bound_mib, args.slope_mib, budgets)
     md = markdown(rounds, v, args.title, args.command)
     if args.md:
         with open(args.md, "w") as f:
