@@ -11,7 +11,11 @@
 #        [--system-tokens N] [--tool-tokens N] [--name NAME] [--warmup W]
 # Env: PREFIXD_BIN (default build/bin/prefixd), OUT (default bench/results), WORK (default
 #      /tmp/prefixd-soak), PORT (default 19500), SERVE_FLAGS (default: the issue's
-#      "--slots 2 --ctx 65536 --ram-budget 64M --disk-quota 128M"), PREFIXD_EXTRA (more flags).
+#      "--slots 2 --ctx 65536 --ram-budget 64M --disk-quota 128M"), PREFIXD_EXTRA (more flags),
+#      HEAP_PROFILE=1: the server runs on Debian's jemalloc with its heap profile (libjemalloc2,
+#      libjemalloc-dev for jeprof), a dump is taken after each round once it settled
+#      (bench/prof_dump.c), and $OUT/$NAME-heap.txt gets what grew from the last warm-up round
+#      to the last round, by call path (glibc's heap columns read 0 under jemalloc).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -53,8 +57,34 @@ model="$WORK/model-qwen35-$SHAPE.gguf"
 [[ -f "$model" ]] || "$PREFIXD_BIN" make-test-model --arch qwen35 --shape "$SHAPE" --out "$model" >&2
 rm -rf "$WORK/cache" "$WORK/rounds.jsonl"
 
+# HEAP_PROFILE: jemalloc's sampled profile, dumped on demand at each round's quiet point.
+profile_env=()
+if [[ -n "${HEAP_PROFILE:-}" ]]; then
+  jemalloc=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
+  [[ -f "$jemalloc" ]] && command -v jeprof >/dev/null ||
+    { echo "HEAP_PROFILE needs libjemalloc2 and jeprof (libjemalloc-dev)" >&2; exit 1; }
+  rm -rf "$WORK/prof" && mkdir -p "$WORK/prof"
+  cc -shared -fPIC -O2 -o "$WORK/prof_dump.so" "$here/bench/prof_dump.c" -ldl -lpthread
+  cp "$PREFIXD_BIN" "$WORK/prefixd-profiled"  # jeprof reads symbols from it; a rebuild may not
+  PREFIXD_BIN="$WORK/prefixd-profiled"
+  profile_env=(LD_PRELOAD="$jemalloc $WORK/prof_dump.so"
+               MALLOC_CONF="prof:true,lg_prof_sample:12,prof_prefix:$WORK/prof/jeprof"
+               PREFIXD_PROF_DUMP_TRIGGER="$WORK/prof/trigger")
+fi
+# Takes a dump now and names it after round $1 (waits at most 10 s for it).
+dump_heap() {
+  [[ -n "${HEAP_PROFILE:-}" ]] || return 0
+  local before; before="$(ls "$WORK/prof" | grep -c '^jeprof' || true)"
+  touch "$WORK/prof/trigger"
+  for ((t = 0; t < 100; t++)); do
+    [[ "$(ls "$WORK/prof" | grep -c '^jeprof' || true)" -gt "$before" ]] && break
+    sleep 0.1
+  done
+  mv "$(ls -t "$WORK"/prof/jeprof* | head -1)" "$WORK/prof/round-$1.heap"
+}
+
 # shellcheck disable=SC2086
-"$PREFIXD_BIN" serve -m "$model" --alias soak --host 127.0.0.1 --port "$PORT" \
+env "${profile_env[@]}" "$PREFIXD_BIN" serve -m "$model" --alias soak --host 127.0.0.1 --port "$PORT" \
   --cache-dir "$WORK/cache" $SERVE_FLAGS ${PREFIXD_EXTRA:-} >"$WORK/serve.log" 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true' EXIT
@@ -105,6 +135,8 @@ print(json.dumps({
     "disk_records_bytes": val('prefixd_cache_bytes{tier="disk"}'),
     "disk_index_bytes": val("prefixd_cache_disk_index_bytes"),
     "disk_quota_bytes": val("prefixd_cache_disk_quota_bytes"),
+    "ram_budget_bytes": val("prefixd_cache_ram_budget_bytes"),
+    "buffer_pool_limit_bytes": val("prefixd_buffer_pool_limit_bytes"),
     "cache_dir_file_bytes": int(files), "index_log_file_bytes": int(index),
     "prompt_tokens": val("prefixd_prompt_tokens_total"),
     "cached_tokens": val("prefixd_cached_tokens_total"),
@@ -121,8 +153,17 @@ for ((r = 1; r <= ROUNDS; r++)); do
     --no-restart --no-branch --no-warmup --out "$WORK/round-$r.json" >"$WORK/round-$r.log" 2>&1
   secs="$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')"
   sample "$r" "$secs" >>"$WORK/rounds.jsonl"
+  dump_heap "$r"
   log "round $r: $(tail -1 "$WORK/rounds.jsonl" | python3 -c 'import json,sys; j=json.load(sys.stdin); print("RSS %.1f MB, cache dir %.1f MB" % (j["rss_bytes"]/2**20, j["cache_dir_file_bytes"]/2**20))')"
 done
+
+if [[ -n "${HEAP_PROFILE:-}" && "$ROUNDS" -gt "$WARMUP" ]]; then
+  { echo "# Heap grown from round $WARMUP to round $ROUNDS (jeprof --cum, MB), $NAME"
+    jeprof --text --cum --base="$WORK/prof/round-$WARMUP.heap" "$PREFIXD_BIN" \
+      "$WORK/prof/round-$ROUNDS.heap" 2>/dev/null | grep -v '(inline)' | sort -k4 -g -r | head -60
+  } >"$OUT/$NAME-heap.txt"
+  log "heap growth by call path: $OUT/$NAME-heap.txt"
+fi
 
 python3 "$here/bench/soak_table.py" "$WORK/rounds.jsonl" --warmup "$WARMUP" \
   --title "Soak: qwen35 $SHAPE, serve $SERVE_FLAGS, $ROUNDS rounds of $SESSIONS sessions x $TURNS requests" \

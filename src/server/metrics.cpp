@@ -128,6 +128,10 @@ void RenderMemory(const engine::EngineStats& s, std::string* out) {
   for (const auto& [owner, bytes] : MemoryOwnersOf(s)) owners[owner] = bytes;
   ByLabel("prefixd_memory_bytes", "gauge", "Memory held by each long-lived owner.", "owner",
           owners, out);
+  // The budget beside what it bounds: an operator (and the soak bench) checks ram_tier
+  // against it without knowing the flags the server was started with.
+  Gauge("prefixd_cache_ram_budget_bytes", "--ram-budget: the most the RAM tier may hold.",
+        double(s.ram_budget_bytes), out);
   if (s.disk_quota_bytes == 0) return;
   Gauge("prefixd_cache_disk_index_bytes",
         "The disk tier's index log (its records are prefixd_cache_bytes{tier=\"disk\"}).",

@@ -403,6 +403,7 @@ TEST_F(ServerTest, ModelsHealthTokenizeMetrics) {
         "prefixd_process_resident_bytes ", "prefixd_process_heap_bytes{state=\"free\"}",
         "prefixd_memory_bytes{owner=\"ram_tier\"} 1234",
         "prefixd_memory_bytes{owner=\"buffer_pool\"} 3145728",
+        "prefixd_cache_ram_budget_bytes 4096", "prefixd_buffer_pool_limit_bytes ",
         "prefixd_cache_disk_index_bytes 500", "prefixd_cache_disk_footprint_bytes 7500",
         "prefixd_cache_disk_quota_bytes 8192"}) {
     EXPECT_NE(metrics->body.find(name), std::string::npos) << name;
