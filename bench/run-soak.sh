@@ -12,6 +12,8 @@
 # Env: PREFIXD_BIN (default build/bin/prefixd), OUT (default bench/results), WORK (default
 #      /tmp/prefixd-soak), PORT (default 19500), SERVE_FLAGS (default: the issue's
 #      "--slots 2 --ctx 65536 --ram-budget 64M --disk-quota 128M"), PREFIXD_EXTRA (more flags),
+#      SEED=N: every round replays seed N's conversations (cache hits from round 2 on, restores
+#      from RAM and disk) instead of a new seed a round,
 #      HEAP_PROFILE=1: the server runs on Debian's jemalloc with its heap profile (libjemalloc2,
 #      libjemalloc-dev for jeprof), a dump is taken after each round once it settled
 #      (bench/prof_dump.c), and $OUT/$NAME-heap.txt gets what grew from the last warm-up round
@@ -149,7 +151,7 @@ log "$NAME: $ROUNDS rounds of $SESSIONS sessions x $TURNS requests, serve $SERVE
 for ((r = 1; r <= ROUNDS; r++)); do
   t0="$(date +%s.%N)"
   "$PREFIXD_BIN" bench --url "$url" --model soak --sessions "$SESSIONS" --turns "$TURNS" \
-    --system-tokens "$SYSTEM_TOKENS" --tool-tokens "$TOOL_TOKENS" --seed "$r" \
+    --system-tokens "$SYSTEM_TOKENS" --tool-tokens "$TOOL_TOKENS" --seed "${SEED:-$r}" \
     --no-restart --no-branch --no-warmup --out "$WORK/round-$r.json" >"$WORK/round-$r.log" 2>&1
   secs="$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')"
   sample "$r" "$secs" >>"$WORK/rounds.jsonl"
