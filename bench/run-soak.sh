@@ -82,7 +82,9 @@ dump_heap() {
     [[ "$(ls "$WORK/prof" | grep -c '^jeprof' || true)" -gt "$before" ]] && break
     sleep 0.1
   done
-  mv "$(ls -t "$WORK"/prof/jeprof* | head -1)" "$WORK/prof/round-$1.heap"
+  local dump; dump="$(ls -t "$WORK"/prof/jeprof* 2>/dev/null | head -1 || true)"
+  if [[ -z "$dump" ]]; then log "round $1: no heap dump came within 10 s"; return 0; fi
+  mv "$dump" "$WORK/prof/round-$1.heap"
 }
 
 # shellcheck disable=SC2086
@@ -162,7 +164,8 @@ done
 if [[ -n "${HEAP_PROFILE:-}" && "$ROUNDS" -gt "$WARMUP" ]]; then
   { echo "# Heap grown from round $WARMUP to round $ROUNDS (jeprof --cum, MB), $NAME"
     jeprof --text --cum --base="$WORK/prof/round-$WARMUP.heap" "$PREFIXD_BIN" \
-      "$WORK/prof/round-$ROUNDS.heap" 2>/dev/null | grep -v '(inline)' | sort -k4 -g -r | head -60
+      "$WORK/prof/round-$ROUNDS.heap" 2>/dev/null | grep -v '(inline)' | sort -k4 -g -r | head -60 ||
+      true  # head closes the pipe early: not a failure of the run
   } >"$OUT/$NAME-heap.txt"
   log "heap growth by call path: $OUT/$NAME-heap.txt"
 fi
