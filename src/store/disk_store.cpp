@@ -9,6 +9,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -86,14 +87,63 @@ Result<DecodedFront> ReadFront(const RandomAccessFile& file, uint64_t file_bytes
   return DecodeRecordFront(front, file_bytes);
 }
 
+// The slices ReadVerifiedPayload reads through, shared by every reading thread. Not one per
+// thread: the HTTP server's threads (slots + queue + 8 of them by default) live as long as the
+// process, and each that ever read a record kept its slice, memory no owner counted (18 MiB by
+// default, found by a soak replaying the same conversations from disk). At most kKept are kept
+// between reads; a reader finding none allocates one.
+class SlicePool {
+ public:
+  static constexpr size_t kSlice = size_t(256) << 10;
+  static constexpr size_t kKept = 4;
+
+  std::unique_ptr<uint8_t[]> Take() {
+    {
+      MutexLock lock(&mu_);
+      if (!kept_.empty()) {
+        std::unique_ptr<uint8_t[]> s = std::move(kept_.back());
+        kept_.pop_back();
+        return s;
+      }
+    }
+    return std::make_unique_for_overwrite<uint8_t[]>(kSlice);
+  }
+  void Give(std::unique_ptr<uint8_t[]> slice) {
+    MutexLock lock(&mu_);
+    if (kept_.size() < kKept) kept_.push_back(std::move(slice));
+  }
+
+ private:
+  Mutex mu_;
+  std::vector<std::unique_ptr<uint8_t[]>> kept_ PREFIXD_GUARDED_BY(mu_);
+};
+
+SlicePool& Slices() {
+  static SlicePool* pool = new SlicePool;  // never destroyed: readers may outlive statics
+  return *pool;
+}
+
+// A slice of SlicePool for one read, given back when it ends.
+class ReadSlice {
+ public:
+  ReadSlice() : slice_(Slices().Take()) {}
+  ~ReadSlice() { Slices().Give(std::move(slice_)); }
+  ReadSlice(const ReadSlice&) = delete;
+  ReadSlice& operator=(const ReadSlice&) = delete;
+  uint8_t* data() { return slice_.get(); }
+
+ private:
+  std::unique_ptr<uint8_t[]> slice_;
+};
+
 // Reads a payload of `n` bytes and its 4-byte checksum trailer at `offset` into `out` (empty),
 // verifying the checksum in the same pass: a slice at a time into a small buffer that stays in
 // the CPU cache, checked there, then copied out. Nothing zero-fills `out` first (every pass
 // over fresh memory costs as much as the read).
 Status ReadVerifiedPayload(const RandomAccessFile& file, uint64_t offset, uint64_t n,
                            std::vector<uint8_t>* out) {
-  constexpr size_t kSlice = size_t(256) << 10;
-  thread_local std::vector<uint8_t> slice(kSlice);
+  constexpr size_t kSlice = SlicePool::kSlice;
+  ReadSlice slice;
   uint8_t len[8];
   EncodeFixed64(len, n);
   uint32_t crc = Crc32c(len, sizeof len);
@@ -114,7 +164,7 @@ Status ReadVerifiedPayload(const RandomAccessFile& file, uint64_t offset, uint64
     } else {
       out->insert(out->end(), slice.data(), slice.data() + body);
     }
-    for (size_t i = body; i < got; ++i) trailer[trailer_got++] = slice[i];
+    for (size_t i = body; i < got; ++i) trailer[trailer_got++] = slice.data()[i];
     done += got;
   }
   if (DecodeFixed32(trailer) != Crc32cMask(crc)) {

@@ -9,9 +9,11 @@
 #include <fstream>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "store/store_test_util.h"
 #include "util/fault_env.h"
+#include "util/process_memory.h"
 
 namespace prefixd::store {
 namespace {
@@ -519,6 +521,65 @@ TEST(DiskStore, IndexLogIsCompactedWhileTheForegroundIsBusy) {
   EXPECT_LE(FileBytesUnder(dir.path()), quota)
       << "records " << st.bytes << ", index " << st.index_bytes;
   store->SetForegroundBusy(false);
+}
+
+// Reading keeps no memory per thread: a server's HTTP threads live as long as it does, and
+// each one's restores read records. 32 threads each read a record and stay alive while the
+// heap is measured; what reading left behind is at most the few shared slices a read goes
+// through (SlicePool::kKept of 256 KiB), not one per thread (8 MiB here).
+TEST(DiskStore, ReadingFromManyThreadsKeepsNoMemoryPerThread) {
+  if (ReadProcessMemory().heap_in_use_bytes == 0) GTEST_SKIP() << "not glibc's malloc";
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  RecordMeta meta = MetaFor(3);
+  ASSERT_TRUE(store->PutAsync(meta, PayloadPtr(3, 4096)));
+  store->Flush();
+  constexpr int kThreads = 32;
+  std::mutex mu;
+  std::condition_variable cv;
+  int done = 0;
+  bool release = false;
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  auto heap = [] {
+    ProcessMemory m = ReadProcessMemory();
+    return int64_t(m.heap_in_use_bytes + m.heap_mapped_bytes);
+  };
+  // Every thread's first allocation (its arena) is made before the baseline.
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&] {
+      std::vector<uint8_t> warm(1024);
+      std::unique_lock<std::mutex> lock(mu);
+      ++done;
+      cv.notify_all();
+      cv.wait(lock, [&] { return done >= kThreads + 1; });
+      lock.unlock();
+      auto rec = store->Read(meta.key, RecordKind::kBlockRows);
+      if (rec.ok() && rec->payload == PayloadFor(3, 4096)) ++ok;
+      lock.lock();
+      ++done;
+      cv.notify_all();
+      cv.wait(lock, [&] { return release; });
+    });
+  }
+  int64_t before = 0;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done == kThreads; });
+    before = heap();
+    ++done;
+    cv.notify_all();
+    cv.wait(lock, [&] { return done == 2 * kThreads + 1; });
+  }
+  const int64_t grown = heap() - before;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), kThreads);
+  EXPECT_LT(grown, int64_t(2) << 20) << "reading left " << grown << " bytes with the threads alive";
 }
 
 TEST(DiskStore, InvalidOptions) {
