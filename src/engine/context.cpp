@@ -102,6 +102,7 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
                                          : LLAMA_FLASH_ATTN_TYPE_DISABLED;
   p.type_k = GgmlType(options.type_k);
   p.type_v = GgmlType(options.type_v);
+  p.swa_full = options.swa_full;
   p.kv_unified = false;  // one stream per sequence: slots never see each other's cells
   p.no_perf = true;
   p.n_rs_seq = options.n_rs_seq;

@@ -36,6 +36,12 @@ struct ContextOptions {
   int n_threads = 0;              // decode (generation) threads; 0: all cores
   int n_threads_batch = 0;        // prefill threads; 0: the same as n_threads
   bool flash_attn = false;
+  // A sliding-window cache (iswa layouts) of the context's size (llama.cpp's context default),
+  // or of a window plus a ubatch (false; llama-server's default): then the window layers
+  // attend over those cells instead of every position so far, and hold that much memory. Part
+  // of the cache-layout fingerprint when false: the cells a Snapshot's layout names lie in a
+  // ring that size.
+  bool swa_full = true;
   KvType type_k = KvType::kF16;   // KV cache types; part of the cache-layout fingerprint
   KvType type_v = KvType::kF16;
   // Recurrent states llama.cpp keeps per token for rolling back rejected drafts (n_rs_seq;

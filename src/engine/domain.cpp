@@ -36,6 +36,10 @@ Digest LayoutFingerprint(const Model& model, const ContextOptions& ctx, StateMod
   }
   h.UpdateU64(ctx.flash_attn ? 1 : 0);  // decides the V layout (transposed or not)
   h.UpdateU64(uint64_t(model.n_swa()));
+  if (!ctx.swa_full && model.n_swa() > 0) {  // full-size domains stay as they were
+    h.Update("swa-ring");
+    h.UpdateU64(ctx.n_ubatch);  // the ring's size: the window plus a ubatch
+  }
   for (const char* key : {"rope.freq_base", "rope.scaling.type", "rope.scaling.factor"}) {
     h.Update(model.Meta(model.arch() + "." + key));
     h.Update("|");

@@ -86,6 +86,10 @@ void DeclareModeFlags(Flags& flags, EngineFlagValues& v, EngineFlagSet which) {
   }
   if (Has(which, EngineFlagSet::kFlashAttn)) {
     flags.Bool("--no-flash-attn", &v.no_flash_attn, "run attention without flash attention");
+    flags.Bool("--swa-full", &v.swa_full,
+               "keep a sliding-window model's window layers for the whole context instead of "
+               "a window plus a ubatch of cells (more memory and attention; the cache reuses "
+               "prefixes either way)");
     flags.String("-ctk,--cache-type-k", &v.cache_type_k,
                  "KV cache type of K: f32, f16, bf16, q8_0, q4_0");
     flags.String("-ctv,--cache-type-v", &v.cache_type_v,
@@ -247,6 +251,7 @@ void SetNumbers(const EngineFlagValues& v, EngineOptions& eo) {
   eo.whole_state = v.whole_state;
   eo.capture_in_call = !v.cut_at_captures;
   eo.flash_attn = !v.no_flash_attn;
+  eo.swa_full = v.swa_full;
 }
 
 }  // namespace

@@ -55,6 +55,7 @@ struct EngineFlagValues {
   bool whole_state = false;
   bool cut_at_captures = false;
   bool no_flash_attn = false;
+  bool swa_full = false;
   std::string cache_type_k = KvTypeName(EngineOptions{}.cache_type_k);
   std::string cache_type_v = KvTypeName(EngineOptions{}.cache_type_v);
   std::string chat_template;  // NAME of a pinned template or a .jinja file; "" : the model's

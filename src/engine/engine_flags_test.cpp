@@ -107,8 +107,10 @@ TEST(EngineFlags, ParsedValuesReachTheOptions) {
 TEST(EngineFlags, PlacementAndKvTypesReachTheOptions) {
   Result<EngineOptions> o =
       Convert(kEveryGroup, {"--rpc", "127.0.0.1:50052, h:1", "-dev", "RPC0,CPU", "-ctk", "q8_0",
-                            "-ctv", "q4_0"});
+                            "-ctv", "q4_0", "--swa-full"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_TRUE(o->swa_full);
+  EXPECT_FALSE(Convert(kEveryGroup, {})->swa_full);
   EXPECT_EQ(o->rpc_servers, (std::vector<std::string>{"127.0.0.1:50052", "h:1"}));
   EXPECT_EQ(o->devices, (std::vector<std::string>{"RPC0", "CPU"}));
   EXPECT_EQ(o->cache_type_k, KvType::kQ8_0);

@@ -111,6 +111,11 @@ struct EngineOptions {
   KvType cache_type_k = KvType::kF16;  // part of the cache-layout fingerprint
   KvType cache_type_v = KvType::kF16;
   bool flash_attn = true;            // part of the cache-layout fingerprint (V layout)
+  // --swa-full: a sliding-window model's window cache as large as the context. Without it an
+  // iswa model's window layers keep a window plus a ubatch of cells (ContextOptions::swa_full:
+  // every call is one ubatch, so a window captured inside a call is still there after it);
+  // the other window layouts (hybrid, DSA, DeepSeek-V4) keep the full size either way.
+  bool swa_full = false;
   size_t max_queue = 64;             // requests waiting for a slot beyond this are refused
   bool whole_state = false;          // Snapshots hold whole states even where the codec can
                                      // slice the model (--whole-state: a diagnostic)

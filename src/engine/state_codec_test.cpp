@@ -9,13 +9,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "engine/state_codec_test_util.h"
+#include "engine/worker_parts.h"
+#include "llama.h"
 
 namespace prefixd::engine {
 namespace {
@@ -349,6 +353,49 @@ TEST(ContextTest, RefusesOtherThreads) {
         other.join();
       },
       "off its owning thread");
+}
+
+// A window-sized sliding cache (what serve gives an iswa model unless --swa-full) is a ring:
+// after more positions than a window plus a ubatch, the oldest are overwritten, where a
+// full-size cache still holds position 0. Both decode the same rows (the exactness and cache
+// tests run the ring: ExactnessTest, EngineCacheTest on gemma3, gpt-oss, gemma4).
+TEST(ContextTest, AWindowSizedSlidingCacheIsARing) {
+  const Model* model = CodecModels::Get().Load("gemma3");
+  ASSERT_NE(model, nullptr);
+  ASSERT_EQ(model->layout(), MemoryLayout::kIswa);
+  const std::vector<Token> tokens = PromptTokens(*model, 600);
+  for (const bool full : {true, false}) {
+    ContextOptions o = CodecContextOptions(true);
+    o.n_ctx_per_seq = 1024;  // a ring of 256 cells (the 32-token window plus a 32-row ubatch)
+    o.swa_full = full;
+    auto ctx = Context::Create(*model, o);
+    ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+    for (size_t p = 0; p < tokens.size(); p += o.n_ubatch) {
+      const size_t n = std::min<size_t>(o.n_ubatch, tokens.size() - p);
+      ASSERT_TRUE((*ctx)->DecodeChunk(0, std::span(tokens).subspan(p, n), int32_t(p), false).ok());
+    }
+    EXPECT_EQ((*ctx)->SeqPosMax(0), 599);
+    const llama_pos oldest = llama_memory_seq_pos_min(llama_get_memory((*ctx)->raw()), 0);
+    if (full) {
+      EXPECT_EQ(oldest, 0) << "a full-size window cache keeps every position";
+    } else {
+      EXPECT_GE(oldest, 600 - 256) << "the ring keeps at most its 256 cells";
+      EXPECT_LE(oldest, 600 - 64) << "and at least a window plus a ubatch";
+    }
+  }
+}
+
+// serve's contexts: the ring for an iswa model unless --swa-full; every other model (no
+// window, or a window beside recurrent or compressed caches) the full size.
+TEST(ContextTest, ServeGivesOnlyIswaModelsTheRing) {
+  EngineOptions eo;
+  const Model* gemma3 = CodecModels::Get().Load("gemma3");
+  const Model* llama = CodecModels::Get().Load("llama");
+  ASSERT_TRUE(gemma3 != nullptr && llama != nullptr);
+  EXPECT_FALSE(ContextOptionsFor(*gemma3, eo).swa_full);
+  EXPECT_TRUE(ContextOptionsFor(*llama, eo).swa_full);
+  eo.swa_full = true;
+  EXPECT_TRUE(ContextOptionsFor(*gemma3, eo).swa_full);
 }
 
 }  // namespace

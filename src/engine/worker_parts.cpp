@@ -6,9 +6,7 @@
 
 namespace prefixd::engine {
 
-namespace {
-
-ContextOptions ContextOptionsFor(const EngineOptions& options) {
+ContextOptions ContextOptionsFor(const Model& model, const EngineOptions& options) {
   ContextOptions copt;
   copt.n_ctx_per_seq = options.n_ctx_per_slot;
   copt.n_seq = options.n_slots;
@@ -19,8 +17,11 @@ ContextOptions ContextOptionsFor(const EngineOptions& options) {
   copt.flash_attn = options.flash_attn;
   copt.type_k = options.cache_type_k;
   copt.type_v = options.cache_type_v;
+  copt.swa_full = options.swa_full || model.layout() != MemoryLayout::kIswa;
   return copt;
 }
+
+namespace {
 
 // Decides how rejected drafts are taken back on this model's memory (SpecStep::Create), or
 // turns speculation off for a memory that cannot take them back exactly; then lets the cache
@@ -45,7 +46,7 @@ Status SetUpSpeculation(WorkerParts& w, const Model& model, const EngineOptions&
 }  // namespace
 
 Status WorkerParts::Build(const Model& model, const EngineOptions& options) {
-  ContextOptions copt = ContextOptionsFor(options);
+  ContextOptions copt = ContextOptionsFor(model, options);
   if (options.spec.enabled()) {
     PREFIXD_ASSIGN_OR_RETURN(drafter, Drafter::Create(options.spec, options.n_slots));
     copt.n_rs_seq = RecurrentSnapshotsFor(drafter->n_max());

@@ -25,6 +25,10 @@
 
 namespace prefixd::engine {
 
+// The context's options for `options` on `model`: an iswa model's window cache a window plus a
+// ubatch unless --swa-full (EngineOptions::swa_full), every other model's as large as the context.
+ContextOptions ContextOptionsFor(const Model& model, const EngineOptions& options);
+
 struct WorkerParts {
   std::unique_ptr<Context> ctx;
   std::unique_ptr<CacheStack> cache;  // off (io() null) with --no-cache
