@@ -33,16 +33,19 @@ constexpr uint32_t kBlock = 32;
 constexpr int32_t kBatch = 256;
 constexpr int32_t kSpacing = kBatch;  // boundary Snapshots: the batch rounded down to Blocks
 
-std::string ModelPath(const std::string& arch) {
+std::string ModelPath(const std::string& arch, bool f16 = false) {
   static std::map<std::string, std::string> made;
-  auto it = made.find(arch);
+  const std::string key = arch + (f16 ? "-f16" : "");
+  auto it = made.find(key);
   if (it != made.end()) return it->second;
   auto dir = std::filesystem::temp_directory_path() / ("prefixd-engine-test-" + std::to_string(getpid()));
   std::filesystem::create_directories(testing::RemoveAtExit(dir.string()));
-  std::string path = (dir / (arch + ".gguf")).string();
-  Status st = MakeTestModel({arch, "tiny", 7}, path);
+  std::string path = (dir / (key + ".gguf")).string();
+  TestModelSpec spec{arch, "tiny", 7};
+  spec.f16_weights = f16;
+  Status st = MakeTestModel(spec, path);
   EXPECT_TRUE(st.ok()) << st.ToString();
-  made[arch] = path;
+  made[key] = path;
   return path;
 }
 
@@ -56,7 +59,8 @@ MemoryLayout ModelLayoutOf(const std::string& arch) {
 // "arch/spec" for speculative decoding on (EagerNgram), "arch/cut" for Snapshots taken at the
 // ends of calls where they could be captured inside them (--cut-at-captures), "arch/rpc" for every layer on a real
 // rpc-server's device (the tensors in another process), or "arch/q8_0" / "arch/q4_0" for a
-// KV cache of that type (K and V).
+// KV cache of that type (K and V), or "arch/f16" for the model's large matrices in F16 (on a CPU
+// with AMX, computed from ggml's AMX buffer, as llama-server loads them).
 std::string ArchOf(const std::string& param) { return param.substr(0, param.find('/')); }
 std::string VariantOf(const std::string& param) {
   const size_t slash = param.find('/');
@@ -66,6 +70,7 @@ bool WholeOf(const std::string& param) { return VariantOf(param) == "whole"; }
 bool SpecOf(const std::string& param) { return VariantOf(param) == "spec"; }
 bool RpcOf(const std::string& param) { return VariantOf(param) == "rpc"; }
 bool CutOf(const std::string& param) { return VariantOf(param) == "cut"; }
+bool F16Of(const std::string& param) { return VariantOf(param) == "f16"; }
 std::string Slug(const std::string& param) {
   const std::string variant = VariantOf(param);
   return ArchOf(param) + (variant.empty() ? "" : "-" + variant);
@@ -82,7 +87,7 @@ std::unique_ptr<Engine> MakeEngine(const std::string& param, bool cache,
   if (SpecOf(param)) o.spec = testing::EagerNgram();
   o.cache_dir = cache_dir;
   o.n_slots = slots;
-  o.model_path = ModelPath(arch);
+  o.model_path = ModelPath(arch, F16Of(param));
   o.block_size = kBlock;
   o.n_ctx_per_slot = 2048;
   o.n_batch = kBatch;
@@ -904,6 +909,11 @@ INSTANTIATE_TEST_SUITE_P(KvTypes, EngineCacheTest, ::testing::Values("qwen35/q8_
 // Snapshots of the Gated DeltaNet hybrid taken at the ends of calls, as before llama.cpp patch
 // 0009 (--cut-at-captures): the schedule that cuts at every capture point.
 INSTANTIATE_TEST_SUITE_P(CutAtCaptures, EngineCacheTest, ::testing::Values("qwen35/cut"),
+                         ParamName);
+// F16 weights (the small shape's type): on a CPU with AMX the model's matrices are computed
+// by ggml's AMX buffer's F16 product instead of the default one (engine/model/model.cpp); the
+// sliding window (its ring) and the hybrid.
+INSTANTIATE_TEST_SUITE_P(F16Weights, EngineCacheTest, ::testing::Values("gemma3/f16", "qwen35/f16"),
                          ParamName);
 INSTANTIATE_TEST_SUITE_P(WholeState, EngineCacheTest,
                          ::testing::Values("llama/whole", "qwen35/whole", "gemma3/whole",

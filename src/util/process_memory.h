@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -55,6 +56,14 @@ class MemoryGauge {
   const char* owner_;
   std::atomic<int64_t> bytes_{0};
 };
+
+// The heap memory one allocation of `n` bytes takes under glibc's malloc: an 8-byte header,
+// rounded up to 16 bytes, at least 32. What an owner of many small nodes (a map's, a list's)
+// counts per node, so that its gauge is the heap it holds, not the sizes it asked for.
+constexpr size_t HeapChunkBytes(size_t n) {
+  const size_t chunk = (n + 8 + 15) & ~size_t(15);
+  return chunk < 32 ? 32 : chunk;
+}
 
 // Every gauge created so far, by owner name (sorted), with its bytes now.
 std::vector<std::pair<std::string, uint64_t>> MemoryByOwner();

@@ -174,14 +174,20 @@ struct RenderMemo::Impl {
     }
   }
   // The memory of every memo, for /metrics: each record's list and hash nodes and its split's
-  // tail (up to kMaxSplitTail characters: the tails, not the nodes, are most of it), and the
-  // kept texts.
+  // tail (up to kMaxSplitTail characters: the tails, not the nodes, are most of it), as the
+  // heap chunks they take, and the kept texts.
   static MemoryGauge& Gauge() {
     static MemoryGauge g("render_memo");
     return g;
   }
   static size_t BytesOf(const PrefixRecord& r) {
-    return sizeof(Entry) + 64 + (r.split ? r.split->tail.capacity() : 0);
+    constexpr size_t kList = HeapChunkBytes(sizeof(Entry) + 2 * sizeof(void*));  // prev, next
+    // The index's node (next, key, iterator, the cached hash) and its share of the buckets.
+    constexpr size_t kIndex = HeapChunkBytes(sizeof(void*) + sizeof(PrefixKey) +
+                                             sizeof(void*) + sizeof(size_t)) + 2 * sizeof(void*);
+    const size_t tail = r.split && r.split->tail.capacity() > 15  // else inside the string
+                            ? HeapChunkBytes(r.split->tail.capacity() + 1) : 0;
+    return kList + kIndex + tail;
   }
   void EvictRecords() PREFIXD_REQUIRES(mu) {
     while (!lru.empty() &&

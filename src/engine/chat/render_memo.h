@@ -120,7 +120,8 @@ std::optional<uint64_t> SharedLengthByText(const PrefixRecord& record,
 struct RenderMemoOptions {
   size_t max_entries = size_t(1) << 16;
   size_t max_text_bytes = size_t(16) << 20;  // kept full renders (~256 KB at 64K tokens)
-  // The records' memory: ~200 bytes each, and a split's tail (up to kMaxSplitTail characters).
+  // The records' memory as heap chunks: ~270 bytes each, and a split's tail (up to
+  // kMaxSplitTail characters).
   size_t max_record_bytes = size_t(16) << 20;
 };
 

@@ -165,8 +165,12 @@ Result<std::unique_ptr<Model>> Model::Load(const ModelOptions& options) {
   llama_model_params params = llama_model_default_params();
   // ggml's AMX matrix product, which llama.cpp picks for quantized weights on a CPU with AMX,
   // crashes the process on calls of a few rows: two sequences generating at once through a
-  // Q8_0 output layer (llama.cpp #20824, open). On such a CPU the weights stay in ggml's other
-  // buffers (no repacking either: llama.cpp turns the extra buffer types off together).
+  // Q8_0 output layer (llama.cpp #20824, open). Its F16 product (llama-server puts F16 weights
+  // there too, 3-8% faster here) gives a request decoded beside other slots' tokens other
+  // answers than decoded alone, top logprobs 0.08-0.10 apart: with it,
+  // F16Weights/EngineCacheTest.ConcurrentRequestsMatchSequential/qwen35_f16 fails. On such a
+  // CPU the weights stay in ggml's other buffers (no repacking either: llama.cpp turns the
+  // extra buffer types off together).
   static const bool amx = CpuOffersAmx();
   if (amx) params.use_extra_bufts = false;
   params.n_gpu_layers = options.n_gpu_layers < 0 ? 999 : options.n_gpu_layers;

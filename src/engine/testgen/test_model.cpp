@@ -55,6 +55,7 @@ Status MakeOwn(const TestModelSpec& spec, const TokenizerChoice& tokenizer,
   }
   BaseDims dims;
   PREFIXD_RETURN_IF_ERROR(test_model::ShapeDims(spec.shape, &dims));
+  if (spec.f16_weights) dims.weight_type = GGML_TYPE_F16;
   dims.n_vocab = test_model::VocabSize(tokenizer, dims.n_vocab);
   uint32_t n_layer = 0;
   PREFIXD_ASSIGN_OR_RETURN(GgufPtr meta, BuildMetadata(spec, tokenizer, dims, &n_layer));
@@ -111,6 +112,10 @@ Status MakeFromUpstream(const TestModelSpec& spec, const TokenizerChoice& tokeni
     return Status::InvalidArgument("test model arch '" + spec.arch + "' comes from llama.cpp's "
                                    "generator: predictable MTP heads are made for qwen35 and "
                                    "qwen3next");
+  }
+  if (spec.f16_weights) {
+    return Status::InvalidArgument("test model arch '" + spec.arch + "' comes from llama.cpp's "
+                                   "generator: F16 weights are made for prefixd's own archs");
   }
   if (spec.shape != "tiny") {
     return Status::InvalidArgument("test model arch '" + spec.arch +

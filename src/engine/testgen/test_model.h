@@ -71,6 +71,9 @@ struct TestModelSpec {
   // after any token not in the script, the end of turn after the last). The margin is wide
   // enough for sampling at temperature 1 to follow it. Empty: not scripted.
   TestScript script;
+  // prefixd's own archs: the large matrices in F16 (the small shape's type) whatever the shape;
+  // the tiny shape's are F32. On a CPU with AMX, ggml computes F16 weights from its AMX buffer.
+  bool f16_weights = false;
 };
 
 // Writes the model described by `spec` to `out_path` (through a temporary file in the same
